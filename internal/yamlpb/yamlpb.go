@@ -1,0 +1,306 @@
+// Package yamlpb decodes YAML into protobuf messages strictly, reporting every problem at once with its field
+// path and line:column: unknown fields, wrong types, out-of-range numbers, duplicate keys.
+//
+// Field names are the proto names (retry_on) or their JSON names (retryOn), as protojson accepts, so a document
+// means the same in a YAML file, a REST body and a gRPC message. Scalars are read the way a YAML author expects:
+// `name: 5` is the string "5", `size: 1024` an integer; booleans are true and false only (not yes/no).
+//
+// It exists instead of buf's protoyaml because that one links protovalidate and cel-go, which cost every worker
+// process about 4 MB of memory, and because it decodes sub-trees of larger documents (a workflow's services)
+// with positions in the enclosing file.
+package yamlpb
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/irs-sim/irs/internal/field"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Unmarshal decodes a YAML document into m. On error, m may be partly filled; the error is a joined list of
+// *field.Error, each with its position.
+func Unmarshal(data []byte, m proto.Message) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return syntaxError(err)
+	}
+	return Decode(&root, m, "")
+}
+
+// Decode decodes a YAML node (a document or a mapping) into m. path prefixes the field paths in errors.
+func Decode(n *yaml.Node, m proto.Message, path string) error {
+	var errs field.List
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return nil
+		}
+		n = n.Content[0]
+	}
+	d := decoder{errs: &errs}
+	d.message(n, m.ProtoReflect(), path)
+	return errs.Err()
+}
+
+type decoder struct{ errs *field.List }
+
+func (d decoder) fail(n *yaml.Node, path, format string, args ...any) {
+	*d.errs = append(*d.errs, &field.Error{Path: path, Line: n.Line, Column: n.Column, Err: fmt.Errorf(format, args...)})
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// resolve follows aliases.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func (d decoder) message(n *yaml.Node, m protoreflect.Message, path string) {
+	n = resolve(n)
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "want a mapping of fields, got %s", describe(n))
+		return
+	}
+	fields := m.Descriptor().Fields()
+	seen := map[protoreflect.FieldNumber]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		fd := fields.ByName(protoreflect.Name(k.Value))
+		if fd == nil {
+			fd = fields.ByJSONName(k.Value)
+		}
+		if fd == nil {
+			d.fail(k, field.Join(path, k.Value), "unknown field %q (want one of %s)", k.Value, names(fields))
+			continue
+		}
+		fpath := field.Join(path, string(fd.Name()))
+		if prev, dup := seen[fd.Number()]; dup {
+			d.fail(k, fpath, "set twice (also as %q)", prev)
+			continue
+		}
+		seen[fd.Number()] = k.Value
+		if o := fd.ContainingOneof(); o != nil && !o.IsSynthetic() {
+			if other := m.WhichOneof(o); other != nil {
+				d.fail(k, fpath, "only one of %s may be set (%s is already)", oneofNames(o), other.Name())
+				continue
+			}
+		}
+		v = resolve(v)
+		if isNull(v) {
+			continue
+		}
+		switch {
+		case fd.IsList():
+			d.list(v, m.Mutable(fd).List(), fd, fpath)
+		case fd.IsMap():
+			d.mapField(v, m.Mutable(fd).Map(), fd, fpath)
+		case fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind:
+			d.message(v, m.Mutable(fd).Message(), fpath)
+		default:
+			if val, ok := d.scalar(v, fd, fpath); ok {
+				m.Set(fd, val)
+			}
+		}
+	}
+}
+
+func (d decoder) list(n *yaml.Node, l protoreflect.List, fd protoreflect.FieldDescriptor, path string) {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, path, "want a list, got %s", describe(n))
+		return
+	}
+	for i, item := range n.Content {
+		ipath := field.Index(path, i)
+		item = resolve(item)
+		if fd.Kind() == protoreflect.MessageKind {
+			e := l.NewElement()
+			d.message(item, e.Message(), ipath)
+			l.Append(e)
+			continue
+		}
+		if val, ok := d.scalar(item, fd, ipath); ok {
+			l.Append(val)
+		}
+	}
+}
+
+func (d decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.FieldDescriptor, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "want a mapping, got %s", describe(n))
+		return
+	}
+	kd, vd := fd.MapKey(), fd.MapValue()
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		kpath := field.Key(path, k.Value)
+		key, ok := d.scalar(k, kd, kpath)
+		if !ok {
+			continue
+		}
+		if mp.Has(key.MapKey()) {
+			d.fail(k, kpath, "key set twice")
+			continue
+		}
+		if vd.Kind() == protoreflect.MessageKind {
+			val := mp.NewValue()
+			d.message(v, val.Message(), kpath)
+			mp.Set(key.MapKey(), val)
+			continue
+		}
+		if val, ok := d.scalar(v, vd, kpath); ok {
+			mp.Set(key.MapKey(), val)
+		}
+	}
+}
+
+func (d decoder) scalar(n *yaml.Node, fd protoreflect.FieldDescriptor, path string) (protoreflect.Value, bool) {
+	if n.Kind != yaml.ScalarNode {
+		d.fail(n, path, "want %s, got %s", kindName(fd), describe(n))
+		return protoreflect.Value{}, false
+	}
+	s := n.Value
+	bad := func(format string, args ...any) (protoreflect.Value, bool) {
+		d.fail(n, path, format, args...)
+		return protoreflect.Value{}, false
+	}
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString(s), true
+	case protoreflect.BoolKind:
+		switch s {
+		case "true", "True", "TRUE":
+			return protoreflect.ValueOfBool(true), true
+		case "false", "False", "FALSE":
+			return protoreflect.ValueOfBool(false), true
+		}
+		return bad("want true or false, got %q", s)
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		v, err := strconv.ParseInt(s, 0, 32)
+		if err != nil {
+			return bad("want an integer (32-bit), got %q", s)
+		}
+		return protoreflect.ValueOfInt32(int32(v)), true
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		v, err := strconv.ParseInt(s, 0, 64)
+		if err != nil {
+			return bad("want an integer, got %q", s)
+		}
+		return protoreflect.ValueOfInt64(v), true
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		v, err := strconv.ParseUint(s, 0, 32)
+		if err != nil {
+			return bad("want a non-negative integer (32-bit), got %q", s)
+		}
+		return protoreflect.ValueOfUint32(uint32(v)), true
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		v, err := strconv.ParseUint(s, 0, 64)
+		if err != nil {
+			return bad("want a non-negative integer, got %q", s)
+		}
+		return protoreflect.ValueOfUint64(v), true
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return bad("want a number, got %q", s)
+		}
+		if fd.Kind() == protoreflect.FloatKind {
+			return protoreflect.ValueOfFloat32(float32(v)), true
+		}
+		return protoreflect.ValueOfFloat64(v), true
+	case protoreflect.EnumKind:
+		ed := fd.Enum()
+		if ev := ed.Values().ByName(protoreflect.Name(s)); ev != nil {
+			return protoreflect.ValueOfEnum(ev.Number()), true
+		}
+		if num, err := strconv.ParseInt(s, 10, 32); err == nil && ed.Values().ByNumber(protoreflect.EnumNumber(num)) != nil {
+			return protoreflect.ValueOfEnum(protoreflect.EnumNumber(num)), true
+		}
+		return bad("unknown value %q (want one of %s)", s, enumNames(ed))
+	case protoreflect.BytesKind:
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return bad("want base64, got %q", s)
+		}
+		return protoreflect.ValueOfBytes(b), true
+	}
+	return bad("unsupported field kind %s", fd.Kind())
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	}
+	return "something else"
+}
+
+func kindName(fd protoreflect.FieldDescriptor) string {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return "a string"
+	case protoreflect.BoolKind:
+		return "true or false"
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		return "a number"
+	case protoreflect.EnumKind:
+		return "one of " + enumNames(fd.Enum())
+	}
+	return "an integer"
+}
+
+func names(fields protoreflect.FieldDescriptors) string {
+	out := make([]string, fields.Len())
+	for i := range out {
+		out[i] = string(fields.Get(i).Name())
+	}
+	return strings.Join(out, ", ")
+}
+
+func oneofNames(o protoreflect.OneofDescriptor) string {
+	out := make([]string, o.Fields().Len())
+	for i := range out {
+		out[i] = string(o.Fields().Get(i).Name())
+	}
+	return strings.Join(out, ", ")
+}
+
+func enumNames(ed protoreflect.EnumDescriptor) string {
+	out := make([]string, ed.Values().Len())
+	for i := range out {
+		out[i] = string(ed.Values().Get(i).Name())
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// syntaxError turns a YAML parse error ("yaml: line 3: ...") into a positioned field error.
+func syntaxError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if num, after, ok := strings.Cut(rest, ":"); ok {
+			if l, perr := strconv.Atoi(num); perr == nil {
+				line, msg = l, strings.TrimSpace(after)
+			}
+		}
+	}
+	return &field.Error{Line: line, Column: 1, Err: fmt.Errorf("YAML syntax: %s", msg)}
+}
