@@ -1,0 +1,131 @@
+package loadgen
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/irs-sim/irs/worker/stats"
+)
+
+// runLoad runs a generator to completion and returns its snapshot.
+func runLoad(t *testing.T, cfg Config, send SendFunc) *stats.Load {
+	t.Helper()
+	reg := stats.NewRegistry("t", 1)
+	rec := reg.Load("target")
+	g := Start(context.Background(), cfg, send, rec)
+	select {
+	case <-g.Done():
+	case <-time.After(cfg.Duration + 10*time.Second):
+		g.Stop()
+		t.Fatal("generator did not end after its duration")
+	}
+	return rec
+}
+
+func ok(context.Context) Result { return Result{Status: 200} }
+
+// checkBooks asserts the accounting identities: due = sent + unsent, and every sent request ended.
+func checkBooks(t *testing.T, rec *stats.Load) {
+	t.Helper()
+	due, sent, unsent := rec.Due.Load(), rec.Sent.Load(), rec.Unsent.Load()
+	if due != sent+unsent {
+		t.Errorf("due %d != sent %d + unsent %d", due, sent, unsent)
+	}
+}
+
+func TestOpenLoopRate(t *testing.T) {
+	rec := runLoad(t, Config{Schedule: must(Constant(2000)), Duration: time.Second, Connections: 8, LateAfter: 5 * time.Millisecond}, ok)
+	checkBooks(t, rec)
+	if sent := rec.Sent.Load(); sent != 2000 {
+		t.Errorf("sent %d requests in 1s at 2000/s, want exactly 2000", sent)
+	}
+	if late := rec.Late.Load(); late > 40 {
+		t.Errorf("%d of 2000 sends were more than 5ms late", late)
+	}
+}
+
+func TestOpenLoopPoissonRate(t *testing.T) {
+	rec := runLoad(t, Config{Schedule: must(Constant(2000)), Poisson: true, Seed: 3, Duration: time.Second, Connections: 8, LateAfter: time.Second}, ok)
+	checkBooks(t, rec)
+	// Poisson count in 1 s at 2000/s: sd = sqrt(2000) ≈ 45; allow 5 sd.
+	if sent := rec.Sent.Load(); sent < 2000-225 || sent > 2000+225 {
+		t.Errorf("sent %d, want about 2000", sent)
+	}
+}
+
+// TestCoordinatedOmission stalls every request that starts in a 500 ms window until the window ends, the
+// way a paused server would. Latency from the intended send time must show the stall for every request due
+// in the window; latency from the actual send time sees it only for the few requests in flight.
+func TestCoordinatedOmission(t *testing.T) {
+	start := time.Now()
+	stallFrom, stallTo := start.Add(500*time.Millisecond), start.Add(time.Second)
+	send := func(ctx context.Context) Result {
+		if now := time.Now(); now.After(stallFrom) && now.Before(stallTo) {
+			time.Sleep(time.Until(stallTo))
+		}
+		return Result{Status: 200}
+	}
+	rec := runLoad(t, Config{Schedule: must(Constant(1000)), Duration: 2 * time.Second, Connections: 4, LateAfter: time.Millisecond}, send)
+	checkBooks(t, rec)
+	lat := rec.Latency.Snapshot()
+	unc := rec.Uncorrected.Snapshot()
+	if p99 := lat.ValueAtPercentile(99); p99 < 300_000 {
+		t.Errorf("corrected p99 = %dus, want >= 300ms (a quarter of the requests were due during a 500ms stall)", p99)
+	}
+	if p99 := unc.ValueAtPercentile(99); p99 > 50_000 {
+		t.Errorf("uncorrected p99 = %dus, want small: only the requests in flight saw the stall", p99)
+	}
+	if b := rec.Blocked.Load(); b < 300 {
+		t.Errorf("blocked = %d, want most of the ~500 requests due during the stall", b)
+	}
+}
+
+func TestStopCountsUnsent(t *testing.T) {
+	var inFlight, peak atomic.Int64
+	send := func(ctx context.Context) Result {
+		n := inFlight.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		inFlight.Add(-1)
+		return Result{Status: 503}
+	}
+	reg := stats.NewRegistry("t", 1)
+	rec := reg.Load("target")
+	g := Start(context.Background(), Config{Schedule: must(Constant(1000)), Connections: 2, LateAfter: time.Millisecond}, send, rec)
+	time.Sleep(500 * time.Millisecond)
+	g.Stop()
+	checkBooks(t, rec)
+	if p := peak.Load(); p > 2 {
+		t.Errorf("%d requests were in flight at once on 2 connections", p)
+	}
+	if u := rec.Unsent.Load(); u < 300 {
+		t.Errorf("unsent = %d, want most of the ~500 due in 500ms on 2 slow connections", u)
+	}
+	snap := reg.Snapshot(false).Load[0]
+	if snap.Outcomes.Requests != rec.Sent.Load() || snap.Outcomes.Statuses[503] != rec.Sent.Load() {
+		t.Errorf("outcomes %v do not match %d sent", snap.Outcomes, rec.Sent.Load())
+	}
+	if snap.Running {
+		t.Error("generator still reported running after Stop")
+	}
+}
+
+func TestClosedLoop(t *testing.T) {
+	send := func(ctx context.Context) Result {
+		time.Sleep(time.Millisecond)
+		return Result{Err: stats.ErrTimeout}
+	}
+	rec := runLoad(t, Config{Closed: true, Duration: 300 * time.Millisecond, Connections: 4}, send)
+	checkBooks(t, rec)
+	// 4 connections × 300 ms / (1 ms + scheduling) — at least half of the ideal 1200.
+	if sent := rec.Sent.Load(); sent < 600 || sent > 1200 {
+		t.Errorf("closed loop sent %d, want 600-1200", sent)
+	}
+}

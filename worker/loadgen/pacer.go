@@ -1,0 +1,47 @@
+package loadgen
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Pacer yields the intended send time (from the start of the run) of each successive request.
+type Pacer interface {
+	// Next returns the due time of the next request, or false when no request will ever be due.
+	Next() (time.Duration, bool)
+}
+
+// UniformPacer spaces requests evenly in the schedule's count: the n-th (from 0) is due when Count reaches
+// n + 1/2, so that the requests due by any time t are Count(t) rounded, and a zero rate sends nothing.
+type UniformPacer struct {
+	s Schedule
+	n float64
+}
+
+// NewUniformPacer returns a pacer for s.
+func NewUniformPacer(s Schedule) *UniformPacer { return &UniformPacer{s: s} }
+
+// Next implements Pacer.
+func (p *UniformPacer) Next() (time.Duration, bool) {
+	t, ok := p.s.TimeOf(p.n + 0.5)
+	p.n++
+	return t, ok
+}
+
+// PoissonPacer draws Poisson arrivals with the schedule's (possibly changing) rate, from a seeded source.
+type PoissonPacer struct {
+	s Schedule
+	r *rand.Rand
+	u float64
+}
+
+// NewPoissonPacer returns a Poisson pacer for s seeded with seed.
+func NewPoissonPacer(s Schedule, seed uint64) *PoissonPacer {
+	return &PoissonPacer{s: s, r: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}
+}
+
+// Next implements Pacer.
+func (p *PoissonPacer) Next() (time.Duration, bool) {
+	p.u += p.r.ExpFloat64()
+	return p.s.TimeOf(p.u)
+}
