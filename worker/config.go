@@ -1,0 +1,341 @@
+package worker
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/irs-sim/irs/internal/field"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/worker/behavior"
+	"github.com/irs-sim/irs/worker/loadgen"
+	"github.com/irs-sim/irs/worker/upstream"
+)
+
+// Defaults and limits of a worker configuration.
+const (
+	DefaultName        = "worker"
+	DefaultTimeout     = 10 * time.Second
+	DefaultConnections = 16
+	DefaultLateAfter   = time.Millisecond
+	DefaultHTTP1Pool   = 64
+	maxBodySize        = 64 << 20
+	maxPool            = 10_000
+	maxRetries         = 100
+	maxCPU             = 10 * time.Second
+)
+
+// Spec is a compiled, valid worker configuration.
+type Spec struct {
+	Name   string
+	Seed   uint64 // 0: pick one at start
+	Listen string // "": no data plane
+	Serve  behavior.Config
+	Calls  []upstream.CallConfig
+	Load   *LoadSpec
+	// source is the document the spec was compiled from.
+	source *irsv1.WorkerConfig
+}
+
+// Source returns the document the spec was compiled from.
+func (s *Spec) Source() *irsv1.WorkerConfig { return s.source }
+
+// LoadSpec is a compiled load configuration.
+type LoadSpec struct {
+	// Target is how requests are sent (service, endpoints, protocol, path, size, timeout, keep-alive).
+	Target upstream.CallConfig
+	Gen    loadgen.Config
+}
+
+// Compile validates a configuration document and converts it to typed form. The error lists every problem as
+// a *field.Error (errors.Join), each naming its field.
+func Compile(cfg *irsv1.WorkerConfig) (*Spec, error) {
+	var errs field.List
+	spec := &Spec{Name: cfg.GetName(), Seed: cfg.GetSeed(), Listen: cfg.GetListen(), source: cfg}
+	if spec.Name == "" {
+		spec.Name = DefaultName
+	} else if strings.ContainsAny(spec.Name, ", \t\r\n") {
+		errs.Addf("name", "%q: a name may not contain commas or spaces (it is used in the hops header)", spec.Name)
+	}
+	if spec.Listen != "" {
+		errs.Add("listen", checkAddr(spec.Listen))
+	}
+	spec.Serve = compileServe(cfg.GetServe(), &errs)
+	for i, c := range cfg.GetCalls() {
+		spec.Calls = append(spec.Calls, compileCall(c, field.Index("calls", i), true, &errs))
+	}
+	if l := cfg.GetLoad(); l != nil {
+		spec.Load = compileLoad(l, &errs)
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+func compileServe(s *irsv1.Serve, errs *field.List) behavior.Config {
+	out := behavior.Config{QueryOverrides: true, MaxOverrideDelay: behavior.DefaultMaxOverrideDelay}
+	if s == nil {
+		return out
+	}
+	var err error
+	out.Delay, err = behavior.ParseDelay(s.GetDelay())
+	errs.Add("serve.delay", err)
+	mix, keyErrs := behavior.ParseStatusMix(s.GetStatus())
+	for k, e := range keyErrs {
+		if k == "" {
+			errs.Add("serve.status", e)
+		} else {
+			errs.Add(field.Key("serve.status", k), e)
+		}
+	}
+	out.Status = mix
+	out.Size = int(checkSize(s.GetSize(), "serve.size", errs))
+	out.CPU = duration(s.GetCpu(), "serve.cpu", 0, errs)
+	if out.CPU > maxCPU {
+		errs.Addf("serve.cpu", "%v is more than %v per request", out.CPU, maxCPU)
+	}
+	if s.QueryOverrides != nil {
+		out.QueryOverrides = s.GetQueryOverrides()
+	}
+	out.MaxOverrideDelay = duration(s.GetMaxOverrideDelay(), "serve.max_override_delay", behavior.DefaultMaxOverrideDelay, errs)
+	return out
+}
+
+func compileCall(c *irsv1.Call, path string, groupAllowed bool, errs *field.List) upstream.CallConfig {
+	if len(c.GetParallel()) > 0 {
+		if !groupAllowed {
+			errs.Addf(field.Join(path, "parallel"), "parallel groups cannot be nested")
+		}
+		if c.GetService() != "" || len(c.GetEndpoints()) > 0 {
+			errs.Addf(path, "a step is either a call (service, endpoints, ...) or a parallel group, not both")
+		}
+		out := upstream.CallConfig{}
+		for i, p := range c.GetParallel() {
+			out.Parallel = append(out.Parallel, compileCall(p, field.Index(field.Join(path, "parallel"), i), false, errs))
+		}
+		return out
+	}
+	out := upstream.CallConfig{
+		Service:      c.GetService(),
+		Path:         c.GetPath(),
+		Retries:      int(c.GetRetries()),
+		IgnoreErrors: c.GetIgnoreErrors(),
+		KeepAlive:    c.Keepalive == nil || c.GetKeepalive(),
+	}
+	target(c.GetService(), c.GetEndpoints(), c.GetProtocol(), c.GetPath(), path, "service", &out, errs)
+	out.RequestSize = int(checkSize(c.GetRequestSize(), field.Join(path, "request_size"), errs))
+	out.Timeout = duration(c.GetTimeout(), field.Join(path, "timeout"), DefaultTimeout, errs)
+	if out.Timeout == 0 {
+		errs.Addf(field.Join(path, "timeout"), "must be more than 0")
+	}
+	if out.Retries > maxRetries {
+		errs.Addf(field.Join(path, "retries"), "%d is more than %d", out.Retries, maxRetries)
+	}
+	out.RetryOn = upstream.RetryAll
+	if len(c.GetRetryOn()) > 0 {
+		out.RetryOn = 0
+		for i, r := range c.GetRetryOn() {
+			on, err := parseRetryOn(r)
+			errs.Add(field.Index(field.Join(path, "retry_on"), i), err)
+			out.RetryOn |= on
+		}
+	}
+	out.Backoff = duration(c.GetRetryBackoff(), field.Join(path, "retry_backoff"), 0, errs)
+	out.Probability = 1
+	if p := c.GetProbability(); p != "" {
+		var err error
+		out.Probability, err = behavior.ParsePercent(p)
+		errs.Add(field.Join(path, "probability"), err)
+	}
+	out.PoolSize = int(c.GetPoolSize())
+	if out.PoolSize > maxPool {
+		errs.Addf(field.Join(path, "pool_size"), "%d is more than %d", out.PoolSize, maxPool)
+	}
+	if out.PoolSize == 0 {
+		out.PoolSize = DefaultHTTP1Pool
+		if out.Protocol != upstream.HTTP1 {
+			out.PoolSize = 1
+		}
+	}
+	return out
+}
+
+// target fills the addressing part of a call or load: service name, endpoints, protocol and path.
+func target(service string, endpoints []string, protocol, reqPath, path, serviceField string, out *upstream.CallConfig, errs *field.List) {
+	if service == "" {
+		errs.Addf(field.Join(path, serviceField), "required: the name of the service to call")
+	} else if strings.ContainsAny(service, ", \t\r\n/") {
+		errs.Addf(field.Join(path, serviceField), "%q: a service name may not contain commas, slashes or spaces", service)
+	}
+	for i, ep := range endpoints {
+		errs.Add(field.Index(field.Join(path, "endpoints"), i), checkAddr(ep))
+	}
+	out.Endpoints = endpoints
+	var err error
+	out.Protocol, err = upstream.ParseProtocol(protocol)
+	errs.Add(field.Join(path, "protocol"), err)
+	if reqPath != "" && !strings.HasPrefix(reqPath, "/") {
+		errs.Addf(field.Join(path, "path"), "%q must start with /", reqPath)
+	}
+}
+
+func compileLoad(l *irsv1.Load, errs *field.List) *LoadSpec {
+	out := &LoadSpec{Target: upstream.CallConfig{
+		Service:     l.GetTarget(),
+		Path:        l.GetPath(),
+		KeepAlive:   l.Keepalive == nil || l.GetKeepalive(),
+		Probability: 1,
+	}}
+	target(l.GetTarget(), l.GetEndpoints(), l.GetProtocol(), l.GetPath(), "load", "target", &out.Target, errs)
+	out.Target.RequestSize = int(checkSize(l.GetRequestSize(), "load.request_size", errs))
+	out.Target.Timeout = duration(l.GetTimeout(), "load.timeout", DefaultTimeout, errs)
+	if out.Target.Timeout == 0 {
+		errs.Addf("load.timeout", "must be more than 0")
+	}
+	g := &out.Gen
+	g.Connections = int(l.GetConnections())
+	if g.Connections == 0 {
+		g.Connections = DefaultConnections
+	} else if g.Connections > maxPool {
+		errs.Addf("load.connections", "%d is more than %d", g.Connections, maxPool)
+	}
+	out.Target.PoolSize = g.Connections
+	if out.Target.Protocol != upstream.HTTP1 {
+		out.Target.PoolSize = 1 // h2 and gRPC multiplex the in-flight requests over one connection
+	}
+	g.Duration = duration(l.GetDuration(), "load.duration", 0, errs)
+	g.LateAfter = duration(l.GetLateAfter(), "load.late_after", DefaultLateAfter, errs)
+	switch strings.ToLower(l.GetArrivals()) {
+	case "", "uniform":
+	case "poisson":
+		g.Poisson = true
+	default:
+		errs.Addf("load.arrivals", "unknown arrivals %q (want uniform or poisson)", l.GetArrivals())
+	}
+	switch strings.ToLower(l.GetMode()) {
+	case "", "open":
+		g.Schedule = compileSchedule(l, errs)
+	case "closed":
+		g.Closed = true
+		if shapes(l) > 0 {
+			errs.Addf("load.mode", "a closed loop has no rate: remove rate, ramp, steps and spike, or use mode open")
+		}
+	default:
+		errs.Addf("load.mode", "unknown mode %q (want open or closed)", l.GetMode())
+	}
+	return out
+}
+
+func shapes(l *irsv1.Load) int {
+	n := 0
+	for _, set := range []bool{l.GetRate() != 0, l.GetRamp() != nil, len(l.GetSteps()) > 0, l.GetSpike() != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+func compileSchedule(l *irsv1.Load, errs *field.List) loadgen.Schedule {
+	switch shapes(l) {
+	case 0:
+		errs.Addf("load", "set the arrival rate: one of rate, ramp, steps or spike (or mode: closed for maximum throughput)")
+		return loadgen.Schedule{}
+	case 1:
+	default:
+		errs.Addf("load", "set only one of rate, ramp, steps and spike")
+		return loadgen.Schedule{}
+	}
+	rate := func(v float64, path string) float64 {
+		errs.Add(path, behavior.ParseRate(v))
+		return v
+	}
+	var s loadgen.Schedule
+	var err error
+	switch {
+	case l.GetRate() != 0:
+		s, err = loadgen.Constant(rate(l.GetRate(), "load.rate"))
+	case l.GetRamp() != nil:
+		r := l.GetRamp()
+		s, err = loadgen.Ramp(rate(r.GetFrom(), "load.ramp.from"), rate(r.GetTo(), "load.ramp.to"),
+			duration(r.GetOver(), "load.ramp.over", 0, errs))
+	case len(l.GetSteps()) > 0:
+		var steps []loadgen.Step
+		for i, st := range l.GetSteps() {
+			p := field.Index("load.steps", i)
+			steps = append(steps, loadgen.Step{Rate: rate(st.GetRate(), field.Join(p, "rate")),
+				For: duration(st.GetFor(), field.Join(p, "for"), 0, errs)})
+		}
+		s, err = loadgen.Steps(steps...)
+	default:
+		p := l.GetSpike()
+		s, err = loadgen.Spike{
+			Base: rate(p.GetBase(), "load.spike.base"), Peak: rate(p.GetPeak(), "load.spike.peak"),
+			After: duration(p.GetAfter(), "load.spike.after", 0, errs), Rise: duration(p.GetRise(), "load.spike.rise", 0, errs),
+			Hold: duration(p.GetHold(), "load.spike.hold", 0, errs), Fall: duration(p.GetFall(), "load.spike.fall", 0, errs),
+		}.Schedule()
+	}
+	if err != nil && len(*errs) == 0 {
+		errs.Add("load", err) // only reachable if a value slipped past the checks above
+	}
+	return s
+}
+
+// duration parses an optional duration field; def applies when it is empty or invalid (the error is listed).
+func duration(s, path string, def time.Duration, errs *field.List) time.Duration {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	d, err := behavior.ParseDuration(s)
+	if err != nil {
+		errs.Add(path, err)
+		return def
+	}
+	return d
+}
+
+func checkSize(n int64, path string, errs *field.List) int64 {
+	if n < 0 || n > maxBodySize {
+		errs.Addf(path, "%d bytes is outside 0-%d", n, maxBodySize)
+		return 0
+	}
+	return n
+}
+
+// checkAddr checks a host:port address.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("invalid address %q (want host:port)", addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("invalid port in %q", addr)
+	}
+	if host == "" {
+		return nil // all interfaces
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("invalid host in %q", addr)
+	}
+	return nil
+}
+
+func parseRetryOn(s string) (upstream.RetryOn, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "5xx":
+		return upstream.Retry5xx, nil
+	case "timeout":
+		return upstream.RetryTimeout, nil
+	case "connect", "refused":
+		return upstream.RetryConnect, nil
+	case "reset":
+		return upstream.RetryReset, nil
+	case "all":
+		return upstream.RetryAll, nil
+	}
+	return 0, fmt.Errorf("unknown retry condition %q (want 5xx, timeout, connect, reset or all)", s)
+}

@@ -1,0 +1,7 @@
+// Package worker runs one IRS worker: a simulated service (server), its upstream calls (upstream) and its load
+// generator (loadgen), configured by an irs.v1.WorkerConfig document.
+//
+// A document is first compiled (Compile): every field is validated and parsed into typed form, and every
+// problem is reported with its field path, so a bad document never reaches a running worker. A compiled Spec
+// is then applied atomically: requests already in flight finish with the configuration they started with.
+package worker

@@ -1,0 +1,97 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/irs-sim/irs/worker/loadgen"
+	"github.com/irs-sim/irs/worker/upstream"
+	"google.golang.org/protobuf/proto"
+)
+
+// loadRun is a running load generator and the target it sends to.
+type loadRun struct {
+	spec   *LoadSpec
+	gen    *loadgen.Generator
+	target *upstream.Target
+}
+
+// LoadDone returns a channel closed when the current load generator has finished (nil when there is none).
+func (w *Worker) LoadDone() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.load == nil {
+		return nil
+	}
+	return w.load.gen.Done()
+}
+
+// applyLoad starts, replaces or stops the generator when the load configuration changed.
+func (w *Worker) applyLoad(old, spec *Spec) error {
+	if old != nil && sameLoad(old, spec) {
+		return nil
+	}
+	w.stopLoad()
+	if spec.Load == nil {
+		return nil
+	}
+	return w.startLoad(spec)
+}
+
+func sameLoad(a, b *Spec) bool {
+	if a.Load == nil || b.Load == nil {
+		return a.Load == b.Load
+	}
+	return a.Name == b.Name && proto.Equal(a.source.GetLoad(), b.source.GetLoad())
+}
+
+func (w *Worker) startLoad(spec *Spec) error {
+	ls := spec.Load
+	target, err := w.pool.NewTarget(ls.Target, nil)
+	if err != nil {
+		return err
+	}
+	rec := w.reg.Load(ls.Target.Service)
+	gen := ls.Gen
+	gen.Seed = w.seed
+	run := &loadRun{spec: ls, target: target}
+	run.gen = loadgen.Start(w.ctx, gen, sender(target, spec.Name, ls.Target.Timeout), rec)
+	w.load = run
+	w.logger.Info("load started", "target", ls.Target.Service, "endpoints", ls.Target.Endpoints)
+	w.wg.Go(func() {
+		<-run.gen.Done()
+		target.Release()
+	})
+	return nil
+}
+
+// stopLoad stops the generator: nothing new is sent; requests in flight finish in the background.
+func (w *Worker) stopLoad() {
+	if w.load == nil {
+		return
+	}
+	gen := w.load.gen
+	w.load = nil
+	w.wg.Go(gen.Stop)
+}
+
+// loadRequest is the per-request state of a generated request, pooled.
+type loadRequest struct {
+	prop upstream.Propagation
+	id   [32]byte
+}
+
+var loadRequests = sync.Pool{New: func() any { return new(loadRequest) }}
+
+// sender returns the generator's SendFunc: one try to the next endpoint, as the first hop of a new request.
+func sender(t *upstream.Target, name string, timeout time.Duration) loadgen.SendFunc {
+	hops := []byte(name)
+	return func(ctx context.Context) loadgen.Result {
+		r := loadRequests.Get().(*loadRequest)
+		r.prop = upstream.Propagation{RequestID: upstream.AppendRequestID(r.id[:0]), Hops: hops}
+		resp := t.Send(ctx, &r.prop, time.Now().Add(timeout))
+		loadRequests.Put(r)
+		return loadgen.Result{Status: resp.Status, Err: resp.Err}
+	}
+}

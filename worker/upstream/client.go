@@ -1,0 +1,72 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/irs-sim/irs/worker/stats"
+)
+
+// Protocol is the wire protocol of a call.
+type Protocol uint8
+
+// Protocols.
+const (
+	HTTP1 Protocol = iota
+	HTTP2
+	GRPC
+)
+
+var protocolNames = [...]string{"http1", "http2", "grpc"}
+
+// String returns the protocol's name in configuration documents.
+func (p Protocol) String() string { return protocolNames[p] }
+
+// ParseProtocol parses "http1" (the default for ""), "http2" or "grpc".
+func ParseProtocol(s string) (Protocol, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "http1", "http", "http/1.1":
+		return HTTP1, nil
+	case "http2", "h2c", "h2":
+		return HTTP2, nil
+	case "grpc":
+		return GRPC, nil
+	}
+	return 0, fmt.Errorf("unknown protocol %q (want http1, http2 or grpc)", s)
+}
+
+// Request is one outbound request.
+type Request struct {
+	// Service is sent as the HTTP Host / gRPC authority.
+	Service  string
+	Path     string
+	BodySize int
+	Prop     *Propagation
+}
+
+// Response is how one try ended: a status (HTTP, or the HTTP counterpart of the gRPC code), or, when Status
+// is 0, an error of kind Err.
+type Response struct {
+	Status int
+	Err    stats.ErrorKind
+	// ServerTime is the service time the upstream reported; HasServerTime is false when it reported none.
+	ServerTime    time.Duration
+	HasServerTime bool
+}
+
+// Failed reports whether the try failed: an error or a 5xx.
+func (r Response) Failed() bool { return r.Status == 0 || r.Status >= 500 }
+
+// client sends requests to one endpoint.
+type client interface {
+	do(ctx context.Context, deadline time.Time, req *Request) Response
+	close()
+}
+
+// zeros backs request and response bodies: their content does not matter, only their size.
+var zeros = make([]byte, 64<<20)
+
+// Body returns a body of n bytes (capped at 64 MiB) without allocating.
+func Body(n int) []byte { return zeros[:min(max(n, 0), len(zeros))] }

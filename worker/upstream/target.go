@@ -1,0 +1,169 @@
+package upstream
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/irs-sim/irs/worker/stats"
+)
+
+// RetryOn is a set of failures that are retried.
+type RetryOn uint8
+
+// Retryable failures.
+const (
+	Retry5xx RetryOn = 1 << iota
+	RetryTimeout
+	RetryConnect
+	RetryReset
+	RetryAll = Retry5xx | RetryTimeout | RetryConnect | RetryReset
+)
+
+// matches reports whether a failed response is retryable.
+func (r RetryOn) matches(resp Response) bool {
+	if resp.Status != 0 {
+		return resp.Status >= 500 && r&Retry5xx != 0
+	}
+	switch resp.Err {
+	case stats.ErrTimeout:
+		return r&RetryTimeout != 0
+	case stats.ErrRefused:
+		return r&RetryConnect != 0
+	case stats.ErrCanceled:
+		return false
+	}
+	return r&RetryReset != 0
+}
+
+// CallConfig configures one call of the upstream script, or, when Parallel is set, a group of calls made at
+// the same time.
+type CallConfig struct {
+	Service     string
+	Endpoints   []string
+	Protocol    Protocol
+	Path        string
+	RequestSize int
+	// Timeout bounds each try.
+	Timeout time.Duration
+	// Retries are tries after the first, made on the failures in RetryOn, Backoff apart.
+	Retries      int
+	RetryOn      RetryOn
+	Backoff      time.Duration
+	Probability  float64
+	IgnoreErrors bool
+	KeepAlive    bool
+	PoolSize     int
+	Parallel     []CallConfig
+}
+
+// Target calls one service: it owns the endpoint clients (from a Pool) and the service's stats.
+type Target struct {
+	cfg     CallConfig
+	pool    *Pool
+	keys    []poolKey
+	clients []client
+	next    atomic.Uint32
+	stats   *stats.Upstream
+	request Request
+}
+
+// NewTarget acquires clients for every endpoint of cfg. st may be nil (the load generator records its own).
+func (p *Pool) NewTarget(cfg CallConfig, st *stats.Upstream) (*Target, error) {
+	t := &Target{cfg: cfg, pool: p, stats: st,
+		request: Request{Service: cfg.Service, Path: cfg.Path, BodySize: cfg.RequestSize}}
+	if t.request.Path == "" {
+		t.request.Path = "/"
+	}
+	for _, ep := range cfg.Endpoints {
+		k := poolKey{protocol: cfg.Protocol, addr: ep, service: cfg.Service, keepAlive: cfg.KeepAlive,
+			size: cfg.PoolSize, connWait: cfg.Timeout}
+		c, err := p.acquire(k)
+		if err != nil {
+			t.Release()
+			return nil, err
+		}
+		t.keys = append(t.keys, k)
+		t.clients = append(t.clients, c)
+	}
+	return t, nil
+}
+
+// Release returns the target's clients to the pool. Requests still in flight may finish.
+func (t *Target) Release() {
+	grace := 2*t.cfg.Timeout + 5*time.Second
+	for _, k := range t.keys {
+		t.pool.release(k, grace)
+	}
+	t.keys, t.clients = nil, nil
+}
+
+// Config returns the target's configuration.
+func (t *Target) Config() CallConfig { return t.cfg }
+
+// Send makes one try to the next endpoint in round-robin order.
+func (t *Target) Send(ctx context.Context, prop *Propagation, deadline time.Time) Response {
+	n := len(t.clients)
+	if n == 0 {
+		return Response{Err: stats.ErrRefused}
+	}
+	req := t.request // a copy: Prop is per call
+	req.Prop = prop
+	return t.clients[int(t.next.Add(1)-1)%n].do(ctx, deadline, &req)
+}
+
+// Call makes the call with its retries and records it. skipped is true when the call's probability said no.
+func (t *Target) Call(ctx context.Context, r *rand.Rand, prop *Propagation) (resp Response, skipped bool) {
+	if !t.draw(r) {
+		return Response{Status: 200}, true
+	}
+	return t.invoke(ctx, prop), false
+}
+
+// draw decides, by the call's probability, whether the call is made, and counts it when it is not.
+func (t *Target) draw(r *rand.Rand) bool {
+	if t.cfg.Probability >= 1 || r.Float64() < t.cfg.Probability {
+		return true
+	}
+	t.stats.Skipped.Add(1)
+	return false
+}
+
+// invoke makes the call with its retries and records it.
+func (t *Target) invoke(ctx context.Context, prop *Propagation) (resp Response) {
+	start := time.Now()
+	for try := 0; ; try++ {
+		tryStart := time.Now()
+		resp = t.Send(ctx, prop, tryStart.Add(t.cfg.Timeout))
+		if resp.HasServerTime {
+			t.stats.Hop.Record(time.Since(tryStart) - resp.ServerTime)
+		}
+		if !resp.Failed() || try >= t.cfg.Retries || !t.cfg.RetryOn.matches(resp) || ctx.Err() != nil {
+			break
+		}
+		t.stats.Retries.Add(1)
+		if t.cfg.Backoff > 0 && !sleep(ctx, t.cfg.Backoff) {
+			break
+		}
+	}
+	t.stats.Latency.Record(time.Since(start))
+	if resp.Status != 0 {
+		t.stats.Outcomes.Status(resp.Status)
+	} else {
+		t.stats.Outcomes.Error(resp.Err)
+	}
+	return resp
+}
+
+// sleep waits for d; false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
