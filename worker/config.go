@@ -12,6 +12,8 @@ import (
 	"github.com/irs-sim/irs/worker/behavior"
 	"github.com/irs-sim/irs/worker/loadgen"
 	"github.com/irs-sim/irs/worker/upstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Defaults and limits of a worker configuration.
@@ -109,8 +111,8 @@ func compileCall(c *irsv1.Call, path string, groupAllowed bool, errs *field.List
 		if !groupAllowed {
 			errs.Addf(field.Join(path, "parallel"), "parallel groups cannot be nested")
 		}
-		if c.GetService() != "" || len(c.GetEndpoints()) > 0 {
-			errs.Addf(path, "a step is either a call (service, endpoints, ...) or a parallel group, not both")
+		if set := setFieldsBesides(c, "parallel"); len(set) > 0 {
+			errs.Addf(path, "a parallel group only holds calls; move %s into its calls", strings.Join(set, ", "))
 		}
 		out := upstream.CallConfig{}
 		for i, p := range c.GetParallel() {
@@ -223,6 +225,9 @@ func compileLoad(l *irsv1.Load, errs *field.List) *LoadSpec {
 		if shapes(l) > 0 {
 			errs.Addf("load.mode", "a closed loop has no rate: remove rate, ramp, steps and spike, or use mode open")
 		}
+		if l.GetArrivals() != "" {
+			errs.Addf("load.arrivals", "arrivals apply to mode open only (a closed loop sends when a response arrives)")
+		}
 	default:
 		errs.Addf("load.mode", "unknown mode %q (want open or closed)", l.GetMode())
 	}
@@ -260,12 +265,18 @@ func compileSchedule(l *irsv1.Load, errs *field.List) loadgen.Schedule {
 		s, err = loadgen.Constant(rate(l.GetRate(), "load.rate"))
 	case l.GetRamp() != nil:
 		r := l.GetRamp()
+		if r.GetOver() == "" {
+			errs.Addf("load.ramp.over", "required: how long the ramp takes")
+		}
 		s, err = loadgen.Ramp(rate(r.GetFrom(), "load.ramp.from"), rate(r.GetTo(), "load.ramp.to"),
 			duration(r.GetOver(), "load.ramp.over", 0, errs))
 	case len(l.GetSteps()) > 0:
 		var steps []loadgen.Step
 		for i, st := range l.GetSteps() {
 			p := field.Index("load.steps", i)
+			if st.GetFor() == "" && i < len(l.GetSteps())-1 {
+				errs.Addf(field.Join(p, "for"), "required on every step but the last (which holds)")
+			}
 			steps = append(steps, loadgen.Step{Rate: rate(st.GetRate(), field.Join(p, "rate")),
 				For: duration(st.GetFor(), field.Join(p, "for"), 0, errs)})
 		}
@@ -282,6 +293,18 @@ func compileSchedule(l *irsv1.Load, errs *field.List) loadgen.Schedule {
 		errs.Add("load", err) // only reachable if a value slipped past the checks above
 	}
 	return s
+}
+
+// setFieldsBesides lists the fields set in m other than the named one.
+func setFieldsBesides(m proto.Message, except protoreflect.Name) []string {
+	var set []string
+	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if fd.Name() != except {
+			set = append(set, string(fd.Name()))
+		}
+		return true
+	})
+	return set
 }
 
 // duration parses an optional duration field; def applies when it is empty or invalid (the error is listed).

@@ -56,7 +56,10 @@ func (w *Worker) startLoad(spec *Spec) error {
 	gen := ls.Gen
 	gen.Seed = w.seed
 	run := &loadRun{spec: ls, target: target}
-	run.gen = loadgen.Start(w.ctx, gen, sender(target, spec.Name, ls.Target.Timeout), rec)
+	// Requests are bounded by their timeout and drained when the load stops, so they need no cancellation (which
+	// would cost every HTTP/1.1 request a goroutine).
+	send := sender(context.WithoutCancel(w.ctx), target, spec.Name, ls.Target.Timeout)
+	run.gen = loadgen.Start(w.ctx, gen, send, rec)
 	w.load = run
 	w.logger.Info("load started", "target", ls.Target.Service, "endpoints", ls.Target.Endpoints)
 	w.wg.Go(func() {
@@ -84,10 +87,11 @@ type loadRequest struct {
 
 var loadRequests = sync.Pool{New: func() any { return new(loadRequest) }}
 
-// sender returns the generator's SendFunc: one try to the next endpoint, as the first hop of a new request.
-func sender(t *upstream.Target, name string, timeout time.Duration) loadgen.SendFunc {
+// sender returns the generator's SendFunc: one try to the next endpoint, as the first hop of a new request,
+// within ctx (whatever context the generator passes).
+func sender(ctx context.Context, t *upstream.Target, name string, timeout time.Duration) loadgen.SendFunc {
 	hops := []byte(name)
-	return func(ctx context.Context) loadgen.Result {
+	return func(context.Context) loadgen.Result {
 		r := loadRequests.Get().(*loadRequest)
 		r.prop = upstream.Propagation{RequestID: upstream.AppendRequestID(r.id[:0]), Hops: hops}
 		resp := t.Send(ctx, &r.prop, time.Now().Add(timeout))

@@ -10,12 +10,18 @@ import (
 	"github.com/irs-sim/irs/internal/cli"
 )
 
-func main() { os.Exit(run()) }
+func main() {
+	self, _ := os.Executable()
+	// Workers tune the Go runtime through GODEBUG, which is read only at process start (see cli.ReexecEnv).
+	if env, ok := cli.ReexecEnv(os.Args[1:], os.Environ()); ok && self != "" {
+		_ = syscall.Exec(self, os.Args, env) // on failure, run untuned
+	}
+	os.Exit(run(self))
+}
 
-func run() int {
+func run(self string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	self, _ := os.Executable()
 	return cli.Main(ctx, cli.Env{
 		Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, LookupEnv: os.LookupEnv,
 		Executable: self,

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-		"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/field"
 	"github.com/irs-sim/irs/internal/yamlpb"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker"
@@ -41,7 +41,10 @@ var workerOverrides = []configOverride{
 	{flag: "listen", usage: "data-plane `address` (HTTP/1.1, h2c, gRPC), e.g. 127.0.0.1:8080", path: "listen",
 		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error { c.Listen = v.GetString(k); return nil }},
 	{flag: "delay", usage: "service time: `delay` such as 50ms, lognormal(p50=20ms, p99=200ms), 10ms:90,1s:10", path: "serve.delay",
-		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error { serve(c).Delay = v.GetString(k); return nil }},
+		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error {
+			serve(c).Delay = v.GetString(k)
+			return nil
+		}},
 	{flag: "status", usage: "injected `statuses`, e.g. 503:5%,429:1% (or UNAVAILABLE:5%)", path: "serve.status",
 		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error {
 			m, err := parseStatusFlag(v.GetString(k))
@@ -86,7 +89,10 @@ var workerOverrides = []configOverride{
 			return nil
 		}},
 	{flag: "duration", usage: "load: how long to send (default: until stopped)", path: "load.duration",
-		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error { load(c).Duration = v.GetString(k); return nil }},
+		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error {
+			load(c).Duration = v.GetString(k)
+			return nil
+		}},
 	{flag: "connections", usage: "load: requests in flight at most (connections for HTTP/1.1)", path: "load.connections",
 		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error {
 			n, err := strconv.ParseUint(v.GetString(k), 10, 32)
@@ -97,7 +103,10 @@ var workerOverrides = []configOverride{
 			return nil
 		}},
 	{flag: "arrivals", usage: "load: uniform or poisson", path: "load.arrivals",
-		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error { load(c).Arrivals = v.GetString(k); return nil }},
+		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error {
+			load(c).Arrivals = v.GetString(k)
+			return nil
+		}},
 	{flag: "mode", usage: "load: open (scheduled arrivals) or closed (maximum throughput)", path: "load.mode",
 		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error { load(c).Mode = v.GetString(k); return nil }},
 	{flag: "protocol", usage: "protocol of --call and --target requests: http1, http2 or grpc", path: "protocol",

@@ -100,6 +100,12 @@ func Flatten(err error) []*Error {
 		}
 		return out
 	}
+	// A wrapped list ("load config: " + joined field errors) is still a list.
+	if inner := errors.Unwrap(err); inner != nil {
+		if list := Flatten(inner); len(list) > 1 {
+			return list
+		}
+	}
 	if errors.As(err, &fe) {
 		return []*Error{fe}
 	}

@@ -37,20 +37,39 @@ func Unmarshal(data []byte, m proto.Message) error {
 // Decode decodes a YAML node (a document or a mapping) into m. path prefixes the field paths in errors.
 func Decode(n *yaml.Node, m proto.Message, path string) error {
 	var errs field.List
+	if n.Kind == 0 { // an empty document (or only comments)
+		return nil
+	}
 	if n.Kind == yaml.DocumentNode {
 		if len(n.Content) == 0 {
 			return nil
 		}
 		n = n.Content[0]
 	}
-	d := decoder{errs: &errs}
+	d := &decoder{errs: &errs, budget: maxNodes}
 	d.message(n, m.ProtoReflect(), path)
 	return errs.Err()
 }
 
-type decoder struct{ errs *field.List }
+// maxNodes bounds the nodes one document may expand to: aliases can make a small document name an
+// exponential number of nodes (a "billion laughs"), and a config needs nowhere near this many.
+const maxNodes = 100_000
 
-func (d decoder) fail(n *yaml.Node, path, format string, args ...any) {
+type decoder struct {
+	errs   *field.List
+	budget int
+}
+
+// spend accounts for visiting one node; false once the document has grown beyond maxNodes.
+func (d *decoder) spend(n *yaml.Node, path string) bool {
+	d.budget--
+	if d.budget == 0 {
+		d.fail(n, path, "document expands to more than %d nodes (through aliases?)", maxNodes)
+	}
+	return d.budget > 0
+}
+
+func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 	*d.errs = append(*d.errs, &field.Error{Path: path, Line: n.Line, Column: n.Column, Err: fmt.Errorf(format, args...)})
 }
 
@@ -66,9 +85,9 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func (d decoder) message(n *yaml.Node, m protoreflect.Message, path string) {
+func (d *decoder) message(n *yaml.Node, m protoreflect.Message, path string) {
 	n = resolve(n)
-	if isNull(n) {
+	if isNull(n) || !d.spend(n, path) {
 		return
 	}
 	if n.Kind != yaml.MappingNode {
@@ -118,7 +137,7 @@ func (d decoder) message(n *yaml.Node, m protoreflect.Message, path string) {
 	}
 }
 
-func (d decoder) list(n *yaml.Node, l protoreflect.List, fd protoreflect.FieldDescriptor, path string) {
+func (d *decoder) list(n *yaml.Node, l protoreflect.List, fd protoreflect.FieldDescriptor, path string) {
 	if n.Kind != yaml.SequenceNode {
 		d.fail(n, path, "want a list, got %s", describe(n))
 		return
@@ -126,6 +145,13 @@ func (d decoder) list(n *yaml.Node, l protoreflect.List, fd protoreflect.FieldDe
 	for i, item := range n.Content {
 		ipath := field.Index(path, i)
 		item = resolve(item)
+		if !d.spend(item, ipath) {
+			return
+		}
+		if isNull(item) {
+			d.fail(item, ipath, "null is not allowed in a list")
+			continue
+		}
 		if fd.Kind() == protoreflect.MessageKind {
 			e := l.NewElement()
 			d.message(item, e.Message(), ipath)
@@ -138,7 +164,7 @@ func (d decoder) list(n *yaml.Node, l protoreflect.List, fd protoreflect.FieldDe
 	}
 }
 
-func (d decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.FieldDescriptor, path string) {
+func (d *decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.FieldDescriptor, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "want a mapping, got %s", describe(n))
 		return
@@ -147,6 +173,13 @@ func (d decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.Fie
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
 		kpath := field.Key(path, k.Value)
+		if !d.spend(v, kpath) {
+			return
+		}
+		if isNull(v) {
+			d.fail(v, kpath, "null is not allowed as a value (remove the key instead)")
+			continue
+		}
 		key, ok := d.scalar(k, kd, kpath)
 		if !ok {
 			continue
@@ -167,7 +200,7 @@ func (d decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.Fie
 	}
 }
 
-func (d decoder) scalar(n *yaml.Node, fd protoreflect.FieldDescriptor, path string) (protoreflect.Value, bool) {
+func (d *decoder) scalar(n *yaml.Node, fd protoreflect.FieldDescriptor, path string) (protoreflect.Value, bool) {
 	if n.Kind != yaml.ScalarNode {
 		d.fail(n, path, "want %s, got %s", kindName(fd), describe(n))
 		return protoreflect.Value{}, false
@@ -189,25 +222,25 @@ func (d decoder) scalar(n *yaml.Node, fd protoreflect.FieldDescriptor, path stri
 		}
 		return bad("want true or false, got %q", s)
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		v, err := strconv.ParseInt(s, 0, 32)
+		v, err := strconv.ParseInt(s, intBase(s), 32)
 		if err != nil {
 			return bad("want an integer (32-bit), got %q", s)
 		}
 		return protoreflect.ValueOfInt32(int32(v)), true
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		v, err := strconv.ParseInt(s, 0, 64)
+		v, err := strconv.ParseInt(s, intBase(s), 64)
 		if err != nil {
 			return bad("want an integer, got %q", s)
 		}
 		return protoreflect.ValueOfInt64(v), true
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		v, err := strconv.ParseUint(s, 0, 32)
+		v, err := strconv.ParseUint(s, intBase(s), 32)
 		if err != nil {
 			return bad("want a non-negative integer (32-bit), got %q", s)
 		}
 		return protoreflect.ValueOfUint32(uint32(v)), true
 	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		v, err := strconv.ParseUint(s, 0, 64)
+		v, err := strconv.ParseUint(s, intBase(s), 64)
 		if err != nil {
 			return bad("want a non-negative integer, got %q", s)
 		}
@@ -238,6 +271,16 @@ func (d decoder) scalar(n *yaml.Node, fd protoreflect.FieldDescriptor, path stri
 		return protoreflect.ValueOfBytes(b), true
 	}
 	return bad("unsupported field kind %s", fd.Kind())
+}
+
+// intBase is the base an integer is written in: 10, or 16 with a 0x prefix. A leading zero does not make a
+// number octal, whatever YAML 1.1 said: "seed: 010" is ten.
+func intBase(s string) int {
+	t := strings.TrimLeft(s, "+-")
+	if strings.HasPrefix(t, "0x") || strings.HasPrefix(t, "0X") {
+		return 0
+	}
+	return 10
 }
 
 func describe(n *yaml.Node) string {

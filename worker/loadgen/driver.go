@@ -81,8 +81,8 @@ func (g *Generator) Done() <-chan struct{} { return g.done }
 
 func (g *Generator) run(ctx context.Context) {
 	defer close(g.done)
-	g.rec.SetRunning(true)
-	defer g.rec.SetRunning(false)
+	start := time.Now()
+	run := g.rec.Started(start)
 	defer g.rec.SetTargetRate(0)
 
 	// halt is closed when the run must end: Stop, the duration, or ctx.
@@ -111,6 +111,7 @@ func (g *Generator) run(ctx context.Context) {
 			wg.Go(func() { g.closedLoop(ctx, halt) })
 		}
 		wg.Wait()
+		run.Stopped(g.endOfSending(start))
 		return
 	}
 	tickets := make(chan time.Time)
@@ -123,20 +124,32 @@ func (g *Generator) run(ctx context.Context) {
 		// The scheduler never unlocks its thread: the thread, whose timer slack it changed, ends with it.
 		runtime.LockOSThread()
 		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0) // 1 µs: precise short sleeps
-		g.schedule(tickets, halt)
+		g.schedule(start, tickets, halt)
 	}()
 	<-sched
+	// The run ends when sending ends; requests still in flight complete afterwards and count towards it.
+	run.Stopped(g.endOfSending(start))
 	close(tickets)
 	wg.Wait()
 }
 
+// endOfSending is now, or the end of the run's duration if that came first.
+func (g *Generator) endOfSending(start time.Time) time.Time {
+	now := time.Now()
+	if g.cfg.Duration > 0 {
+		if end := start.Add(g.cfg.Duration); end.Before(now) {
+			return end
+		}
+	}
+	return now
+}
+
 // schedule hands out the intended send time of every due request until the schedule ends or halt closes.
-func (g *Generator) schedule(tickets chan<- time.Time, halt <-chan struct{}) {
+func (g *Generator) schedule(start time.Time, tickets chan<- time.Time, halt <-chan struct{}) {
 	var pacer Pacer = NewUniformPacer(g.cfg.Schedule)
 	if g.cfg.Poisson {
 		pacer = NewPoissonPacer(g.cfg.Schedule, g.cfg.Seed)
 	}
-	start := time.Now()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// busyUntil is when the scheduler last got a connection after waiting for one: a request due before then

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -39,6 +40,9 @@ func (g *simService) Call(ctx context.Context, in *irsv1.CallRequest) (*irsv1.Ca
 
 	res := g.s.serve(ctx, req, g.s.grpc, start)
 	if res.Canceled {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, status.Error(codes.DeadlineExceeded, "deadline exceeded")
+		}
 		return nil, status.Error(codes.Canceled, "caller went away")
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(

@@ -127,7 +127,13 @@ func (s *Server) serve(ctx context.Context, req *request, route *stats.Route, st
 		return s.canceled(route, start, res)
 	}
 	if !st.Calls.Empty() {
-		if failed := st.Calls.Run(ctx, req.rng, &req.prop); failed != 0 && out.Status == behavior.OK {
+		// An HTTP/1.1 caller cannot cancel (its context only ends at shutdown): its calls end by their deadlines,
+		// and need not pay for being cancellable.
+		callCtx := ctx
+		if req.conn != nil {
+			callCtx = context.Background()
+		}
+		if failed := st.Calls.Run(callCtx, req.rng, &req.prop); failed != 0 && out.Status == behavior.OK {
 			res.Status = behavior.StatusFromHTTP(failed)
 		}
 		if ctx.Err() != nil {

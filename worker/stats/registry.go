@@ -2,6 +2,7 @@ package stats
 
 import (
 	"math"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,14 +37,90 @@ type Load struct {
 	Latency, Uncorrected             *Histogram
 	Due, Sent, Late, Blocked, Unsent atomic.Int64
 	targetRate                       atomic.Uint64 // float64 bits
-	running                          atomic.Bool
+
+	mu   sync.Mutex
+	runs []*LoadRun // runs that overlap the current window (a replaced run may overlap its successor)
+}
+
+// LoadRun is one run of a generator, from Started to Stopped.
+type LoadRun struct {
+	l        *Load
+	from, to time.Time // to is zero while running
 }
 
 // SetTargetRate records the rate the schedule currently asks for.
 func (l *Load) SetTargetRate(rps float64) { l.targetRate.Store(math.Float64bits(rps)) }
 
-// SetRunning records whether the generator runs.
-func (l *Load) SetRunning(on bool) { l.running.Store(on) }
+// Started records that a run began at t.
+func (l *Load) Started(t time.Time) *LoadRun {
+	r := &LoadRun{l: l, from: t}
+	l.mu.Lock()
+	l.runs = append(l.runs, r)
+	l.mu.Unlock()
+	return r
+}
+
+// Stopped records that the run stopped sending at t (its last requests may still complete).
+func (r *LoadRun) Stopped(t time.Time) {
+	r.l.mu.Lock()
+	r.to = t
+	r.l.mu.Unlock()
+}
+
+// activity returns how long any run was sending within [from, to] (overlapping runs count once), whether one
+// is sending now, and, with prune, forgets runs that ended before to.
+func (l *Load) activity(from, to time.Time, prune bool) (seconds float64, running bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	type span struct{ a, b time.Time }
+	var spans []span
+	kept := l.runs[:0]
+	for _, r := range l.runs {
+		end := r.to
+		if end.IsZero() {
+			running, end = true, to
+		}
+		a, b := maxTime(r.from, from), minTime(end, to)
+		if b.After(a) {
+			spans = append(spans, span{a, b})
+		}
+		if !prune || r.to.IsZero() || r.to.After(to) {
+			kept = append(kept, r)
+		}
+	}
+	l.runs = kept
+	sort.Slice(spans, func(i, j int) bool { return spans[i].a.Before(spans[j].a) })
+	var cur span
+	for i, sp := range spans {
+		switch {
+		case i == 0:
+			cur = sp
+		case sp.a.After(cur.b):
+			seconds += cur.b.Sub(cur.a).Seconds()
+			cur = sp
+		case sp.b.After(cur.b):
+			cur.b = sp.b
+		}
+	}
+	if len(spans) > 0 {
+		seconds += cur.b.Sub(cur.a).Seconds()
+	}
+	return seconds, running
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 // Registry holds every series of one worker. Series are created when a configuration is applied (never per
 // request) and live as long as the worker, so counts survive reconfiguration.
@@ -111,7 +188,6 @@ func (r *Registry) Snapshot(reset bool) *irsv1.StatsSnapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	end := r.now()
-	window := end.Sub(r.windowStart).Seconds()
 	out := &irsv1.StatsSnapshot{
 		Worker:      r.worker,
 		Seed:        r.seed,
@@ -143,10 +219,13 @@ func (r *Registry) Snapshot(reset bool) *irsv1.StatsSnapshot {
 			Due: take(&s.Due), Sent: take(&s.Sent), Late: take(&s.Late), Blocked: take(&s.Blocked),
 			Unsent:     take(&s.Unsent),
 			TargetRate: math.Float64frombits(s.targetRate.Load()),
-			Running:    s.running.Load(),
 		}
-		if window > 0 {
-			ls.AchievedRate = float64(ls.Outcomes.Requests) / window
+		// Rate over the time the generator was sending, so that a window reaching past either end of a run does
+		// not dilute it.
+		active, running := s.activity(r.windowStart, end, reset)
+		ls.Running = running
+		if active > 0 {
+			ls.AchievedRate = float64(ls.Outcomes.Requests) / active
 		}
 		out.Load = append(out.Load, ls)
 	}

@@ -69,6 +69,9 @@ func (c *grpcClient) do(ctx context.Context, deadline time.Time, r *Request) Res
 		return out
 	}
 	switch {
+	// The deadline may pass a moment before ctx notices, and the server may report it first: the clock decides.
+	case !time.Now().Before(deadline) && (st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled):
+		out.Err = stats.ErrTimeout
 	case ctx.Err() != nil:
 		out.Err = Classify(ctx.Err())
 	case st.Code() == codes.DeadlineExceeded:

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/hex"
 	"math/rand/v2"
 	"strconv"
@@ -31,11 +32,38 @@ type Propagation struct {
 }
 
 // ParseTraceParent extracts the trace id and sampled flag of a W3C traceparent ("00-<trace>-<span>-<flags>").
+// ok is false for anything malformed (which then starts a new trace).
 func ParseTraceParent(v []byte) (traceID []byte, sampled bool, ok bool) {
-	if len(v) != 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' {
+	if len(v) != 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' || !isHex(v[0:2]) || !isHex(v[3:35]) ||
+		!isHex(v[36:52]) || !isHex(v[53:55]) || string(v[0:2]) == "ff" || allZero(v[3:35]) || allZero(v[36:52]) {
 		return nil, false, false
 	}
-	return v[3:35], v[54] == '1' || v[54] == '3' || v[54] == '5' || v[54] == '7', true
+	return v[3:35], unhex(v[54])&1 == 1, true
+}
+
+func isHex(b []byte) bool {
+	for _, c := range b {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+func unhex(c byte) byte {
+	if c >= 'a' {
+		return c - 'a' + 10
+	}
+	return c - '0'
 }
 
 // AppendTraceParent appends a traceparent for a new span of p's trace (a new trace when p has none).
@@ -76,23 +104,52 @@ func AppendServerTiming(dst []byte, d time.Duration) []byte {
 	return strconv.AppendFloat(dst, float64(d.Microseconds())/1000, 'f', 3, 64)
 }
 
-// ParseServerTiming reads the service time from a Server-Timing value written by AppendServerTiming. It
-// returns false if there is none. It does not allocate.
+// ParseServerTiming reads the service time from the "irs" metric of a Server-Timing value (other metrics may
+// come before or after it). It returns false if there is none. It does not allocate.
 func ParseServerTiming(v []byte) (time.Duration, bool) {
-	i := indexDur(v)
-	if i < 0 {
+	for len(v) > 0 {
+		entry := v
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			entry, v = v[:i], v[i+1:]
+		} else {
+			v = nil
+		}
+		entry = bytes.TrimSpace(entry)
+		name := entry
+		if i := bytes.IndexByte(entry, ';'); i >= 0 {
+			name = entry[:i]
+		}
+		if string(bytes.TrimSpace(name)) != "irs" {
+			continue
+		}
+		for params := entry[len(name):]; len(params) > 0; {
+			params = params[1:] // the ';'
+			param := params
+			if i := bytes.IndexByte(params, ';'); i >= 0 {
+				param, params = params[:i], params[i:]
+			} else {
+				params = nil
+			}
+			if p := bytes.TrimSpace(param); bytes.HasPrefix(p, []byte("dur=")) {
+				return parseMillis(p[4:])
+			}
+		}
 		return 0, false
 	}
+	return 0, false
+}
+
+// parseMillis parses a decimal number of milliseconds (up to microsecond precision).
+func parseMillis(v []byte) (time.Duration, bool) {
 	var us int64
-	frac := -1
-	digits := 0
-	for _, c := range v[i:] {
+	frac, digits := -1, 0
+	for _, c := range v {
 		switch {
 		case c >= '0' && c <= '9':
+			if frac == 3 {
+				continue // below a microsecond
+			}
 			if frac >= 0 {
-				if frac == 3 {
-					continue
-				}
 				frac++
 			}
 			us = us*10 + int64(c-'0')
@@ -100,27 +157,14 @@ func ParseServerTiming(v []byte) (time.Duration, bool) {
 		case c == '.' && frac < 0:
 			frac = 0
 		default:
-			goto done
+			return 0, false
 		}
 	}
-done:
 	if digits == 0 {
 		return 0, false
 	}
-	if frac < 0 {
-		frac = 0
-	}
-	for ; frac < 3; frac++ {
+	for frac = max(frac, 0); frac < 3; frac++ {
 		us *= 10
 	}
 	return time.Duration(us) * time.Microsecond, true
-}
-
-func indexDur(v []byte) int {
-	for i := 0; i+4 <= len(v); i++ {
-		if v[i] == 'd' && v[i+1] == 'u' && v[i+2] == 'r' && v[i+3] == '=' {
-			return i + 4
-		}
-	}
-	return -1
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -16,20 +17,47 @@ type http1Client struct {
 	keepAlive bool
 }
 
-func newHTTP1Client(addr string, poolSize int, keepAlive bool, connWait time.Duration) *http1Client {
+func newHTTP1Client(addr string, poolSize int, keepAlive bool) *http1Client {
 	return &http1Client{keepAlive: keepAlive, hc: &fasthttp.HostClient{
-		Addr:                          addr,
-		MaxConns:                      poolSize,
-		MaxConnWaitTimeout:            connWait,
-		MaxIdleConnDuration:           30 * time.Second,
-		MaxIdemponentCallAttempts:     1, // retries are IRS's to make and count, never hidden
-		NoDefaultUserAgentHeader:      true,
-		DisablePathNormalizing:        true,
-		MaxResponseBodySize:           len(zeros),
+		Addr:     addr,
+		MaxConns: poolSize,
+		// A call waits for a free connection as long as its own deadline allows (fasthttp takes the smaller).
+		MaxConnWaitTimeout:        time.Hour,
+		MaxIdleConnDuration:       30 * time.Second,
+		MaxIdemponentCallAttempts: 1, // retries are IRS's to make and count, never hidden
+		NoDefaultUserAgentHeader:  true,
+		DisablePathNormalizing:    true,
+		MaxResponseBodySize:       len(zeros),
 	}}
 }
 
 func (c *http1Client) do(ctx context.Context, deadline time.Time, r *Request) Response {
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if ctx.Done() == nil {
+		return c.call(deadline, r)
+	}
+	// fasthttp knows no context: when the caller can give up, the call runs aside so that giving up returns at
+	// once; the call itself ends by its deadline and releases what it holds.
+	done := make(chan Response, 1)
+	req := *r
+	if r.Prop != nil { // the caller's propagation buffers may be reused once it has given up
+		prop := Propagation{RequestID: bytes.Clone(r.Prop.RequestID), TraceID: bytes.Clone(r.Prop.TraceID),
+			Sampled: r.Prop.Sampled, Hops: bytes.Clone(r.Prop.Hops)}
+		req.Prop = &prop
+	}
+	go func() { done <- c.call(deadline, &req) }()
+	select {
+	case resp := <-done:
+		return resp
+	case <-ctx.Done():
+		return Response{Err: Classify(ctx.Err())}
+	}
+}
+
+// call makes one request, bounded by deadline.
+func (c *http1Client) call(deadline time.Time, r *Request) Response {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -49,13 +77,7 @@ func (c *http1Client) do(ctx context.Context, deadline time.Time, r *Request) Re
 		req.Header.SetBytesV(HeaderRequestID, p.RequestID)
 		req.Header.SetBytesV(HeaderHops, p.Hops)
 	}
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
 	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
-		if ctx.Err() != nil {
-			return Response{Err: Classify(ctx.Err())}
-		}
 		return Response{Err: classifyHTTP1(err)}
 	}
 	out := Response{Status: resp.StatusCode()}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"errors"
 	"sync"
 	"time"
 )
@@ -21,7 +22,6 @@ type poolKey struct {
 	service   string
 	keepAlive bool
 	size      int
-	connWait  time.Duration
 }
 
 type poolEntry struct {
@@ -33,9 +33,15 @@ type poolEntry struct {
 // NewPool returns an empty pool.
 func NewPool() *Pool { return &Pool{entries: map[poolKey]*poolEntry{}} }
 
+// errPoolClosed is returned by acquire after Close.
+var errPoolClosed = errors.New("connection pool closed")
+
 func (p *Pool) acquire(k poolKey) (client, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errPoolClosed
+	}
 	if e, ok := p.entries[k]; ok {
 		if e.timer != nil {
 			e.timer.Stop()
@@ -59,7 +65,7 @@ func newClient(k poolKey) (client, error) {
 	case GRPC:
 		return newGRPCClient(k.addr, k.service, k.size)
 	}
-	return newHTTP1Client(k.addr, k.size, k.keepAlive, k.connWait), nil
+	return newHTTP1Client(k.addr, k.size, k.keepAlive), nil
 }
 
 // release drops a reference; the client closes after grace if nothing acquires it again.

@@ -69,16 +69,19 @@ type Target struct {
 	request Request
 }
 
-// NewTarget acquires clients for every endpoint of cfg. st may be nil (the load generator records its own).
+// NewTarget acquires clients for every endpoint of cfg. st may be nil when only Send is used (the load
+// generator records its own stats); Call then records into a detached series.
 func (p *Pool) NewTarget(cfg CallConfig, st *stats.Upstream) (*Target, error) {
+	if st == nil {
+		st = stats.NewRegistry("", 0).Upstream(cfg.Service)
+	}
 	t := &Target{cfg: cfg, pool: p, stats: st,
 		request: Request{Service: cfg.Service, Path: cfg.Path, BodySize: cfg.RequestSize}}
 	if t.request.Path == "" {
 		t.request.Path = "/"
 	}
 	for _, ep := range cfg.Endpoints {
-		k := poolKey{protocol: cfg.Protocol, addr: ep, service: cfg.Service, keepAlive: cfg.KeepAlive,
-			size: cfg.PoolSize, connWait: cfg.Timeout}
+		k := poolKey{protocol: cfg.Protocol, addr: ep, service: cfg.Service, keepAlive: cfg.KeepAlive, size: cfg.PoolSize}
 		c, err := p.acquire(k)
 		if err != nil {
 			t.Release()

@@ -1,0 +1,233 @@
+//go:build integration
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// irsBin is the binary under test: $IRS_BIN (make test builds it), or one built by TestMain.
+var irsBin string
+
+func TestMain(m *testing.M) {
+	irsBin = os.Getenv("IRS_BIN")
+	cleanup := func() {}
+	if irsBin == "" {
+		dir, err := os.MkdirTemp("", "irs-e2e-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		irsBin = filepath.Join(dir, "irs")
+		cmd := exec.Command("go", "build", "-tags", "nomsgpack,grpcnotrace", "-o", irsBin, "github.com/irs-sim/irs/cmd/irs")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build irs:", err)
+			cleanup()
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// proc is a running irs process.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	ready  readyInfo
+	stdout *bytes.Buffer
+	stderr *bytes.Buffer
+	waited chan struct{}
+	err    error
+}
+
+type readyInfo struct {
+	Name    string `json:"name"`
+	PID     int    `json:"pid"`
+	Data    string `json:"data"`
+	Control string `json:"control"`
+	Seed    uint64 `json:"seed"`
+}
+
+// command prepares an irs process that dies with the test and is reaped at cleanup.
+func command(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(irsBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	// Own process group (so that cleanup kills anything it starts) and death with the test binary.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &proc{t: t, cmd: cmd, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, waited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	return p
+}
+
+func (p *proc) start() {
+	p.t.Helper()
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.waited) }()
+	p.t.Cleanup(p.stop)
+}
+
+// stop terminates the process (SIGTERM, then SIGKILL after 5 s) and waits for it.
+func (p *proc) stop() {
+	select {
+	case <-p.waited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.waited:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.waited
+	}
+}
+
+// exitCode waits (bounded) for the process to exit and returns its exit code.
+func (p *proc) exitCode(within time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.waited:
+	case <-time.After(within):
+		p.t.Fatalf("process did not exit within %v; stderr:\n%s", within, p.stderr)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// alive reports whether the process is still running.
+func (p *proc) alive() bool {
+	select {
+	case <-p.waited:
+		return false
+	default:
+		return true
+	}
+}
+
+// startWorker starts `irs worker` with args and waits until it is serving.
+func startWorker(t *testing.T, args ...string) *proc {
+	t.Helper()
+	return startWorkerEnv(t, nil, args...)
+}
+
+func startWorkerEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	readyFile := filepath.Join(t.TempDir(), "ready.json")
+	p := command(t, env, append([]string{"worker", "--ready-file", readyFile}, args...)...)
+	p.start()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(readyFile)
+		if err == nil && json.Unmarshal(b, &p.ready) == nil {
+			return p
+		}
+		if !p.alive() || time.Now().After(deadline) {
+			t.Fatalf("worker %v did not become ready; stderr:\n%s", args, p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stats fetches the worker's stats over its control API.
+func (p *proc) stats() *irsv1.StatsSnapshot {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.ready.Control + "/v1/stats")
+	if err != nil {
+		p.t.Fatalf("get stats: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var s irsv1.StatsSnapshot
+	if err := protojson.Unmarshal(b, &s); err != nil {
+		p.t.Fatalf("decode stats %s: %v", b, err)
+	}
+	return &s
+}
+
+// loadResult parses the stats a `--exit-when-done` worker printed.
+func (p *proc) loadResult() *irsv1.StatsSnapshot {
+	p.t.Helper()
+	var s irsv1.StatsSnapshot
+	if err := protojson.Unmarshal(p.stdout.Bytes(), &s); err != nil {
+		p.t.Fatalf("decode load result: %v\nstdout:\n%s\nstderr:\n%s", err, p.stdout, p.stderr)
+	}
+	if len(s.GetLoad()) != 1 {
+		p.t.Fatalf("load result has %d load series, want 1", len(s.GetLoad()))
+	}
+	return &s
+}
+
+// runLoad runs a load generator to completion and returns its stats.
+func runLoad(t *testing.T, args ...string) *irsv1.StatsSnapshot {
+	t.Helper()
+	p := command(t, nil, append([]string{"worker", "--exit-when-done"}, args...)...)
+	p.start()
+	if code := p.exitCode(2 * time.Minute); code != 0 {
+		t.Fatalf("loadgen exited %d; stderr:\n%s", code, p.stderr)
+	}
+	return p.loadResult()
+}
+
+// cpuSeconds returns the process's user+system CPU time.
+func cpuSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name (which is in parentheses and may contain spaces).
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ is 100 on Linux
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := syscall.Kill(p.cmd.Process.Pid, sig); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// failures returns the fraction of ended requests that failed.
+func failureRate(o *irsv1.Outcomes) float64 {
+	if o.GetRequests() == 0 {
+		return 0
+	}
+	return float64(o.GetFailures()) / float64(o.GetRequests())
+}
+
+func routeStats(s *irsv1.StatsSnapshot, route string) *irsv1.RouteStats {
+	for _, r := range s.GetInbound() {
+		if r.GetRoute() == route {
+			return r
+		}
+	}
+	return nil
+}
+
+var _ = context.Background

@@ -1,0 +1,219 @@
+//go:build integration
+
+package e2e
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// TestChain runs loadgen → client → server as three processes and checks what the issue promises: the
+// achieved rate, latency adding up across hops, and injected 5xx reaching the load generator.
+func TestChain(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0", "--delay", "50ms", "--status", "503:5%", "--seed", "7")
+	client := startWorker(t, "--name", "client", "--listen", "127.0.0.1:0", "--delay", "20ms", "--call", "server="+server.ready.Data)
+	res := runLoad(t, "--name", "loadgen", "--target", "client="+client.ready.Data, "--rate", "200", "--duration", "5s")
+	load := res.GetLoad()[0]
+
+	if got := load.GetAchievedRate(); math.Abs(got-200)/200 > 0.01 {
+		t.Errorf("achieved rate %.2f/s, want 200/s within 1%%", got)
+	}
+	if load.GetSent() != 1000 || load.GetDue() != 1000 || load.GetUnsent() != 0 {
+		t.Errorf("due %d sent %d unsent %d, want 1000 sent of 1000 due", load.GetDue(), load.GetSent(), load.GetUnsent())
+	}
+	if p50 := load.GetLatency().GetP50Ms(); p50 < 70 || p50 > 76 {
+		t.Errorf("client-side p50 = %.2fms, want 70ms (50ms server + 20ms client) plus a little", p50)
+	}
+	// 5% of the server's answers are 503; the client reports them as 502. Binomial bound, 4 sd.
+	n := float64(load.GetOutcomes().GetRequests())
+	fails := float64(load.GetOutcomes().GetFailures())
+	if sd := math.Sqrt(n * 0.05 * 0.95); math.Abs(fails-0.05*n) > 4*sd {
+		t.Errorf("%v of %v requests failed, want about 5%% (±%.0f)", fails, n, 4*sd)
+	}
+	if got := load.GetOutcomes().GetStatuses()[502]; float64(got) != fails {
+		t.Errorf("502s at the loadgen = %d, want every failure (%v): the client maps an upstream 503 to 502", got, fails)
+	}
+	srv := routeStats(server.stats(), "http1")
+	if srv.GetOutcomes().GetStatuses()[503] != int64(fails) {
+		t.Errorf("server answered %d 503s, loadgen saw %v failures", srv.GetOutcomes().GetStatuses()[503], fails)
+	}
+	// The client measured its upstream's per-hop time (its latency minus the server's reported service time).
+	up := client.stats().GetUpstreams()
+	if len(up) != 1 || up[0].GetHop().GetCount() != int64(n) || up[0].GetHop().GetP50Ms() > 5 {
+		t.Errorf("client's upstream hop stats = %v, want %v samples of a few ms at most", up, n)
+	}
+}
+
+// TestChainProtocols runs the client → server hop over each protocol.
+func TestChainProtocols(t *testing.T) {
+	for _, proto := range []string{"http1", "http2", "grpc"} {
+		t.Run(proto, func(t *testing.T) {
+			server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0", "--delay", "5ms")
+			client := startWorker(t, "--name", "client", "--listen", "127.0.0.1:0", "--protocol", proto, "--call", "server="+server.ready.Data)
+			res := runLoad(t, "--name", "loadgen", "--protocol", proto, "--target", "client="+client.ready.Data, "--rate", "100", "--duration", "1s")
+			o := res.GetLoad()[0].GetOutcomes()
+			if o.GetRequests() != 100 || o.GetStatuses()[200] != 100 {
+				t.Errorf("outcomes over %s = %v, want 100 × 200", proto, o)
+			}
+			route := map[string]string{"http1": "http1", "http2": "http2", "grpc": "grpc"}[proto]
+			if got := routeStats(server.stats(), route).GetOutcomes().GetRequests(); got != 100 {
+				t.Errorf("server saw %d %s requests, want 100", got, route)
+			}
+		})
+	}
+}
+
+// TestKillServer kills the server mid-run: the client must answer 502/503, the loadgen count them, and no
+// process crash.
+func TestKillServer(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0", "--delay", "10ms")
+	client := startWorker(t, "--name", "client", "--listen", "127.0.0.1:0", "--call", "server="+server.ready.Data)
+	lg := command(t, nil, "worker", "--exit-when-done", "--name", "loadgen", "--target", "client="+client.ready.Data,
+		"--rate", "200", "--duration", "4s")
+	lg.start()
+	time.Sleep(1500 * time.Millisecond)
+	server.signal(syscall.SIGKILL)
+	if code := lg.exitCode(time.Minute); code != 0 {
+		t.Fatalf("loadgen exited %d after the server was killed; stderr:\n%s", code, lg.stderr)
+	}
+	load := lg.loadResult().GetLoad()[0]
+	st := load.GetOutcomes().GetStatuses()
+	if st[200] < 200 || st[502]+st[503] < 300 || st[200]+st[502]+st[503] != load.GetSent() {
+		t.Errorf("loadgen statuses %v over %d sent, want ~300 × 200 then 502/503 for the rest", st, load.GetSent())
+	}
+	if !client.alive() {
+		t.Fatalf("client died when its upstream did; stderr:\n%s", client.stderr)
+	}
+	up := client.stats().GetUpstreams()[0].GetOutcomes()
+	if up.GetErrors()["refused"] == 0 {
+		t.Errorf("client's upstream outcomes = %v, want refused connections counted", up)
+	}
+}
+
+// TestCoordinatedOmission pauses the server for one second (SIGSTOP) under 1000 rps: latency from the intended
+// send time must show the stall for the ~1000 requests due during it; latency from the actual send time must
+// not, since only the requests in flight saw it.
+func TestCoordinatedOmission(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0")
+	lg := command(t, nil, "worker", "--exit-when-done", "--name", "loadgen", "--target", "server="+server.ready.Data,
+		"--rate", "1000", "--duration", "5s", "--connections", "16")
+	lg.start()
+	time.Sleep(2 * time.Second)
+	server.signal(syscall.SIGSTOP)
+	time.Sleep(time.Second)
+	server.signal(syscall.SIGCONT)
+	if code := lg.exitCode(time.Minute); code != 0 {
+		t.Fatalf("loadgen exited %d; stderr:\n%s", code, lg.stderr)
+	}
+	load := lg.loadResult().GetLoad()[0]
+	if p99 := load.GetLatency().GetP99Ms(); p99 < 500 {
+		t.Errorf("corrected p99 = %.1fms, want >= 500ms", p99)
+	}
+	if p99 := load.GetUncorrected().GetP99Ms(); p99 > 100 {
+		t.Errorf("uncorrected p99 = %.1fms, want small (only the requests in flight saw the stall)", p99)
+	}
+	if load.GetBlocked() < 500 {
+		t.Errorf("blocked = %d, want the requests due during the stall counted", load.GetBlocked())
+	}
+	if load.GetDue() != load.GetSent()+load.GetUnsent() || load.GetSent() != load.GetOutcomes().GetRequests() {
+		t.Errorf("books do not balance: due %d, sent %d, unsent %d, ended %d", load.GetDue(), load.GetSent(), load.GetUnsent(), load.GetOutcomes().GetRequests())
+	}
+}
+
+// TestCPUWork checks that 2ms of CPU per request at 200 rps costs the server process 0.4 CPU-seconds per second.
+func TestCPUWork(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0", "--cpu", "2ms")
+	lg := command(t, nil, "worker", "--exit-when-done", "--name", "loadgen", "--target", "server="+server.ready.Data,
+		"--rate", "200", "--duration", "6s")
+	lg.start()
+	time.Sleep(1500 * time.Millisecond)
+	c0, t0 := cpuSeconds(t, server.cmd.Process.Pid), time.Now()
+	time.Sleep(3 * time.Second)
+	c1, t1 := cpuSeconds(t, server.cmd.Process.Pid), time.Now()
+	rate := (c1 - c0) / t1.Sub(t0).Seconds()
+	if math.Abs(rate-0.4) > 0.04 {
+		t.Errorf("server used %.3f CPU-seconds per second, want 0.4 ± 10%%", rate)
+	}
+	if code := lg.exitCode(time.Minute); code != 0 {
+		t.Fatalf("loadgen exited %d; stderr:\n%s", code, lg.stderr)
+	}
+}
+
+// TestInvalidConfiguration checks exit code 2 and an error naming the field, for flags, files and unreachable
+// endpoints.
+func TestInvalidConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "worker.yaml")
+	if err := os.WriteFile(file, []byte("name: client\nserve:\n  delay: 10ms\n  sise: 3\ncalls:\n  - service: server\n    timeout: soon\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "bad delay flag", args: []string{"--delay", "5xs"}, want: []string{"--delay (serve.delay)", `invalid delay "5xs"`}},
+		{name: "percent over 100", args: []string{"--status", "503:150%"}, want: []string{`serve.status["503"]`, "outside 0-100%"}},
+		{name: "negative rate", args: []string{"--target", "x=127.0.0.1:1", "--rate", "-5"}, want: []string{"load.rate", "invalid rate"}},
+		{name: "unknown flag", args: []string{"--dely", "5ms"}, want: []string{"unknown flag: --dely"}},
+		{name: "file errors with positions", args: []string{"--config", file},
+			want: []string{file + ":4:3: serve.sise: unknown field", file + ":7:14: calls[0].timeout"}},
+		{name: "unreachable endpoint", args: []string{"--call", "server=127.0.0.1:1", "--check-timeout", "200ms"},
+			want: []string{"calls[0].endpoints[0]", "127.0.0.1:1 is unreachable"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := command(t, nil, append([]string{"worker", "--listen", "127.0.0.1:0"}, tt.args...)...)
+			p.start()
+			if code := p.exitCode(20 * time.Second); code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, p.stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(p.stderr.String(), w) {
+					t.Errorf("stderr does not mention %q:\n%s", w, p.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestConfigPrecedence checks flags > IRS_* environment > --config file > defaults, on a real request.
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "worker.yaml")
+	if err := os.WriteFile(file, []byte("serve:\n  delay: 300ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want time.Duration
+	}{
+		{name: "default", want: 0},
+		{name: "file", args: []string{"--config", file}, want: 300 * time.Millisecond},
+		{name: "env over file", env: []string{"IRS_DELAY=150ms"}, args: []string{"--config", file}, want: 150 * time.Millisecond},
+		{name: "flag over env", env: []string{"IRS_DELAY=150ms"}, args: []string{"--config", file, "--delay", "60ms"}, want: 60 * time.Millisecond},
+		{name: "env config path", env: []string{"IRS_CONFIG=" + file}, want: 300 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := startWorkerEnv(t, tt.env, append([]string{"--listen", "127.0.0.1:0"}, tt.args...)...)
+			start := time.Now()
+			code, _, err := fasthttp.Get(nil, "http://"+w.ready.Data+"/")
+			took := time.Since(start)
+			if err != nil || code != 200 {
+				t.Fatalf("GET: %d %v", code, err)
+			}
+			if took < tt.want || took > tt.want+40*time.Millisecond {
+				t.Errorf("request took %v, want the %v delay", took, tt.want)
+			}
+		})
+	}
+}
