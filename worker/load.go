@@ -91,10 +91,10 @@ var loadRequests = sync.Pool{New: func() any { return new(loadRequest) }}
 // within ctx (whatever context the generator passes).
 func sender(ctx context.Context, t *upstream.Target, name string, timeout time.Duration) loadgen.SendFunc {
 	hops := []byte(name)
-	return func(context.Context) loadgen.Result {
+	return func(_ context.Context, start time.Time) loadgen.Result {
 		r := loadRequests.Get().(*loadRequest)
 		r.prop = upstream.Propagation{RequestID: upstream.AppendRequestID(r.id[:0]), Hops: hops}
-		resp := t.Send(ctx, &r.prop, time.Now().Add(timeout))
+		resp := t.Send(ctx, &r.prop, start.Add(timeout))
 		loadRequests.Put(r)
 		return loadgen.Result{Status: resp.Status, Err: resp.Err}
 	}

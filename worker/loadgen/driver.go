@@ -3,12 +3,10 @@ package loadgen
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"time"
 
 	"github.com/irs-sim/irs/worker/stats"
-	"golang.org/x/sys/unix"
 )
 
 // Result is how one request ended: a status (HTTP, or the HTTP counterpart of a gRPC code), or, when Status
@@ -18,8 +16,9 @@ type Result struct {
 	Err    stats.ErrorKind
 }
 
-// SendFunc performs one request and reports how it ended. It must return when ctx is done.
-type SendFunc func(ctx context.Context) Result
+// SendFunc performs one request, which starts at start, and reports how it ended. It must return when ctx is
+// done.
+type SendFunc func(ctx context.Context, start time.Time) Result
 
 // Config configures one run of a generator.
 type Config struct {
@@ -118,15 +117,7 @@ func (g *Generator) run(ctx context.Context) {
 	for range g.cfg.Connections {
 		wg.Go(func() { g.sender(ctx, tickets) })
 	}
-	sched := make(chan struct{})
-	go func() {
-		defer close(sched)
-		// The scheduler never unlocks its thread: the thread, whose timer slack it changed, ends with it.
-		runtime.LockOSThread()
-		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0) // 1 µs: precise short sleeps
-		g.schedule(start, tickets, halt)
-	}()
-	<-sched
+	g.schedule(start, tickets, halt)
 	// The run ends when sending ends; requests still in flight complete afterwards and count towards it.
 	run.Stopped(g.endOfSending(start))
 	close(tickets)
@@ -150,8 +141,41 @@ func (g *Generator) schedule(start time.Time, tickets chan<- time.Time, halt <-c
 	if g.cfg.Poisson {
 		pacer = NewPoissonPacer(g.cfg.Schedule, g.cfg.Seed)
 	}
+	timer, err := newPreciseTimer()
+	if err != nil {
+		g.schedulePlain(start, tickets, halt, pacer)
+		return
+	}
+	defer timer.close()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-halt:
+			timer.interrupt()
+		case <-stopped:
+		}
+	}()
+	g.dispatch(start, tickets, halt, pacer, func(at time.Time) bool { return timer.sleepUntil(at) == nil })
+}
+
+// schedulePlain schedules with Go's timers, where a timerfd is not available (wake-ups may be ~1 ms late).
+func (g *Generator) schedulePlain(start time.Time, tickets chan<- time.Time, halt <-chan struct{}, pacer Pacer) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	g.dispatch(start, tickets, halt, pacer, func(at time.Time) bool {
+		timer.Reset(time.Until(at))
+		select {
+		case <-timer.C:
+			return true
+		case <-halt:
+			return false
+		}
+	})
+}
+
+// dispatch hands out every request when it is due; sleep waits until a time and reports false when halted.
+func (g *Generator) dispatch(start time.Time, tickets chan<- time.Time, halt <-chan struct{}, pacer Pacer, sleep func(time.Time) bool) {
 	// busyUntil is when the scheduler last got a connection after waiting for one: a request due before then
 	// became due while every connection was busy, even if one is free by the time it is handed out.
 	var busyUntil time.Time
@@ -162,7 +186,7 @@ func (g *Generator) schedule(start time.Time, tickets chan<- time.Time, halt <-c
 		}
 		g.rec.SetTargetRate(g.cfg.Schedule.Rate(at))
 		intended := start.Add(at)
-		if !sleepUntil(timer, intended, halt) {
+		if time.Until(intended) > 0 && !sleep(intended) {
 			g.countUnsent(pacer, start, at, false)
 			return
 		}
@@ -215,36 +239,6 @@ func (g *Generator) countUnsent(pacer Pacer, start time.Time, at time.Duration, 
 	g.rec.Unsent.Add(n)
 }
 
-// coarseSleep is the shortest wait left to the Go timer, whose wake-ups can be about a millisecond late; the
-// last stretch of every wait is a nanosleep on the scheduler's own thread, accurate to tens of microseconds.
-const coarseSleep = 2 * time.Millisecond
-
-// sleepUntil waits until t; it returns false if halt closes first.
-func sleepUntil(timer *time.Timer, t time.Time, halt <-chan struct{}) bool {
-	for {
-		d := time.Until(t)
-		if d <= 0 {
-			return true
-		}
-		if d > coarseSleep {
-			timer.Reset(d - coarseSleep/2)
-			select {
-			case <-timer.C:
-			case <-halt:
-				return false
-			}
-			continue
-		}
-		select {
-		case <-halt:
-			return false
-		default:
-		}
-		ts := unix.NsecToTimespec(int64(d))
-		_ = unix.Nanosleep(&ts, nil)
-	}
-}
-
 // sender sends the requests handed to it, one at a time, as one connection does.
 func (g *Generator) sender(ctx context.Context, tickets <-chan time.Time) {
 	for intended := range tickets {
@@ -271,7 +265,7 @@ func (g *Generator) sendOne(ctx context.Context, intended time.Time) {
 		g.rec.Late.Add(1)
 	}
 	g.rec.Sent.Add(1)
-	res := g.send(ctx)
+	res := g.send(ctx, sent)
 	end := time.Now()
 	g.rec.Latency.Record(end.Sub(intended))
 	g.rec.Uncorrected.Record(end.Sub(sent))

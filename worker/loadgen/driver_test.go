@@ -24,7 +24,7 @@ func runLoad(t *testing.T, cfg Config, send SendFunc) *stats.Load {
 	return rec
 }
 
-func ok(context.Context) Result { return Result{Status: 200} }
+func ok(context.Context, time.Time) Result { return Result{Status: 200} }
 
 // checkBooks asserts the accounting identities: due = sent + unsent, and every sent request ended.
 func checkBooks(t *testing.T, rec *stats.Load) {
@@ -61,7 +61,7 @@ func TestOpenLoopPoissonRate(t *testing.T) {
 func TestCoordinatedOmission(t *testing.T) {
 	start := time.Now()
 	stallFrom, stallTo := start.Add(500*time.Millisecond), start.Add(time.Second)
-	send := func(ctx context.Context) Result {
+	send := func(context.Context, time.Time) Result {
 		if now := time.Now(); now.After(stallFrom) && now.Before(stallTo) {
 			time.Sleep(time.Until(stallTo))
 		}
@@ -84,7 +84,7 @@ func TestCoordinatedOmission(t *testing.T) {
 
 func TestStopCountsUnsent(t *testing.T) {
 	var inFlight, peak atomic.Int64
-	send := func(ctx context.Context) Result {
+	send := func(context.Context, time.Time) Result {
 		n := inFlight.Add(1)
 		for {
 			p := peak.Load()
@@ -118,7 +118,7 @@ func TestStopCountsUnsent(t *testing.T) {
 }
 
 func TestClosedLoop(t *testing.T) {
-	send := func(ctx context.Context) Result {
+	send := func(context.Context, time.Time) Result {
 		time.Sleep(time.Millisecond)
 		return Result{Err: stats.ErrTimeout}
 	}

@@ -37,13 +37,12 @@ func ParseProtocol(s string) (Protocol, error) {
 	return 0, fmt.Errorf("unknown protocol %q (want http1, http2 or grpc)", s)
 }
 
-// Request is one outbound request.
+// Request is what every request of a target looks like; it is shared by the target's calls and never changes.
 type Request struct {
 	// Service is sent as the HTTP Host / gRPC authority.
 	Service  string
 	Path     string
 	BodySize int
-	Prop     *Propagation
 }
 
 // Response is how one try ended: a status (HTTP, or the HTTP counterpart of the gRPC code), or, when Status
@@ -59,9 +58,9 @@ type Response struct {
 // Failed reports whether the try failed: an error or a 5xx.
 func (r Response) Failed() bool { return r.Status == 0 || r.Status >= 500 }
 
-// client sends requests to one endpoint.
+// client sends requests to one endpoint. prop, when set, is what this request propagates.
 type client interface {
-	do(ctx context.Context, deadline time.Time, req *Request) Response
+	do(ctx context.Context, deadline time.Time, req *Request, prop *Propagation) Response
 	close()
 }
 

@@ -39,10 +39,10 @@ func newGRPCClient(addr, service string, poolSize int) (*grpcClient, error) {
 	return c, nil
 }
 
-func (c *grpcClient) do(ctx context.Context, deadline time.Time, r *Request) Response {
+func (c *grpcClient) do(ctx context.Context, deadline time.Time, r *Request, prop *Propagation) Response {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if p := r.Prop; p != nil {
+	if p := prop; p != nil {
 		var tp [55]byte
 		ctx = metadata.AppendToOutgoingContext(ctx,
 			HeaderTraceParent, string(AppendTraceParent(tp[:0], p)),

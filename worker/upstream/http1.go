@@ -22,32 +22,31 @@ func newHTTP1Client(addr string, poolSize int, keepAlive bool) *http1Client {
 		Addr:     addr,
 		MaxConns: poolSize,
 		// A call waits for a free connection as long as its own deadline allows (fasthttp takes the smaller).
-		MaxConnWaitTimeout:        time.Hour,
-		MaxIdleConnDuration:       30 * time.Second,
-		MaxIdemponentCallAttempts: 1, // retries are IRS's to make and count, never hidden
-		NoDefaultUserAgentHeader:  true,
-		DisablePathNormalizing:    true,
-		MaxResponseBodySize:       len(zeros),
+		MaxConnWaitTimeout:            time.Hour,
+		MaxIdleConnDuration:           30 * time.Second,
+		MaxIdemponentCallAttempts:     1, // retries are IRS's to make and count, never hidden
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		MaxResponseBodySize:           len(zeros),
 	}}
 }
 
-func (c *http1Client) do(ctx context.Context, deadline time.Time, r *Request) Response {
+func (c *http1Client) do(ctx context.Context, deadline time.Time, r *Request, prop *Propagation) Response {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	if ctx.Done() == nil {
-		return c.call(deadline, r)
+		return c.call(deadline, r, prop)
 	}
 	// fasthttp knows no context: when the caller can give up, the call runs aside so that giving up returns at
 	// once; the call itself ends by its deadline and releases what it holds.
 	done := make(chan Response, 1)
-	req := *r
-	if r.Prop != nil { // the caller's propagation buffers may be reused once it has given up
-		prop := Propagation{RequestID: bytes.Clone(r.Prop.RequestID), TraceID: bytes.Clone(r.Prop.TraceID),
-			Sampled: r.Prop.Sampled, Hops: bytes.Clone(r.Prop.Hops)}
-		req.Prop = &prop
+	if prop != nil { // the caller's propagation buffers may be reused once it has given up
+		prop = &Propagation{RequestID: bytes.Clone(prop.RequestID), TraceID: bytes.Clone(prop.TraceID),
+			Sampled: prop.Sampled, Hops: bytes.Clone(prop.Hops)}
 	}
-	go func() { done <- c.call(deadline, &req) }()
+	go func() { done <- c.call(deadline, r, prop) }()
 	select {
 	case resp := <-done:
 		return resp
@@ -57,7 +56,7 @@ func (c *http1Client) do(ctx context.Context, deadline time.Time, r *Request) Re
 }
 
 // call makes one request, bounded by deadline.
-func (c *http1Client) call(deadline time.Time, r *Request) Response {
+func (c *http1Client) call(deadline time.Time, r *Request, prop *Propagation) Response {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -71,17 +70,27 @@ func (c *http1Client) call(deadline time.Time, r *Request) Response {
 	if !c.keepAlive {
 		req.SetConnectionClose()
 	}
-	if p := r.Prop; p != nil {
+	if p := prop; p != nil {
 		var tp [55]byte
 		req.Header.SetBytesV(HeaderTraceParent, AppendTraceParent(tp[:0], p))
 		req.Header.SetBytesV(HeaderRequestID, p.RequestID)
 		req.Header.SetBytesV(HeaderHops, p.Hops)
 	}
-	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
+	timeout := time.Until(deadline)
+	if timeout <= 0 {
+		return Response{Err: stats.ErrTimeout}
+	}
+	req.SetTimeout(timeout) // cheaper than DoDeadline, which reads the clock once more
+	if err := c.hc.Do(req, resp); err != nil {
 		return Response{Err: classifyHTTP1(err)}
 	}
 	out := Response{Status: resp.StatusCode()}
-	out.ServerTime, out.HasServerTime = ParseServerTiming(resp.Header.Peek(HeaderServerTiming))
+	// Header names are not normalised (it costs every response): a worker sends "Server-Timing", Envoy lower case.
+	v := resp.Header.Peek("Server-Timing")
+	if v == nil {
+		v = resp.Header.Peek(HeaderServerTiming)
+	}
+	out.ServerTime, out.HasServerTime = ParseServerTiming(v)
 	return out
 }
 

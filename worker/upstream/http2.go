@@ -28,7 +28,7 @@ func newHTTP2Client(addr string, keepAlive bool) *http2Client {
 	return &http2Client{hc: &http.Client{Transport: tr}, tr: tr, base: "http://" + addr}
 }
 
-func (c *http2Client) do(ctx context.Context, deadline time.Time, r *Request) Response {
+func (c *http2Client) do(ctx context.Context, deadline time.Time, r *Request, prop *Propagation) Response {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	method, body := http.MethodGet, io.Reader(nil)
@@ -40,7 +40,7 @@ func (c *http2Client) do(ctx context.Context, deadline time.Time, r *Request) Re
 		return Response{Err: Classify(err)}
 	}
 	req.Host = r.Service
-	if p := r.Prop; p != nil {
+	if p := prop; p != nil {
 		var tp [55]byte
 		req.Header[http.CanonicalHeaderKey(HeaderTraceParent)] = []string{string(AppendTraceParent(tp[:0], p))}
 		req.Header[http.CanonicalHeaderKey(HeaderRequestID)] = []string{string(p.RequestID)}

@@ -111,9 +111,7 @@ func (t *Target) Send(ctx context.Context, prop *Propagation, deadline time.Time
 	if n == 0 {
 		return Response{Err: stats.ErrRefused}
 	}
-	req := t.request // a copy: Prop is per call
-	req.Prop = prop
-	return t.clients[int(t.next.Add(1)-1)%n].do(ctx, deadline, &req)
+	return t.clients[int(t.next.Add(1)-1)%n].do(ctx, deadline, &t.request, prop)
 }
 
 // Call makes the call with its retries and records it. skipped is true when the call's probability said no.

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Pinning: servers on CPU 0, load on CPU 1.
+const (
+	serverCPU = 0
+	loadCPU   = 1
+)
+
+type options struct {
+	irs, fortio string
+	duration    time.Duration
+	rounds      int
+	only        map[string]bool
+	tmp         string
+}
+
+func main() {
+	var o options
+	var only string
+	flag.StringVar(&o.irs, "irs", "bin/irs", "irs binary under test")
+	flag.StringVar(&o.fortio, "fortio", "", "fortio binary (default: fortio on PATH or in $(go env GOPATH)/bin)")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,rss (default all)")
+	flag.Parse()
+	o.only = map[string]bool{}
+	for _, s := range strings.Split(only, ",") {
+		if s != "" {
+			o.only[s] = true
+		}
+	}
+	if err := o.resolve(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	defer os.RemoveAll(o.tmp)
+	if err := o.run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (o *options) resolve() error {
+	var err error
+	if o.irs, err = filepath.Abs(o.irs); err != nil {
+		return err
+	}
+	if _, err := os.Stat(o.irs); err != nil {
+		return fmt.Errorf("irs binary: %w (run make build)", err)
+	}
+	if o.fortio == "" {
+		if p, err := exec.LookPath("fortio"); err == nil {
+			o.fortio = p
+		} else if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+			o.fortio = filepath.Join(strings.TrimSpace(string(out)), "bin", "fortio")
+		}
+	}
+	for _, tool := range []string{"taskset", "wrk", "nginx", o.fortio} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found (make bench installs wrk, nginx and fortio)", tool)
+		}
+	}
+	o.tmp, err = os.MkdirTemp("", "irs-bench-")
+	return err
+}
+
+func (o *options) want(section string) bool { return len(o.only) == 0 || o.only[section] }
+
+func (o *options) run(ctx context.Context) error {
+	fmt.Printf("# IRS benchmarks (%s per measurement, servers pinned to CPU %d, load to CPU %d, GOMAXPROCS=1)\n\n",
+		o.duration, serverCPU, loadCPU)
+	var maxRate float64
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"server", o.serverThroughput},
+		{"cpu", o.serverCPU},
+		{"loadgen", func(ctx context.Context) (err error) { maxRate, err = o.loadgenCPU(ctx); return err }},
+		{"rate", func(ctx context.Context) error { return o.rateAccuracy(ctx, maxRate) }},
+		{"rss", o.idleRSS},
+	}
+	for _, s := range steps {
+		if !o.want(s.name) {
+			continue
+		}
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// server is a server under test.
+type server struct {
+	name string
+	addr string
+	pid  int
+	stop func()
+}
+
+func (o *options) startServers(ctx context.Context) ([]server, error) {
+	var out []server
+	ng, addr, stop, err := nginxServer(ctx, o.tmp, serverCPU)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, server{name: "nginx (1 worker)", addr: addr, pid: nginxWorkerPID(ng.pid()), stop: stop})
+	faddr := freePort()
+	fp, err := start(serverCPU, []string{"GOMAXPROCS=1"}, o.fortio, "server", "-http-port", faddr,
+		"-grpc-port", "disabled", "-redirect-port", "disabled")
+	if err != nil {
+		return out, err
+	}
+	out = append(out, server{name: "fortio server", addr: faddr, pid: fp.pid(), stop: fp.stop})
+	iaddr := freePort()
+	ip, err := start(serverCPU, []string{"GOMAXPROCS=1"}, o.irs, "worker", "--name", "server", "--listen", iaddr)
+	if err != nil {
+		return out, err
+	}
+	out = append(out, server{name: "irs worker", addr: iaddr, pid: ip.pid(), stop: ip.stop})
+	for _, s := range out {
+		if err := waitPort(s.addr, 10*time.Second); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func stopAll(ss []server) {
+	for _, s := range ss {
+		s.stop()
+	}
+}
+
+var wrkRPS = regexp.MustCompile(`Requests/sec:\s+([\d.]+)`)
+
+func (o *options) serverThroughput(ctx context.Context) error {
+	servers, err := o.startServers(ctx)
+	defer stopAll(servers)
+	if err != nil {
+		return err
+	}
+	fmt.Println("## Server throughput: wrk -t1 -c50, HTTP/1.1 keep-alive, no delay (median of rounds)")
+	fmt.Println()
+	rps := map[string]float64{}
+	for _, s := range servers {
+		var rounds []float64
+		for range o.rounds {
+			out, err := run(loadCPU, nil, "wrk", "-t1", "-c50", "-d"+seconds(o.duration), "http://"+s.addr+"/")
+			if err != nil {
+				return fmt.Errorf("wrk against %s: %w\n%s", s.name, err, out)
+			}
+			m := wrkRPS.FindStringSubmatch(out)
+			if m == nil {
+				return fmt.Errorf("wrk output: %s", out)
+			}
+			v, _ := strconv.ParseFloat(m[1], 64)
+			rounds = append(rounds, v)
+		}
+		slices.Sort(rounds)
+		rps[s.name] = rounds[len(rounds)/2]
+	}
+	fmt.Println("| server | req/s | vs nginx | vs fortio |")
+	fmt.Println("|---|---|---|---|")
+	for _, s := range servers {
+		fmt.Printf("| %s | %.0f | %.2f | %.2f |\n", s.name, rps[s.name], rps[s.name]/rps["nginx (1 worker)"], rps[s.name]/rps["fortio server"])
+	}
+	r := rps["irs worker"] / rps["fortio server"]
+	fmt.Printf("\nTarget: IRS throughput >= 1.2x fortio's: %.2fx %s\n\n", r, verdict(r >= 1.2))
+	return nil
+}
+
+var fortioQPS = regexp.MustCompile(`All done (\d+) calls.*?([\d.]+) qps`)
+
+func (o *options) serverCPU(ctx context.Context) error {
+	servers, err := o.startServers(ctx)
+	defer stopAll(servers)
+	if err != nil {
+		return err
+	}
+	fmt.Println("## Server CPU at a fixed 5000 req/s (fortio load -qps 5000 -c 16)")
+	fmt.Println()
+	mc := map[string]float64{}
+	for _, s := range servers {
+		c0, err := cpuSeconds(s.pid)
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		out, err := run(loadCPU, []string{"GOMAXPROCS=1"}, o.fortio, "load", "-qps", "5000", "-c", "16",
+			"-t", seconds(o.duration), "-quiet", "http://"+s.addr+"/")
+		if err != nil {
+			return fmt.Errorf("fortio load against %s: %w\n%s", s.name, err, out)
+		}
+		elapsed := time.Since(t0).Seconds()
+		c1, _ := cpuSeconds(s.pid)
+		mc[s.name] = (c1 - c0) / elapsed * 1000
+	}
+	fmt.Println("| server | mcores | vs nginx | vs fortio |")
+	fmt.Println("|---|---|---|---|")
+	for _, s := range servers {
+		fmt.Printf("| %s | %.0f | %.2f | %.2f |\n", s.name, mc[s.name], mc[s.name]/mc["nginx (1 worker)"], mc[s.name]/mc["fortio server"])
+	}
+	r := mc["irs worker"] / mc["fortio server"]
+	fmt.Printf("\nTarget: IRS CPU at 5000 req/s <= 0.8x fortio's: %.2fx %s (%.2fx nginx; long-term goal 1.5x)\n\n",
+		r, verdict(r <= 0.8), mc["irs worker"]/mc["nginx (1 worker)"])
+	return nil
+}
+
+// loadResult runs an irs load generator to completion and returns its stats and CPU seconds.
+func (o *options) irsLoad(args ...string) (*irsv1.LoadStats, float64, error) {
+	p, err := start(loadCPU, []string{"GOMAXPROCS=1"}, append([]string{o.irs, "worker", "--name", "loadgen",
+		"--exit-when-done", "--log-level", "warn"}, args...)...)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := p.cmd.Wait(); err != nil {
+		return nil, 0, fmt.Errorf("irs load: %w\n%s", err, p.out.String())
+	}
+	var s irsv1.StatsSnapshot
+	if err := protojson.Unmarshal(p.out.Bytes(), &s); err != nil || len(s.GetLoad()) != 1 {
+		return nil, 0, fmt.Errorf("irs load output: %v\n%s", err, p.out.String())
+	}
+	st := p.cmd.ProcessState
+	return s.GetLoad()[0], (st.UserTime() + st.SystemTime()).Seconds(), nil
+}
+
+// peerLoad runs a peer load generator and returns its requests and CPU seconds.
+func peerLoad(env []string, parse func(string) (float64, error), argv ...string) (float64, float64, error) {
+	p, err := start(loadCPU, env, argv...)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := p.cmd.Wait(); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w\n%s", argv[0], err, p.out.String())
+	}
+	n, err := parse(p.out.String())
+	st := p.cmd.ProcessState
+	return n, (st.UserTime() + st.SystemTime()).Seconds(), err
+}
+
+var wrkTotal = regexp.MustCompile(`(\d+) requests in`)
+
+func parseWrk(out string) (float64, error) {
+	m := wrkTotal.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("wrk output: %s", out)
+	}
+	return strconv.ParseFloat(m[1], 64)
+}
+
+func parseFortio(out string) (float64, error) {
+	m := fortioQPS.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("fortio output: %s", out)
+	}
+	return strconv.ParseFloat(m[1], 64)
+}
+
+func (o *options) loadgenCPU(ctx context.Context) (float64, error) {
+	ng, addr, stop, err := nginxServer(ctx, o.tmp, serverCPU)
+	if err != nil {
+		return 0, err
+	}
+	_ = ng
+	defer stop()
+	url := "http://" + addr + "/"
+	d := seconds(o.duration)
+	fmt.Println("## Load generator CPU per request, against nginx")
+	fmt.Println()
+	fmt.Println("| generator | mode | req/s | CPU µs/request |")
+	fmt.Println("|---|---|---|---|")
+	row := func(name, mode string, reqs, cpu float64) float64 {
+		us := cpu / reqs * 1e6
+		fmt.Printf("| %s | %s | %.0f | %.2f |\n", name, mode, reqs/o.duration.Seconds(), us)
+		return us
+	}
+	n, c, err := peerLoad(nil, parseWrk, "wrk", "-t1", "-c50", "-d"+d, url)
+	if err != nil {
+		return 0, err
+	}
+	wrkUS := row("wrk -t1 -c50", "closed loop", n, c)
+	n, c, err = peerLoad([]string{"GOMAXPROCS=1"}, parseFortio, o.fortio, "load", "-qps", "0", "-c", "50", "-t", d, "-quiet", url)
+	if err != nil {
+		return 0, err
+	}
+	fortioClosedUS := row("fortio load -c 50", "closed loop", n, c)
+	ls, c, err := o.irsLoad("--target", "nginx="+addr, "--mode", "closed", "--connections", "50", "--duration", d)
+	if err != nil {
+		return 0, err
+	}
+	irsClosedUS := row("irs worker --connections 50", "closed loop", float64(ls.GetOutcomes().GetRequests()), c)
+	maxRate := ls.GetAchievedRate()
+
+	const fixed = 20000
+	n, c, err = peerLoad([]string{"GOMAXPROCS=1"}, parseFortio, o.fortio, "load", "-qps", strconv.Itoa(fixed), "-c", "50", "-t", d, "-quiet", url)
+	if err != nil {
+		return 0, err
+	}
+	fortioOpenUS := row("fortio load -c 50", fmt.Sprintf("%d req/s", fixed), n, c)
+	ls, c, err = o.irsLoad("--target", "nginx="+addr, "--rate", strconv.Itoa(fixed), "--connections", "50", "--duration", d)
+	if err != nil {
+		return 0, err
+	}
+	irsOpenUS := row("irs worker --connections 50", fmt.Sprintf("%d req/s open loop", fixed), float64(ls.GetOutcomes().GetRequests()), c)
+
+	fmt.Printf("\nTargets: IRS CPU/request <= fortio's: closed %.2fx %s, at %d req/s %.2fx %s; <= 1.3x wrk's: closed %.2fx %s, at %d req/s %.2fx %s\n",
+		irsClosedUS/fortioClosedUS, verdict(irsClosedUS <= fortioClosedUS), fixed, irsOpenUS/fortioOpenUS, verdict(irsOpenUS <= fortioOpenUS),
+		irsClosedUS/wrkUS, verdict(irsClosedUS <= 1.3*wrkUS), fixed, irsOpenUS/wrkUS, verdict(irsOpenUS <= 1.3*wrkUS))
+	fmt.Println("(wrk has no fixed-rate mode: its closed-loop cost, its cheapest, is the reference at both rates.)")
+	fmt.Println()
+	return maxRate, nil
+}
+
+func (o *options) rateAccuracy(ctx context.Context, maxRate float64) error {
+	_, addr, stop, err := nginxServer(ctx, o.tmp, serverCPU)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if maxRate == 0 {
+		ls, _, err := o.irsLoad("--target", "nginx="+addr, "--mode", "closed", "--connections", "50", "--duration", "5s")
+		if err != nil {
+			return err
+		}
+		maxRate = ls.GetAchievedRate()
+	}
+	highest := float64(int(maxRate*0.8/1000)) * 1000 // 80% of the closed-loop maximum: the open loop keeps headroom
+	fmt.Println("## Open-loop rate accuracy (irs worker → nginx, 64 connections)")
+	fmt.Println()
+	fmt.Println("| target req/s | achieved req/s | error | late % | blocked % | p50 ms | p99 ms |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	worst := 0.0
+	for _, rate := range []float64{1000, 10000, highest} {
+		ls, _, err := o.irsLoad("--target", "nginx="+addr, "--rate", fmt.Sprint(rate), "--connections", "64", "--duration", seconds(o.duration))
+		if err != nil {
+			return err
+		}
+		e := (ls.GetAchievedRate() - rate) / rate * 100
+		worst = max(worst, abs(e))
+		sent := float64(ls.GetSent())
+		fmt.Printf("| %.0f | %.1f | %+.3f%% | %.2f | %.2f | %.3f | %.3f |\n", rate, ls.GetAchievedRate(), e,
+			100*float64(ls.GetLate())/sent, 100*float64(ls.GetBlocked())/sent, ls.GetLatency().GetP50Ms(), ls.GetLatency().GetP99Ms())
+	}
+	fmt.Printf("\nTarget: achieved within 0.5%% of target at 1k, 10k and %.0f req/s (80%% of the closed-loop maximum %.0f): worst %.3f%% %s\n\n",
+		highest, maxRate, worst, verdict(worst <= 0.5))
+	return nil
+}
+
+func (o *options) idleRSS(ctx context.Context) error {
+	addr := freePort()
+	p, err := start(-1, nil, o.irs, "worker", "--name", "idle", "--listen", addr)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	if err := waitPort(addr, 10*time.Second); err != nil {
+		return err
+	}
+	time.Sleep(3 * time.Second)
+	st, err := status(p.pid(), "VmRSS", "RssAnon", "RssFile")
+	if err != nil {
+		return err
+	}
+	mb := func(k string) float64 { return st[k] / 1024 }
+	fmt.Println("## Idle worker memory")
+	fmt.Println()
+	fmt.Printf("VmRSS %.1f MB (anonymous %.1f MB, file-backed %.1f MB: binary pages shared by every irs process)\n",
+		mb("VmRSS"), mb("RssAnon"), mb("RssFile"))
+	fmt.Printf("\nTarget: idle worker RSS <= 15 MB: %.1f MB %s\n\n", mb("VmRSS"), verdict(mb("VmRSS") <= 15))
+	return nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "(met)"
+	}
+	return "(MISSED)"
+}
+
+func seconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds())) + "s" }
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
