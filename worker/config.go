@@ -217,6 +217,13 @@ func compileLoad(l *irsv1.Load, errs *field.List) *LoadSpec {
 	default:
 		errs.Addf("load.arrivals", "unknown arrivals %q (want uniform or poisson)", l.GetArrivals())
 	}
+	switch strings.ToLower(l.GetPacing()) {
+	case "", "precise":
+	case "coarse":
+		g.Coarse = true
+	default:
+		errs.Addf("load.pacing", "unknown pacing %q (want precise or coarse)", l.GetPacing())
+	}
 	switch strings.ToLower(l.GetMode()) {
 	case "", "open":
 		g.Schedule = compileSchedule(l, errs)

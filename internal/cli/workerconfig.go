@@ -107,6 +107,11 @@ var workerOverrides = []configOverride{
 			load(c).Arrivals = v.GetString(k)
 			return nil
 		}},
+	{flag: "pacing", usage: "load: precise (default) or coarse (bursts; cheaper)", path: "load.pacing",
+		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error {
+			load(c).Pacing = v.GetString(k)
+			return nil
+		}},
 	{flag: "mode", usage: "load: open (scheduled arrivals) or closed (maximum throughput)", path: "load.mode",
 		apply: func(c *irsv1.WorkerConfig, v *viper.Viper, k string) error { load(c).Mode = v.GetString(k); return nil }},
 	{flag: "protocol", usage: "protocol of --call and --target requests: http1, http2 or grpc", path: "protocol",

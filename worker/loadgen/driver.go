@@ -35,6 +35,9 @@ type Config struct {
 	Connections int
 	// LateAfter is how late a send may start before it is counted as late.
 	LateAfter time.Duration
+	// Coarse paces with Go's timers, which wake about a millisecond late and so send requests in bursts:
+	// cheaper in CPU, less faithful in arrival times (latency still counts from the intended send time).
+	Coarse bool
 }
 
 // Validate reports configuration errors.
@@ -59,6 +62,8 @@ type Generator struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
+	// haltAt is when the run was told to end; written before the run's halt channel closes.
+	haltAt time.Time
 }
 
 // Start begins generating in the background. ctx bounds the requests themselves: cancelling it aborts
@@ -84,7 +89,7 @@ func (g *Generator) run(ctx context.Context) {
 	run := g.rec.Started(start)
 	defer g.rec.SetTargetRate(0)
 
-	// halt is closed when the run must end: Stop, the duration, or ctx.
+	// halt is closed when the run must end: Stop, the duration, or ctx; g.haltAt says when.
 	halt := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -101,148 +106,144 @@ func (g *Generator) run(ctx context.Context) {
 		case <-ctx.Done():
 		case <-finished:
 		}
+		g.haltAt = time.Now()
 	}()
-	defer func() { close(finished); <-halt }()
 
 	var wg sync.WaitGroup
 	if g.cfg.Closed {
 		for range g.cfg.Connections {
 			wg.Go(func() { g.closedLoop(ctx, halt) })
 		}
-		wg.Wait()
-		run.Stopped(g.endOfSending(start))
-		return
+		wg.Wait() // they return when the run halts
+	} else {
+		c := newClaims(g.cfg, start)
+		sleepers, err := newSleepers(g.cfg.Connections, g.cfg.Coarse)
+		if err != nil {
+			sleepers, _ = newSleepers(g.cfg.Connections, true) // no timerfd here: Go's timers still work
+		}
+		defer closeSleepers(sleepers)
+		go func() {
+			<-halt
+			for _, s := range sleepers {
+				s.interrupt()
+			}
+		}()
+		for _, s := range sleepers {
+			wg.Go(func() { g.openLoop(ctx, c, s, halt) })
+		}
+		// Senders return when the schedule is over or the run halts; count what was due and never started.
+		sendersDone := make(chan struct{})
+		go func() { wg.Wait(); close(sendersDone) }()
+		select {
+		case <-sendersDone:
+		case <-halt:
+			<-sendersDone
+			c.countUnsent(g.rec, g.endOfSending(start, g.haltAt))
+		}
 	}
-	tickets := make(chan time.Time)
-	for range g.cfg.Connections {
-		wg.Go(func() { g.sender(ctx, tickets) })
-	}
-	g.schedule(start, tickets, halt)
-	// The run ends when sending ends; requests still in flight complete afterwards and count towards it.
-	run.Stopped(g.endOfSending(start))
-	close(tickets)
+	close(finished)
+	<-halt
 	wg.Wait()
+	// The run ended when sending ended; requests that were in flight completed afterwards and count towards it.
+	run.Stopped(g.endOfSending(start, g.haltAt))
 }
 
-// endOfSending is now, or the end of the run's duration if that came first.
-func (g *Generator) endOfSending(start time.Time) time.Time {
-	now := time.Now()
+// endOfSending is when the run stopped sending: when it halted, bounded by the end of its duration.
+func (g *Generator) endOfSending(start, haltAt time.Time) time.Time {
+	end := haltAt
+	if end.IsZero() {
+		end = time.Now()
+	}
 	if g.cfg.Duration > 0 {
-		if end := start.Add(g.cfg.Duration); end.Before(now) {
-			return end
+		if d := start.Add(g.cfg.Duration); d.Before(end) {
+			return d
 		}
 	}
-	return now
+	return end
 }
 
-// schedule hands out the intended send time of every due request until the schedule ends or halt closes.
-func (g *Generator) schedule(start time.Time, tickets chan<- time.Time, halt <-chan struct{}) {
-	var pacer Pacer = NewUniformPacer(g.cfg.Schedule)
-	if g.cfg.Poisson {
-		pacer = NewPoissonPacer(g.cfg.Schedule, g.cfg.Seed)
+// claims hands out the schedule's requests, in order, to the senders.
+type claims struct {
+	mu       sync.Mutex
+	pacer    Pacer
+	start    time.Time
+	duration time.Duration
+	sched    Schedule
+	over     bool
+}
+
+func newClaims(cfg Config, start time.Time) *claims {
+	var pacer Pacer = NewUniformPacer(cfg.Schedule)
+	if cfg.Poisson {
+		pacer = NewPoissonPacer(cfg.Schedule, cfg.Seed)
 	}
-	timer, err := newPreciseTimer()
-	if err != nil {
-		g.schedulePlain(start, tickets, halt, pacer)
-		return
+	return &claims{pacer: pacer, start: start, duration: cfg.Duration, sched: cfg.Schedule}
+}
+
+// next claims the next request: its due time from the start of the run, or false when the schedule is over.
+func (c *claims) next() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.over {
+		return 0, false
 	}
-	defer timer.close()
-	stopped := make(chan struct{})
-	defer close(stopped)
-	go func() {
-		select {
-		case <-halt:
-			timer.interrupt()
-		case <-stopped:
-		}
-	}()
-	g.dispatch(start, tickets, halt, pacer, func(at time.Time) bool { return timer.sleepUntil(at) == nil })
+	at, ok := c.pacer.Next()
+	if !ok || (c.duration > 0 && at >= c.duration) {
+		c.over = true
+		return 0, false
+	}
+	return at, true
 }
 
-// schedulePlain schedules with Go's timers, where a timerfd is not available (wake-ups may be ~1 ms late).
-func (g *Generator) schedulePlain(start time.Time, tickets chan<- time.Time, halt <-chan struct{}, pacer Pacer) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	g.dispatch(start, tickets, halt, pacer, func(at time.Time) bool {
-		timer.Reset(time.Until(at))
-		select {
-		case <-timer.C:
-			return true
-		case <-halt:
-			return false
-		}
-	})
-}
-
-// dispatch hands out every request when it is due; sleep waits until a time and reports false when halted.
-func (g *Generator) dispatch(start time.Time, tickets chan<- time.Time, halt <-chan struct{}, pacer Pacer, sleep func(time.Time) bool) {
-	// busyUntil is when the scheduler last got a connection after waiting for one: a request due before then
-	// became due while every connection was busy, even if one is free by the time it is handed out.
-	var busyUntil time.Time
+// countUnsent counts, after every sender has returned, the requests due before end that nobody claimed.
+func (c *claims) countUnsent(rec *stats.Load, end time.Time) {
+	limit := end.Sub(c.start)
 	for {
-		at, ok := pacer.Next()
-		if !ok || (g.cfg.Duration > 0 && at >= g.cfg.Duration) {
+		at, ok := c.next()
+		if !ok || at >= limit {
 			return
 		}
-		g.rec.SetTargetRate(g.cfg.Schedule.Rate(at))
-		intended := start.Add(at)
-		if time.Until(intended) > 0 && !sleep(intended) {
-			g.countUnsent(pacer, start, at, false)
+		rec.Due.Add(1)
+		rec.Unsent.Add(1)
+	}
+}
+
+// openLoop is one connection's sender: it claims the next request of the schedule, sleeps until it is due and
+// sends it. A request that is already due when claimed became due while every connection was busy: it is
+// counted as blocked, and its latency counts from when it was due.
+func (g *Generator) openLoop(ctx context.Context, c *claims, s sleeper, halt <-chan struct{}) {
+	for {
+		at, ok := c.next()
+		if !ok {
 			return
 		}
+		intended := c.start.Add(at)
+		blocked := !time.Now().Before(intended)
+		if !blocked && !s.sleepUntil(intended) {
+			g.abandon(c.start, intended)
+			return
+		}
+		select {
+		case <-halt:
+			g.abandon(c.start, intended)
+			return
+		default:
+		}
+		g.rec.SetTargetRate(c.sched.Rate(at))
 		g.rec.Due.Add(1)
-		blocked := intended.Before(busyUntil)
 		if blocked {
 			g.rec.Blocked.Add(1)
 		}
-		select {
-		case tickets <- intended:
-			continue
-		default:
-		}
-		if !blocked {
-			g.rec.Blocked.Add(1) // every connection is busy: the request waits, and its latency keeps counting
-		}
-		select {
-		case tickets <- intended:
-			busyUntil = time.Now()
-		case <-halt:
-			g.countUnsent(pacer, start, at, true)
-			return
-		}
-	}
-}
-
-// countUnsent counts, when the run halts, the request in hand (due at at) and every later request that is
-// already due as unsent, and as due if the scheduler had not counted them yet, so that due = sent + unsent.
-func (g *Generator) countUnsent(pacer Pacer, start time.Time, at time.Duration, counted bool) {
-	now := time.Since(start)
-	if g.cfg.Duration > 0 {
-		now = min(now, g.cfg.Duration)
-	}
-	if at >= now {
-		return // not due yet, and neither is anything after it
-	}
-	n := int64(1)
-	for {
-		next, ok := pacer.Next()
-		if !ok || next >= now {
-			break
-		}
-		n++
-	}
-	if counted {
-		g.rec.Due.Add(n - 1)
-	} else {
-		g.rec.Due.Add(n)
-	}
-	g.rec.Unsent.Add(n)
-}
-
-// sender sends the requests handed to it, one at a time, as one connection does.
-func (g *Generator) sender(ctx context.Context, tickets <-chan time.Time) {
-	for intended := range tickets {
 		g.sendOne(ctx, intended)
+	}
+}
+
+// abandon counts a claimed request that a halted sender will not send: as due and unsent if it was due before
+// sending ended. (haltAt is set before halt closes.)
+func (g *Generator) abandon(start, intended time.Time) {
+	if intended.Before(g.endOfSending(start, g.haltAt)) {
+		g.rec.Due.Add(1)
+		g.rec.Unsent.Add(1)
 	}
 }
 

@@ -8,10 +8,42 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// preciseTimer sleeps until an instant with the kernel's high-resolution timer precision (tens of
-// microseconds), where Go's timers can wake about a millisecond late on the machines IRS runs on. It is a
-// timerfd read through Go's network poller, so the sleeping goroutine holds no processor and no thread.
-type preciseTimer struct {
+// sleeper waits until a request is due.
+type sleeper interface {
+	// sleepUntil blocks until t; it returns false when interrupted.
+	sleepUntil(t time.Time) bool
+	// interrupt ends the current and every later sleepUntil. Safe from another goroutine.
+	interrupt()
+	close()
+}
+
+func newSleepers(n int, coarse bool) ([]sleeper, error) {
+	out := make([]sleeper, 0, n)
+	for range n {
+		if coarse {
+			out = append(out, newCoarseSleeper())
+			continue
+		}
+		s, err := newPreciseSleeper()
+		if err != nil {
+			closeSleepers(out)
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func closeSleepers(ss []sleeper) {
+	for _, s := range ss {
+		s.close()
+	}
+}
+
+// preciseSleeper sleeps with the kernel's high-resolution timer precision (tens of microseconds), where Go's
+// timers wake about a millisecond late on the machines IRS runs on. It is a timerfd read through Go's network
+// poller, so the sleeping goroutine holds no processor and no thread.
+type preciseSleeper struct {
 	fd int
 	f  *os.File
 	// offset converts a time.Time to CLOCK_MONOTONIC: mono = offset + t.UnixNano().
@@ -19,12 +51,12 @@ type preciseTimer struct {
 	buf    [8]byte
 }
 
-func newPreciseTimer() (*preciseTimer, error) {
+func newPreciseSleeper() (*preciseSleeper, error) {
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
-	t := &preciseTimer{fd: fd, f: os.NewFile(uintptr(fd), "timerfd")}
+	t := &preciseSleeper{fd: fd, f: os.NewFile(uintptr(fd), "timerfd")}
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
 		t.f.Close()
@@ -34,25 +66,54 @@ func newPreciseTimer() (*preciseTimer, error) {
 	return t, nil
 }
 
-// errInterrupted is returned by sleepUntil when interrupt was called.
-var errInterrupted = errors.New("sleep interrupted")
-
-// sleepUntil blocks until at, or until interrupt is called.
-func (t *preciseTimer) sleepUntil(at time.Time) error {
+func (t *preciseSleeper) sleepUntil(at time.Time) bool {
 	its := unix.ItimerSpec{Value: unix.NsecToTimespec(t.offset + at.UnixNano())}
 	if err := unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &its, nil); err != nil {
-		return err
+		return false
 	}
 	if _, err := t.f.Read(t.buf[:]); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return errInterrupted
+			return false
 		}
-		return err
+		// Not expected of a timerfd that is ours alone; still, never send early.
+		time.Sleep(time.Until(at))
 	}
-	return nil
+	return true
 }
 
-// interrupt makes a pending and every later sleepUntil return errInterrupted. Safe from another goroutine.
-func (t *preciseTimer) interrupt() { _ = t.f.SetReadDeadline(time.Unix(1, 0)) }
+func (t *preciseSleeper) interrupt() { _ = t.f.SetReadDeadline(time.Unix(1, 0)) }
 
-func (t *preciseTimer) close() { _ = t.f.Close() }
+func (t *preciseSleeper) close() { _ = t.f.Close() }
+
+// coarseSleeper sleeps on a Go timer.
+type coarseSleeper struct {
+	t    *time.Timer
+	halt chan struct{}
+	once chan struct{}
+}
+
+func newCoarseSleeper() *coarseSleeper {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &coarseSleeper{t: t, halt: make(chan struct{}), once: make(chan struct{}, 1)}
+}
+
+func (c *coarseSleeper) sleepUntil(at time.Time) bool {
+	c.t.Reset(time.Until(at))
+	select {
+	case <-c.t.C:
+		return true
+	case <-c.halt:
+		return false
+	}
+}
+
+func (c *coarseSleeper) interrupt() {
+	select {
+	case c.once <- struct{}{}:
+		close(c.halt)
+	default:
+	}
+}
+
+func (c *coarseSleeper) close() { c.t.Stop() }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/irs-sim/irs/worker/stats"
@@ -64,8 +66,33 @@ type client interface {
 	close()
 }
 
-// zeros backs request and response bodies: their content does not matter, only their size.
-var zeros = make([]byte, 64<<20)
+// MaxBody is the largest request or response body.
+const MaxBody = 64 << 20
 
-// Body returns a body of n bytes (capped at 64 MiB) without allocating.
-func Body(n int) []byte { return zeros[:min(max(n, 0), len(zeros))] }
+// Bodies are zeros: their content does not matter, only their size. Small ones come from a fixed array; a
+// larger buffer is made the first time a large body is needed and kept (it only grows, to at most MaxBody).
+var (
+	smallBody [64 << 10]byte
+	bigBody   atomic.Pointer[[]byte]
+	bigMu     sync.Mutex
+)
+
+// Body returns a read-only body of n bytes (capped at MaxBody), allocating only the first time a size above
+// 64 KiB is needed.
+func Body(n int) []byte {
+	n = min(max(n, 0), MaxBody)
+	if n <= len(smallBody) {
+		return smallBody[:n:n]
+	}
+	if b := bigBody.Load(); b != nil && len(*b) >= n {
+		return (*b)[:n:n]
+	}
+	bigMu.Lock()
+	defer bigMu.Unlock()
+	if b := bigBody.Load(); b != nil && len(*b) >= n {
+		return (*b)[:n:n]
+	}
+	b := make([]byte, n)
+	bigBody.Store(&b)
+	return b[:n:n]
+}

@@ -28,7 +28,7 @@ func newHTTP1Client(addr string, poolSize int, keepAlive bool) *http1Client {
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: true,
 		DisablePathNormalizing:        true,
-		MaxResponseBodySize:           len(zeros),
+		MaxResponseBodySize:           MaxBody,
 	}}
 }
 
