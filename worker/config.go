@@ -37,6 +37,7 @@ type Spec struct {
 	Serve  behavior.Config
 	Calls  []upstream.CallConfig
 	Load   *LoadSpec
+	Tags   map[string]string
 	// source is the document the spec was compiled from.
 	source *irsv1.WorkerConfig
 }
@@ -71,6 +72,12 @@ func Compile(cfg *irsv1.WorkerConfig) (*Spec, error) {
 	if l := cfg.GetLoad(); l != nil {
 		spec.Load = compileLoad(l, &errs)
 	}
+	for k, v := range cfg.GetTags() {
+		if k == "" || strings.ContainsAny(k, ":,| \t\n") || strings.ContainsAny(v, ",| \t\n") {
+			errs.Addf(field.Key("tags", k), "tag %q: %q: names and values may not contain , | or spaces (names not :)", k, v)
+		}
+	}
+	spec.Tags = cfg.GetTags()
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}

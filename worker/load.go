@@ -2,11 +2,15 @@ package worker
 
 import (
 	"context"
+	"encoding/hex"
 	"sync"
 	"time"
 
 	"github.com/irs-sim/irs/worker/loadgen"
 	"github.com/irs-sim/irs/worker/upstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -58,7 +62,7 @@ func (w *Worker) startLoad(spec *Spec) error {
 	run := &loadRun{spec: ls, target: target}
 	// Requests are bounded by their timeout and drained when the load stops, so they need no cancellation (which
 	// would cost every HTTP/1.1 request a goroutine).
-	send := sender(context.WithoutCancel(w.ctx), target, spec.Name, ls.Target.Timeout)
+	send := sender(context.WithoutCancel(w.ctx), target, spec.Name, ls.Target.Timeout, w.tracer)
 	run.gen = loadgen.Start(w.ctx, gen, send, rec)
 	w.load = run
 	w.logger.Info("load started", "target", ls.Target.Service, "endpoints", ls.Target.Endpoints)
@@ -81,21 +85,37 @@ func (w *Worker) stopLoad() {
 
 // loadRequest is the per-request state of a generated request, pooled.
 type loadRequest struct {
-	prop upstream.Propagation
-	id   [32]byte
+	prop  upstream.Propagation
+	id    [32]byte
+	trace [48]byte
 }
 
 var loadRequests = sync.Pool{New: func() any { return new(loadRequest) }}
 
 // sender returns the generator's SendFunc: one try to the next endpoint, as the first hop of a new request,
 // within ctx (whatever context the generator passes).
-func sender(ctx context.Context, t *upstream.Target, name string, timeout time.Duration) loadgen.SendFunc {
+func sender(ctx context.Context, t *upstream.Target, name string, timeout time.Duration, tracer trace.Tracer) loadgen.SendFunc {
 	hops := []byte(name)
 	return func(_ context.Context, start time.Time) loadgen.Result {
 		r := loadRequests.Get().(*loadRequest)
+		defer loadRequests.Put(r)
 		r.prop = upstream.Propagation{RequestID: upstream.AppendRequestID(r.id[:0]), Hops: hops}
+		if tracer == nil {
+			resp := t.Send(ctx, &r.prop, start.Add(timeout))
+			return loadgen.Result{Status: resp.Status, Err: resp.Err}
+		}
+		_, span := tracer.Start(ctx, "irs.load", trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start),
+			trace.WithAttributes(attribute.String("irs.target", t.Config().Service)))
+		sc := span.SpanContext()
+		tid, sid := sc.TraceID(), sc.SpanID()
+		buf := hex.AppendEncode(hex.AppendEncode(r.trace[:0], tid[:]), sid[:])
+		r.prop.TraceID, r.prop.SpanID, r.prop.Sampled = buf[:32], buf[32:48], sc.IsSampled()
 		resp := t.Send(ctx, &r.prop, start.Add(timeout))
-		loadRequests.Put(r)
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.Status))
+		if resp.Failed() {
+			span.SetStatus(codes.Error, "")
+		}
+		span.End()
 		return loadgen.Result{Status: resp.Status, Err: resp.Err}
 	}
 }

@@ -3,17 +3,18 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/irs-sim/irs/internal/field"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker/server"
 	"github.com/irs-sim/irs/worker/stats"
 	"github.com/irs-sim/irs/worker/upstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Worker is one running worker.
@@ -24,9 +25,12 @@ type Worker struct {
 	pool   *upstream.Pool
 	srv    *server.Server
 
+	tracer trace.Tracer // nil: tracing off
+
 	mu      sync.Mutex // serialises Apply, load changes and shutdown
 	ctx     context.Context
 	spec    *Spec
+	version Version
 	plan    *upstream.Plan
 	data    *listenerRun
 	load    *loadRun
@@ -52,11 +56,17 @@ func New(spec *Spec, logger *slog.Logger) *Worker {
 	return &Worker{logger: logger, seed: seed, reg: reg, pool: upstream.NewPool(), srv: server.New(logger, reg)}
 }
 
+// SetTracer makes the worker trace every request it serves and generates. Call it before Start.
+func (w *Worker) SetTracer(t trace.Tracer) { w.tracer = t }
+
 // Seed returns the seed in effect.
 func (w *Worker) Seed() uint64 { return w.seed }
 
-// Stats returns a snapshot of everything measured; reset starts a new window.
-func (w *Worker) Stats(reset bool) *irsv1.StatsSnapshot { return w.reg.Snapshot(reset) }
+// Stats returns everything measured since the worker started.
+func (w *Worker) Stats() *irsv1.StatsSnapshot { return w.reg.Snapshot() }
+
+// Registry returns the worker's stats, for readers that keep their own window and for exporters.
+func (w *Worker) Registry() *stats.Registry { return w.reg }
 
 // DataAddr returns the address the data plane listens on ("" when it does not).
 func (w *Worker) DataAddr() string {
@@ -68,40 +78,63 @@ func (w *Worker) DataAddr() string {
 	return w.data.ln.Addr().String()
 }
 
-// Start applies spec and starts serving and generating load. ctx bounds the worker's life: when it is done,
-// Wait stops everything gracefully.
+// Version identifies a configuration: 1 for the one the worker started with, then one more per change.
+type Version struct {
+	N  uint64
+	At time.Time
+}
+
+// ErrNotRunning is returned by Apply before Start and after the worker stopped.
+var ErrNotRunning = errors.New("worker is not running")
+
+// Start applies spec (version 1) and starts serving and generating load. ctx bounds the worker's life: when it
+// is done, Wait stops everything gracefully.
 func (w *Worker) Start(ctx context.Context, spec *Spec) error {
 	w.mu.Lock()
 	w.ctx = ctx
 	w.mu.Unlock()
-	return w.Apply(spec)
+	_, err := w.apply(spec, false)
+	return err
+}
+
+// Config returns the configuration in effect and its version.
+func (w *Worker) Config() (*Spec, Version) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.spec, w.version
 }
 
 // Apply makes spec the worker's configuration. It builds everything the new configuration needs first (upstream
-// clients, a new listener) and fails without changing anything if that fails; then it swaps the configuration
-// in atomically. Requests in flight finish under the configuration they started with; the listener is replaced
-// only when its address changes, and the load generator only when the load changes.
-func (w *Worker) Apply(spec *Spec) error {
+// clients, a new listener) and fails without changing anything if that fails (the error is a *field.Error
+// naming listen or the call); then it swaps the configuration in atomically. Requests in flight finish under
+// the configuration they started with; the listener is replaced only when its address changes, and the load
+// generator only when the load changes.
+func (w *Worker) Apply(spec *Spec) (Version, error) { return w.apply(spec, false) }
+
+// ApplyRestartingLoad is Apply, but (re)starts the load generator even when the load is unchanged.
+func (w *Worker) ApplyRestartingLoad(spec *Spec) (Version, error) { return w.apply(spec, true) }
+
+func (w *Worker) apply(spec *Spec, restartLoad bool) (Version, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ctx == nil || w.stopped {
-		return errors.New("worker is not running")
+		return w.version, ErrNotRunning
 	}
 	plan, err := w.pool.NewPlan(spec.Calls, w.reg)
 	if err != nil {
-		return err
+		return w.version, err
 	}
 	var newData *listenerRun
 	if spec.Listen != "" && (w.data == nil || w.data.addr != spec.Listen) {
 		ln, err := net.Listen("tcp", spec.Listen)
 		if err != nil {
 			plan.Release()
-			return fmt.Errorf("listen on %s: %w", spec.Listen, err)
+			return w.version, field.Wrap("listen", err)
 		}
 		newData = &listenerRun{addr: spec.Listen, ln: ln}
 	}
 
-	w.srv.Apply(server.State{Name: spec.Name, Seed: w.seed, Behavior: spec.Serve, Calls: plan})
+	w.srv.Apply(server.State{Name: spec.Name, Seed: w.seed, Behavior: spec.Serve, Calls: plan, Tracer: w.tracer})
 	if w.plan != nil {
 		w.plan.Release()
 	}
@@ -113,8 +146,18 @@ func (w *Worker) Apply(spec *Spec) error {
 		}
 	}
 	old := w.spec
+	if restartLoad {
+		old = nil
+	}
 	w.spec = spec
-	return w.applyLoad(old, spec)
+	w.version = Version{N: w.version.N + 1, At: time.Now()}
+	w.reg.SetWorker(spec.Name)
+	w.reg.SetConfigVersion(w.version.N, w.version.At)
+	if err := w.applyLoad(old, spec); err != nil {
+		// The rest of the configuration is in effect; the load could not start (its endpoints' clients).
+		return w.version, field.Wrap("load", err)
+	}
+	return w.version, nil
 }
 
 func (w *Worker) startData(d *listenerRun) {
@@ -168,9 +211,6 @@ func Run(ctx context.Context, spec *Spec, logger *slog.Logger, ready func(*Worke
 	w.Wait()
 	return nil
 }
-
-// waitTimeout is how long a stopping generator may take to let its requests finish.
-func waitTimeout(spec *LoadSpec) time.Duration { return spec.Target.Timeout + 5*time.Second }
 
 // Name returns the worker's current name.
 func (w *Worker) Name() string {

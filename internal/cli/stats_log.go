@@ -13,14 +13,14 @@ import (
 func logStats(ctx context.Context, logger *slog.Logger, w *worker.Worker, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	prev := w.Stats(false)
+	prev := w.Stats()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		cur := w.Stats(false)
+		cur := w.Stats()
 		secs := cur.GetWindowEnd().AsTime().Sub(prev.GetWindowEnd().AsTime()).Seconds()
 		if secs <= 0 {
 			continue

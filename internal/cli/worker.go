@@ -9,27 +9,44 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/memtrim"
 	"github.com/irs-sim/irs/worker"
 	"github.com/irs-sim/irs/worker/control"
+	"github.com/irs-sim/irs/worker/control/grpcapi"
 	"github.com/irs-sim/irs/worker/control/rest"
+	"github.com/irs-sim/irs/worker/telemetry"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // workerOptions are the flags of `irs worker` that are not part of the worker document.
 type workerOptions struct {
-	config         string
-	controlListen  string
-	statsInterval  time.Duration
-	readyFile      string
-	exitWhenDone   bool
-	checkUpstreams bool
-	checkTimeout   time.Duration
+	config           string
+	controlListen    string
+	controlToken     string
+	controlTokenFile string
+	statsInterval    time.Duration
+	readyFile        string
+	exitWhenDone     bool
+	checkUpstreams   bool
+	checkTimeout     time.Duration
+	instance         string
+	tags             []string
+	prometheus       bool
+	otlpEndpoint     string
+	otlpInsecure     bool
+	otlpInterval     time.Duration
+	dogstatsd        string
+	dogstatsdEvery   time.Duration
+	traceSample      float64
 }
 
 func (a *app) newWorkerCmd() *cobra.Command {
@@ -39,7 +56,8 @@ func (a *app) newWorkerCmd() *cobra.Command {
 		Short: "Run a worker: serve, call upstream services and/or generate load",
 		Long: `Run a worker: one node of a simulated service graph. It serves HTTP/1.1, h2c and gRPC on --listen
 with the configured delay, statuses, size and CPU cost, calls upstream services (--call) on every request, and
-generates load (--target, --rate) — any combination of these.
+generates load (--target, --rate) — any combination of these. Its control API (REST and gRPC on
+--control-listen) reads and changes the configuration live, starts and stops load, and reports stats.
 
 Configuration comes from, in order of precedence: flags, IRS_* environment variables (IRS_DELAY for --delay),
 the --config YAML file (an irs.v1.WorkerConfig document), and defaults.
@@ -55,7 +73,9 @@ Examples:
 			if err != nil {
 				return err
 			}
-			opts.resolve(v)
+			if err := opts.resolve(v); err != nil {
+				return withExitCode(err, ExitInvalidConfig)
+			}
 			if opts.checkUpstreams {
 				if err := worker.CheckEndpoints(cmd.Context(), spec, opts.checkTimeout); err != nil {
 					return withExitCode(src.describeUnreachable(err), ExitInvalidConfig)
@@ -66,12 +86,23 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.config, "config", "", "worker configuration `file` (YAML irs.v1.WorkerConfig)")
-	f.StringVar(&opts.controlListen, "control-listen", "127.0.0.1:0", "control API `address` (stats, info, health)")
+	f.StringVar(&opts.controlListen, "control-listen", "127.0.0.1:0", "control API `address` (REST and gRPC)")
+	f.StringVar(&opts.controlToken, "control-token", "", "require this bearer `token` on every control call")
+	f.StringVar(&opts.controlTokenFile, "control-token-file", "", "read the control token from `file`")
 	f.DurationVar(&opts.statsInterval, "stats-interval", 0, "log a stats line every `interval` (0: never)")
 	f.StringVar(&opts.readyFile, "ready-file", "", "write the listen addresses as JSON to `file` once serving")
 	f.BoolVar(&opts.exitWhenDone, "exit-when-done", false, "exit when the load ends, printing the stats as JSON")
 	f.BoolVar(&opts.checkUpstreams, "check-upstreams", true, "at start, fail (exit 2) if an endpoint cannot be reached")
 	f.DurationVar(&opts.checkTimeout, "check-timeout", 5*time.Second, "how long --check-upstreams keeps trying")
+	f.StringVar(&opts.instance, "instance", "", "this worker's instance id in telemetry (default host:pid)")
+	f.StringArrayVar(&opts.tags, "tag", nil, "telemetry tag `key=value` for the worker's lifetime (repeatable)")
+	f.BoolVar(&opts.prometheus, "prometheus", true, "serve metrics at /metrics on the control port")
+	f.StringVar(&opts.otlpEndpoint, "otlp-endpoint", "", "send metrics (and traces) to this OTLP/gRPC `host:port`")
+	f.BoolVar(&opts.otlpInsecure, "otlp-insecure", false, "send OTLP without TLS")
+	f.DurationVar(&opts.otlpInterval, "otlp-interval", 10*time.Second, "how often metrics are sent over OTLP")
+	f.StringVar(&opts.dogstatsd, "dogstatsd", "", "send metrics to a DogStatsD agent at `host:port` (UDP)")
+	f.DurationVar(&opts.dogstatsdEvery, "dogstatsd-interval", 10*time.Second, "how often metrics go to DogStatsD")
+	f.Float64Var(&opts.traceSample, "trace-sample", 0, "fraction of new traces sampled, 0-1 (0: tracing off; needs --otlp-endpoint)")
 	for _, o := range workerOverrides {
 		if o.flag == "call" {
 			f.StringArray(o.flag, nil, o.usage)
@@ -82,14 +113,48 @@ Examples:
 	return cmd
 }
 
-// resolve applies IRS_* environment variables to the options not set by flag.
-func (o *workerOptions) resolve(v *viper.Viper) {
+// resolve applies IRS_* environment variables to the options not set by flag, and checks them.
+func (o *workerOptions) resolve(v *viper.Viper) error {
 	o.controlListen = v.GetString("control-listen")
+	o.controlToken = v.GetString("control-token")
+	o.controlTokenFile = v.GetString("control-token-file")
 	o.statsInterval = v.GetDuration("stats-interval")
 	o.readyFile = v.GetString("ready-file")
 	o.exitWhenDone = v.GetBool("exit-when-done")
 	o.checkUpstreams = v.GetBool("check-upstreams")
 	o.checkTimeout = v.GetDuration("check-timeout")
+	o.instance = v.GetString("instance")
+	o.tags = listValue(v, "tag")
+	o.prometheus = v.GetBool("prometheus")
+	o.otlpEndpoint = v.GetString("otlp-endpoint")
+	o.otlpInsecure = v.GetBool("otlp-insecure")
+	o.otlpInterval = v.GetDuration("otlp-interval")
+	o.dogstatsd = v.GetString("dogstatsd")
+	o.dogstatsdEvery = v.GetDuration("dogstatsd-interval")
+	o.traceSample = v.GetFloat64("trace-sample")
+	if o.controlTokenFile != "" {
+		b, err := os.ReadFile(o.controlTokenFile)
+		if err != nil {
+			return fmt.Errorf("--control-token-file: %w", err)
+		}
+		o.controlToken = strings.TrimSpace(string(b))
+	}
+	if o.traceSample < 0 || o.traceSample > 1 {
+		return fmt.Errorf("--trace-sample %v: want a fraction between 0 and 1", o.traceSample)
+	}
+	if o.traceSample > 0 && o.otlpEndpoint == "" {
+		return errors.New("--trace-sample: tracing sends spans over OTLP: set --otlp-endpoint")
+	}
+	for _, t := range o.tags {
+		if k, _, ok := strings.Cut(t, "="); !ok || k == "" {
+			return fmt.Errorf("--tag %q: want key=value", t)
+		}
+	}
+	if o.instance == "" {
+		host, _ := os.Hostname()
+		o.instance = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	return nil
 }
 
 // readyInfo is what --ready-file contains.
@@ -106,18 +171,34 @@ func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptio
 	if err != nil {
 		return withExitCode(fmt.Errorf("control listener: %w", err), ExitInvalidConfig)
 	}
+	defer ctrlLn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := worker.New(spec, a.logger)
-	if err := w.Start(ctx, spec); err != nil {
-		ctrlLn.Close()
+	tel, err := telemetry.Start(ctx, opts.telemetry(spec, w), w.Registry(), a.logger)
+	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
-	svc := control.New(w, ctrlLn.Addr().String())
-	gin.SetMode(gin.ReleaseMode)
-	ctrl := &http.Server{Handler: rest.Handler(svc), ReadHeaderTimeout: 10 * time.Second}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			a.logger.Warn("telemetry shutdown", "err", err)
+		}
+	}()
+	w.SetTracer(tel.Tracer())
+	if err := w.Start(ctx, spec); err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	svc := control.New(w, ctrlLn.Addr().String(), opts.controlToken)
+	ctrl := controlServer(svc, tel)
 	go func() { _ = ctrl.Serve(ctrlLn) }()
 	a.logger.Info("worker ready", "name", spec.Name, "data", w.DataAddr(), "control", ctrlLn.Addr().String(), "seed", w.Seed())
+	if n, err := memtrim.Executable(); err != nil {
+		a.logger.Debug("release start-up pages", "err", err)
+	} else {
+		a.logger.Debug("released start-up pages", "mapped_bytes", n)
+	}
 
 	if opts.readyFile != "" {
 		info := readyInfo{Name: spec.Name, PID: os.Getpid(), Data: w.DataAddr(), Control: ctrlLn.Addr().String(), Seed: w.Seed()}
@@ -146,13 +227,72 @@ func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptio
 	defer scancel()
 	_ = ctrl.Shutdown(sctx)
 	if opts.exitWhenDone {
-		b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true}.Marshal(w.Stats(false))
+		b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true}.Marshal(w.Stats())
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(a.env.Stdout, string(b))
 	}
 	return nil
+}
+
+// controlServer serves the REST and gRPC control APIs on one port: HTTP/1.1 and h2c, gRPC requests to the gRPC
+// server, everything else to the REST router.
+func controlServer(svc *control.Service, tel *telemetry.Telemetry) *http.Server {
+	gs := grpc.NewServer(grpcapi.ServerOptions(svc)...)
+	grpcapi.Register(gs, svc)
+	gin.SetMode(gin.ReleaseMode)
+	restAPI := rest.Handler(svc, rest.Options{Metrics: tel.Handler()})
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+				gs.ServeHTTP(rw, r)
+				return
+			}
+			restAPI.ServeHTTP(rw, r)
+		}),
+	}
+}
+
+// telemetry returns the exporters' configuration for a worker.
+func (o workerOptions) telemetry(spec *worker.Spec, w *worker.Worker) telemetry.Config {
+	tags := map[string]string{}
+	for _, t := range o.tags {
+		k, v, _ := strings.Cut(t, "=")
+		tags[k] = v
+	}
+	return telemetry.Config{
+		Service: spec.Name, Role: role(spec), Instance: o.instance, Tags: tags,
+		LiveTags:     func() map[string]string { s, _ := w.Config(); return s.Tags },
+		Prometheus:   o.prometheus,
+		OTLPEndpoint: o.otlpEndpoint, OTLPInsecure: o.otlpInsecure, OTLPInterval: o.otlpInterval,
+		DogStatsD: o.dogstatsd, DogStatsDInterval: o.dogstatsdEvery,
+		TraceSample: o.traceSample,
+	}
+}
+
+// role names what a worker does: server, client (serves and calls), loadgen, or a combination.
+func role(spec *worker.Spec) string {
+	var roles []string
+	if spec.Listen != "" {
+		if len(spec.Calls) > 0 {
+			roles = append(roles, "client")
+		} else {
+			roles = append(roles, "server")
+		}
+	}
+	if spec.Load != nil {
+		roles = append(roles, "loadgen")
+	}
+	if len(roles) == 0 {
+		return "idle"
+	}
+	return strings.Join(roles, "+")
 }
 
 func writeFileAtomic(path string, v any) error {

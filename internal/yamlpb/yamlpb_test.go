@@ -204,7 +204,7 @@ func TestUnmarshalErrors(t *testing.T) {
 		{
 			name: "unknown top-level field",
 			doc:  "name: a\nnmae: b\n",
-			want: []wantErr{{"2:1", "nmae", `unknown field "nmae" (want one of name, seed, listen, serve, calls, load)`}},
+			want: []wantErr{{"2:1", "nmae", `unknown field "nmae" (want one of name, seed, listen, serve, calls, load, tags)`}},
 		},
 		{
 			name: "unknown field in a list element",

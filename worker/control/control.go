@@ -1,37 +1,214 @@
-// Package control is the worker's control surface, independent of transport: what the REST (rest) and gRPC
-// (grpcapi) adapters expose is implemented here once.
+// Package control is the worker's control surface, independent of transport: its configuration (read, replaced,
+// patched, with versions), its load, its stats and its identity. The REST (rest) and gRPC (grpcapi) adapters
+// only translate; everything they expose is implemented here once.
 package control
 
 import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/irs-sim/irs/internal/buildinfo"
+	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/yamlpb"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker"
+	"github.com/irs-sim/irs/worker/stats"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// Service controls one worker.
+// MaxBody bounds a control request body.
+const MaxBody = 1 << 20
+
+// InvalidError is a change refused because the resulting configuration would be invalid; the running
+// configuration is unchanged. Fields lists every problem with its path (and line:column in the request body
+// when it was decoded from one).
+type InvalidError struct {
+	Fields field.List
+}
+
+func (e *InvalidError) Error() string {
+	if len(e.Fields) == 1 {
+		return "invalid configuration: " + e.Fields[0].Error()
+	}
+	return fmt.Sprintf("invalid configuration: %d problems, first: %v", len(e.Fields), e.Fields[0])
+}
+
+func invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &InvalidError{Fields: field.Flatten(err)}
+}
+
+// Service controls one worker. It is safe for concurrent use; changes are serialised.
 type Service struct {
-	w       *worker.Worker
-	started time.Time
-	// controlAddr is the control listener's address, for Info.
+	w           *worker.Worker
+	started     time.Time
 	controlAddr string
+	token       string
+
+	mu sync.Mutex // serialises read-modify-write changes of the configuration
+
+	statsMu sync.Mutex
+	window  *stats.Window // what GetStats reports: since the last reset
 }
 
-// New returns the control service of w.
-func New(w *worker.Worker, controlAddr string) *Service {
-	return &Service{w: w, started: time.Now(), controlAddr: controlAddr}
+// New returns the control service of w. token, when not empty, is required of every control call.
+func New(w *worker.Worker, controlAddr, token string) *Service {
+	return &Service{w: w, started: time.Now(), controlAddr: controlAddr, token: token, window: w.Registry().NewWindow()}
 }
 
-// Stats returns the worker's stats; reset starts a new window.
-func (s *Service) Stats(reset bool) *irsv1.StatsSnapshot { return s.w.Stats(reset) }
+// Config returns the configuration in effect.
+func (s *Service) Config() *irsv1.ConfigState {
+	spec, v := s.w.Config()
+	return state(spec, v)
+}
+
+func state(spec *worker.Spec, v worker.Version) *irsv1.ConfigState {
+	return &irsv1.ConfigState{Config: proto.Clone(spec.Source()).(*irsv1.WorkerConfig), Version: v.N, ChangedAt: timestamppb.New(v.At)}
+}
+
+// Replace makes cfg the configuration.
+func (s *Service) Replace(cfg *irsv1.WorkerConfig) (*irsv1.ConfigState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.apply(cfg, false)
+}
+
+// MergePatch applies a JSON merge patch (RFC 7386) to the configuration document.
+func (s *Service) MergePatch(patch []byte) (*irsv1.ConfigState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, _ := s.w.Config()
+	doc, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(cur.Source())
+	if err != nil {
+		return nil, err
+	}
+	merged, err := jsonpatch.MergePatch(doc, patch)
+	if err != nil {
+		return nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("merge patch: %w", err)}}}
+	}
+	cfg, err := DecodeConfig(merged)
+	if err != nil {
+		return nil, err
+	}
+	return s.apply(cfg, false)
+}
+
+// UpdateMask copies the fields named by mask from cfg into the configuration (clearing those cfg leaves unset).
+func (s *Service) UpdateMask(cfg *irsv1.WorkerConfig, mask *fieldmaskpb.FieldMask) (*irsv1.ConfigState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(mask.GetPaths()) == 0 {
+		return nil, &InvalidError{Fields: field.List{field.Errorf("update_mask", "names no field")}}
+	}
+	cur, _ := s.w.Config()
+	next := proto.Clone(cur.Source()).(*irsv1.WorkerConfig)
+	if err := applyMask(next, cfg, mask.GetPaths()); err != nil {
+		return nil, invalid(err)
+	}
+	return s.apply(next, false)
+}
+
+// StartLoad sets the configuration's load and (re)starts it.
+func (s *Service) StartLoad(load *irsv1.Load) (*irsv1.ConfigState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if load == nil {
+		return nil, &InvalidError{Fields: field.List{field.Errorf("load", "required")}}
+	}
+	cur, _ := s.w.Config()
+	next := proto.Clone(cur.Source()).(*irsv1.WorkerConfig)
+	next.Load = load
+	return s.apply(next, true)
+}
+
+// StopLoad removes the configuration's load.
+func (s *Service) StopLoad() (*irsv1.ConfigState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, _ := s.w.Config()
+	next := proto.Clone(cur.Source()).(*irsv1.WorkerConfig)
+	next.Load = nil
+	return s.apply(next, false)
+}
+
+// apply compiles and applies a whole document. Callers hold s.mu.
+func (s *Service) apply(cfg *irsv1.WorkerConfig, restartLoad bool) (*irsv1.ConfigState, error) {
+	spec, err := worker.Compile(cfg)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	apply := s.w.Apply
+	if restartLoad {
+		apply = s.w.ApplyRestartingLoad
+	}
+	v, err := apply(spec)
+	if err != nil {
+		var fe *field.Error
+		if errors.As(err, &fe) && fe.Path == "load" {
+			return state(spec, v), err // applied, but the load could not start
+		}
+		if errors.As(err, &fe) {
+			return nil, invalid(err)
+		}
+		return nil, err
+	}
+	return state(spec, v), nil
+}
+
+// Stats returns what was measured since the last reset (or since the worker started); reset starts a new
+// window for the next call.
+func (s *Service) Stats(reset bool) *irsv1.StatsSnapshot {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return s.window.Snapshot(reset)
+}
+
+// MinStreamInterval is the shortest interval between streamed snapshots.
+const MinStreamInterval = 100 * time.Millisecond
+
+// StreamStats calls send with a snapshot every interval until ctx ends (then it returns nil) or send fails.
+// Each snapshot covers one interval, or, with cumulative, everything since the stream began.
+func (s *Service) StreamStats(ctx context.Context, interval time.Duration, cumulative bool, send func(*irsv1.StatsSnapshot) error) error {
+	if interval < MinStreamInterval {
+		return &InvalidError{Fields: field.List{field.Errorf("interval", "%v is shorter than %v", interval, MinStreamInterval)}}
+	}
+	w := s.w.Registry().NewWindow()
+	defer w.Close()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := send(w.Snapshot(!cumulative)); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
 
 // Info describes the worker.
 func (s *Service) Info() *irsv1.WorkerInfo {
+	spec, _ := s.w.Config()
 	return &irsv1.WorkerInfo{
-		Name:        s.w.Name(),
+		Name:        spec.Name,
 		Version:     buildinfo.Version(),
 		Pid:         int64(os.Getpid()),
 		StartedAt:   timestamppb.New(s.started),
@@ -44,3 +221,36 @@ func (s *Service) Info() *irsv1.WorkerInfo {
 
 // Ready reports whether the worker serves (or has nothing to serve).
 func (s *Service) Ready() bool { return s.w.Ready() }
+
+// DecodeConfig decodes a configuration document (JSON or YAML) strictly: every unknown field, wrong type and
+// out-of-range number is reported, with its path and line:column in body.
+func DecodeConfig(body []byte) (*irsv1.WorkerConfig, error) {
+	var cfg irsv1.WorkerConfig
+	if err := yamlpb.Unmarshal(body, &cfg); err != nil {
+		return nil, invalid(err)
+	}
+	return &cfg, nil
+}
+
+// DecodeLoad decodes a load document (JSON or YAML) strictly; paths start with "load".
+func DecodeLoad(body []byte) (*irsv1.Load, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(body, &root); err != nil {
+		return nil, invalid(yamlpb.Unmarshal(body, &irsv1.Load{})) // the same error, positioned
+	}
+	var load irsv1.Load
+	if err := yamlpb.Decode(&root, &load, "load"); err != nil {
+		return nil, invalid(err)
+	}
+	return &load, nil
+}
+
+// Authorized reports whether an Authorization header value carries the control token ("Bearer <token>"). Every
+// call is authorized when the worker has no token.
+func (s *Service) Authorized(authorization string) bool {
+	if s.token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(authorization, "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+}

@@ -108,7 +108,7 @@ func TestStopCountsUnsent(t *testing.T) {
 	if u := rec.Unsent.Load(); u < 300 {
 		t.Errorf("unsent = %d, want most of the ~500 due in 500ms on 2 slow connections", u)
 	}
-	snap := reg.Snapshot(false).Load[0]
+	snap := reg.Snapshot().Load[0]
 	if snap.Outcomes.Requests != rec.Sent.Load() || snap.Outcomes.Statuses[503] != rec.Sent.Load() {
 		t.Errorf("outcomes %v do not match %d sent", snap.Outcomes, rec.Sent.Load())
 	}

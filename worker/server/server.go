@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/hex"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -12,6 +13,9 @@ import (
 	"github.com/irs-sim/irs/worker/behavior"
 	"github.com/irs-sim/irs/worker/stats"
 	"github.com/irs-sim/irs/worker/upstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // State is the configuration that requests are served with. It is immutable once applied: a new configuration
@@ -21,6 +25,8 @@ type State struct {
 	Seed     uint64
 	Behavior behavior.Config
 	Calls    *upstream.Plan
+	// Tracer, when set, traces every request (tracing on); nil costs nothing.
+	Tracer trace.Tracer
 }
 
 // Server serves the simulated service.
@@ -62,9 +68,10 @@ type request struct {
 	prop upstream.Propagation
 	// Inbound headers (owned by the adapter for the duration of the request).
 	requestID, traceParent, hops []byte
-	// idBuf and hopsBuf back generated ids and the outgoing hops value.
-	idBuf   [32]byte
-	hopsBuf []byte
+	// idBuf and hopsBuf back generated ids and the outgoing hops value; traceBuf the ids of a traced request.
+	idBuf    [32]byte
+	hopsBuf  []byte
+	traceBuf [48]byte
 	// Raw override parameters (?delay=, ?status=, ?size=), empty when absent.
 	qDelay, qStatus, qSize []byte
 	// conn is the HTTP/1.1 connection, whose closing the context cannot report.
@@ -103,6 +110,17 @@ type result struct {
 // serve gives one request its behaviour. start is when the adapter received it.
 func (s *Server) serve(ctx context.Context, req *request, route *stats.Route, start time.Time) result {
 	st := s.state.Load()
+	if st.Tracer == nil {
+		return s.handle(ctx, req, route, start, st)
+	}
+	s.propagate(req, st) // the span continues the caller's trace
+	ctx, span := startSpan(ctx, st.Tracer, req, route.Name)
+	res := s.handle(ctx, req, route, start, st)
+	endSpan(span, res)
+	return res
+}
+
+func (s *Server) handle(ctx context.Context, req *request, route *stats.Route, start time.Time, st *compiled) result {
 	route.InFlight.Add(1)
 	defer route.InFlight.Add(-1)
 
@@ -111,7 +129,10 @@ func (s *Server) serve(ctx context.Context, req *request, route *stats.Route, st
 	req.src.Seed(st.Seed, mix(s.seq.Add(1)))
 	out := st.Behavior.Plan(req.rng)
 	res := result{Outcome: out, Worker: st.name}
-	res.Hops, res.RequestID = s.propagate(req, st)
+	if st.Tracer == nil {
+		s.propagate(req, st)
+	}
+	res.Hops, res.RequestID = req.prop.Hops, req.prop.RequestID
 	if st.Behavior.QueryOverrides && len(req.qDelay)+len(req.qStatus)+len(req.qSize) > 0 {
 		o, err := behavior.ParseOverrides(string(req.qDelay), string(req.qStatus), string(req.qSize))
 		if err != nil {
@@ -157,8 +178,9 @@ func (s *Server) canceled(route *stats.Route, start time.Time, res result) resul
 	return res
 }
 
-// propagate fills req.prop for upstream calls and returns the hops path and request id to answer with.
-func (s *Server) propagate(req *request, st *compiled) (hops, requestID []byte) {
+// propagate fills req.prop for upstream calls: the request id (new if the caller sent none), the hops path
+// with this worker appended, and the caller's trace.
+func (s *Server) propagate(req *request, st *compiled) {
 	id := req.requestID
 	if len(id) == 0 {
 		id = upstream.AppendRequestID(req.idBuf[:0])
@@ -171,7 +193,6 @@ func (s *Server) propagate(req *request, st *compiled) (hops, requestID []byte) 
 	req.hopsBuf = h
 	req.prop.RequestID, req.prop.Hops = id, h
 	req.prop.TraceID, req.prop.Sampled, _ = upstream.ParseTraceParent(req.traceParent)
-	return h, id
 }
 
 // mix scrambles a sequence number (splitmix64) so that consecutive requests get unrelated random streams.
@@ -180,4 +201,38 @@ func mix(x uint64) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
+}
+
+// startSpan starts the server span of a traced request, as a child of the caller's traceparent, and makes the
+// request's calls carry it.
+func startSpan(ctx context.Context, tr trace.Tracer, req *request, route string) (context.Context, trace.Span) {
+	if len(req.prop.TraceID) == 32 {
+		var sc trace.SpanContextConfig
+		_, _ = hex.Decode(sc.TraceID[:], req.prop.TraceID)
+		if len(req.traceParent) == 55 {
+			_, _ = hex.Decode(sc.SpanID[:], req.traceParent[36:52])
+		}
+		if req.prop.Sampled {
+			sc.TraceFlags = trace.FlagsSampled
+		}
+		sc.Remote = true
+		ctx = trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(sc))
+	}
+	ctx, span := tr.Start(ctx, "irs.serve", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("irs.route", route)))
+	sc := span.SpanContext()
+	tid, sid := sc.TraceID(), sc.SpanID()
+	buf := hex.AppendEncode(hex.AppendEncode(req.traceBuf[:0], tid[:]), sid[:])
+	req.prop.TraceID, req.prop.SpanID, req.prop.Sampled = buf[:32], buf[32:48], sc.IsSampled()
+	return ctx, span
+}
+
+func endSpan(span trace.Span, res result) {
+	span.SetAttributes(attribute.Int("http.response.status_code", res.Status.HTTP))
+	if res.Canceled {
+		span.SetStatus(codes.Error, "caller went away")
+	} else if res.Status.HTTP >= 500 {
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
 }

@@ -111,7 +111,7 @@ func TestThreeProtocolsOnOneListener(t *testing.T) {
 			t.Fatalf("Call with status 429 = %v, want RESOURCE_EXHAUSTED", err)
 		}
 	})
-	snap := reg.Snapshot(false)
+	snap := reg.Snapshot()
 	got := map[string]int64{}
 	for _, r := range snap.GetInbound() {
 		got[r.GetRoute()] = r.GetOutcomes().GetRequests()

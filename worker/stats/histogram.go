@@ -18,13 +18,20 @@ const (
 	SigFigs       = 3
 )
 
-// NewHDR returns an empty histogram with the IRS geometry.
+// NewHDR returns an empty dense histogram with the IRS geometry.
 func NewHDR() *hdrhistogram.Histogram { return hdrhistogram.New(LowestMicros, HighestMicros, SigFigs) }
+
+// newPacked returns an empty sparse histogram with the IRS geometry.
+func newPacked() *hdrhistogram.PackedHistogram {
+	return hdrhistogram.NewPacked(LowestMicros, HighestMicros, SigFigs)
+}
 
 // Histogram is a latency histogram safe for concurrent recording.
 type Histogram struct {
 	shards []histShard
 	mask   uint32
+	// total holds everything drained from the shards so far. Readers own it, under the registry's lock.
+	total *hdrhistogram.PackedHistogram
 }
 
 type histShard struct {
@@ -37,7 +44,7 @@ type histShard struct {
 func newHistogram() *Histogram {
 	n := 1 << bits.Len(uint(max(2*runtime.GOMAXPROCS(0)-1, 1)))
 	n = min(n, 16)
-	h := &Histogram{shards: make([]histShard, n), mask: uint32(n - 1)}
+	h := &Histogram{shards: make([]histShard, n), mask: uint32(n - 1), total: newPacked()}
 	for i := range h.shards {
 		h.shards[i].h = NewHDR()
 	}
@@ -53,35 +60,51 @@ func (h *Histogram) Record(d time.Duration) {
 	s.mu.Unlock()
 }
 
-// mergeInto adds every shard into dst and, when reset is set, empties the shards.
-func (h *Histogram) mergeInto(dst *hdrhistogram.Histogram, reset bool) {
+// drain moves what the shards recorded into the total and into each of into (window accumulators, which may
+// be nil). Callers hold the registry's lock.
+func (h *Histogram) drain(into []*hdrhistogram.PackedHistogram) {
 	for i := range h.shards {
 		s := &h.shards[i]
 		s.mu.Lock()
 		if s.h.TotalCount() > 0 {
-			dst.Merge(s.h)
-			if reset {
-				s.h.Reset()
+			h.total.MergeFrom(s.h)
+			for _, w := range into {
+				if w != nil {
+					w.MergeFrom(s.h)
+				}
 			}
+			s.h.Reset()
 		}
 		s.mu.Unlock()
 	}
 }
 
-// snapshot returns the merged histogram in wire form.
-func (h *Histogram) snapshot(reset bool) *irsv1.Histogram {
-	merged := NewHDR()
-	h.mergeInto(merged, reset)
-	return Summarize(merged)
+// Snapshot returns a dense copy of everything recorded (microseconds).
+func (h *Histogram) Snapshot() *hdrhistogram.Histogram {
+	out := NewHDR()
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		out.Merge(s.h)
+		s.mu.Unlock()
+	}
+	h.total.MergeInto(out)
+	return out
 }
 
 // Summarize converts a histogram to its wire form: the full encoding plus a summary in milliseconds.
 func Summarize(h *hdrhistogram.Histogram) *irsv1.Histogram {
+	p := newPacked()
+	p.MergeFrom(h)
+	return summarizePacked(p)
+}
+
+func summarizePacked(h *hdrhistogram.PackedHistogram) *irsv1.Histogram {
 	out := &irsv1.Histogram{Count: h.TotalCount()}
 	if out.Count == 0 {
 		return out
 	}
-	if enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase); err == nil {
+	if enc, err := h.Encode(); err == nil {
 		out.Hdr = string(enc)
 	}
 	ms := func(us int64) float64 { return float64(us) / 1000 }
@@ -101,9 +124,20 @@ func Decode(w *irsv1.Histogram) (*hdrhistogram.Histogram, error) {
 	return hdrhistogram.Decode([]byte(w.GetHdr()))
 }
 
-// Snapshot returns a merged copy of the histogram (microseconds).
-func (h *Histogram) Snapshot() *hdrhistogram.Histogram {
-	merged := NewHDR()
-	h.mergeInto(merged, false)
-	return merged
+// Buckets returns how many values of h fall in each bucket delimited by bounds (microseconds, ascending): bucket
+// i holds values in (bounds[i-1], bounds[i]], the last one those above every bound. It also returns the sum of
+// the values in microseconds (each counted at its HDR bucket's value). This is the shape OpenTelemetry
+// histograms take.
+func Buckets(h *hdrhistogram.PackedHistogram, bounds []int64) (counts []uint64, sum float64) {
+	counts = make([]uint64, len(bounds)+1)
+	h.ForEachBucket(func(value, count int64) bool {
+		i := 0
+		for i < len(bounds) && value > bounds[i] {
+			i++
+		}
+		counts[i] += uint64(count)
+		sum += float64(value) * float64(count)
+		return true
+	})
+	return counts, sum
 }

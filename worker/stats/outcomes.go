@@ -29,7 +29,10 @@ var errorKindNames = [numErrorKinds]string{"timeout", "refused", "reset", "cance
 // String returns the name used in snapshots ("timeout").
 func (k ErrorKind) String() string { return errorKindNames[k] }
 
-// Outcomes counts how requests ended: by HTTP status (100-599) and by error kind.
+// ErrorKinds lists every error kind.
+func ErrorKinds() []ErrorKind { return []ErrorKind{ErrTimeout, ErrRefused, ErrReset, ErrCanceled, ErrOther} }
+
+// Outcomes counts how requests ended: by HTTP status (100-599) and by error kind. Counts only grow.
 type Outcomes struct {
 	statuses [500]atomic.Int64 // index: status - 100
 	errors   [numErrorKinds]atomic.Int64
@@ -46,36 +49,54 @@ func (o *Outcomes) Status(code int) {
 // Error counts a request that ended without a response.
 func (o *Outcomes) Error(k ErrorKind) { o.errors[k].Add(1) }
 
-func (o *Outcomes) snapshot(reset bool) *irsv1.Outcomes {
-	out := &irsv1.Outcomes{}
-	take := func(c *atomic.Int64) int64 {
-		if reset {
-			return c.Swap(0)
-		}
-		return c.Load()
-	}
+// outcomeCounts is a copy of Outcomes at one moment.
+type outcomeCounts struct {
+	statuses [500]int64
+	errors   [numErrorKinds]int64
+}
+
+func (o *Outcomes) read(into *outcomeCounts) {
 	for i := range o.statuses {
-		if n := take(&o.statuses[i]); n != 0 {
-			if out.Statuses == nil {
-				out.Statuses = map[int32]int64{}
-			}
-			code := int32(i + 100)
-			out.Statuses[code] = n
-			out.Requests += n
-			if code >= 500 {
-				out.Failures += n
-			}
-		}
+		into.statuses[i] = o.statuses[i].Load()
 	}
-	for k := range o.errors {
-		if n := take(&o.errors[k]); n != 0 {
-			if out.Errors == nil {
-				out.Errors = map[string]int64{}
-			}
-			out.Errors[errorKindNames[k]] = n
-			out.Requests += n
+	for i := range o.errors {
+		into.errors[i] = o.errors[i].Load()
+	}
+}
+
+// since returns the outcomes counted after prev (nil: all of them).
+func (c *outcomeCounts) since(prev *outcomeCounts) *irsv1.Outcomes {
+	out := &irsv1.Outcomes{}
+	for i, n := range c.statuses {
+		if prev != nil {
+			n -= prev.statuses[i]
+		}
+		if n == 0 {
+			continue
+		}
+		if out.Statuses == nil {
+			out.Statuses = map[int32]int64{}
+		}
+		code := int32(i + 100)
+		out.Statuses[code] = n
+		out.Requests += n
+		if code >= 500 {
 			out.Failures += n
 		}
+	}
+	for k, n := range c.errors {
+		if prev != nil {
+			n -= prev.errors[k]
+		}
+		if n == 0 {
+			continue
+		}
+		if out.Errors == nil {
+			out.Errors = map[string]int64{}
+		}
+		out.Errors[errorKindNames[k]] = n
+		out.Requests += n
+		out.Failures += n
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -39,8 +40,11 @@ type Load struct {
 	targetRate                       atomic.Uint64 // float64 bits
 
 	mu   sync.Mutex
-	runs []*LoadRun // runs that overlap the current window (a replaced run may overlap its successor)
+	runs []*LoadRun // the most recent runs (a replaced run may overlap its successor)
 }
+
+// maxRuns bounds the runs a Load remembers for computing rates.
+const maxRuns = 64
 
 // LoadRun is one run of a generator, from Started to Stopped.
 type LoadRun struct {
@@ -56,6 +60,9 @@ func (l *Load) Started(t time.Time) *LoadRun {
 	r := &LoadRun{l: l, from: t}
 	l.mu.Lock()
 	l.runs = append(l.runs, r)
+	if len(l.runs) > maxRuns {
+		l.runs = append(l.runs[:0], l.runs[len(l.runs)-maxRuns:]...)
+	}
 	l.mu.Unlock()
 	return r
 }
@@ -67,14 +74,13 @@ func (r *LoadRun) Stopped(t time.Time) {
 	r.l.mu.Unlock()
 }
 
-// activity returns how long any run was sending within [from, to] (overlapping runs count once), whether one
-// is sending now, and, with prune, forgets runs that ended before to.
-func (l *Load) activity(from, to time.Time, prune bool) (seconds float64, running bool) {
+// activity returns how long any run was sending within [from, to] (overlapping runs count once) and whether
+// one is sending now.
+func (l *Load) activity(from, to time.Time) (seconds float64, running bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	type span struct{ a, b time.Time }
 	var spans []span
-	kept := l.runs[:0]
 	for _, r := range l.runs {
 		end := r.to
 		if end.IsZero() {
@@ -84,11 +90,7 @@ func (l *Load) activity(from, to time.Time, prune bool) (seconds float64, runnin
 		if b.After(a) {
 			spans = append(spans, span{a, b})
 		}
-		if !prune || r.to.IsZero() || r.to.After(to) {
-			kept = append(kept, r)
-		}
 	}
-	l.runs = kept
 	sort.Slice(spans, func(i, j int) bool { return spans[i].a.Before(spans[j].a) })
 	var cur span
 	for i, sp := range spans {
@@ -129,16 +131,33 @@ type Registry struct {
 	seed   uint64
 	now    func() time.Time
 
-	mu          sync.Mutex
-	windowStart time.Time
+	mu          sync.Mutex // guards everything below, and every read of the series
+	started     time.Time
 	routes      []*Route
 	upstreams   []*Upstream
 	loads       []*Load
+	windows     map[*Window]struct{}
+	version     uint64
+	versionTime time.Time
 }
 
-// NewRegistry returns an empty registry whose first window starts now.
+// NewRegistry returns an empty registry.
 func NewRegistry(worker string, seed uint64) *Registry {
-	return &Registry{worker: worker, seed: seed, now: time.Now, windowStart: time.Now()}
+	return &Registry{worker: worker, seed: seed, now: time.Now, started: time.Now(), windows: map[*Window]struct{}{}}
+}
+
+// SetWorker changes the worker name reported in snapshots.
+func (r *Registry) SetWorker(name string) {
+	r.mu.Lock()
+	r.worker = name
+	r.mu.Unlock()
+}
+
+// SetConfigVersion records the configuration version in effect and when it took effect.
+func (r *Registry) SetConfigVersion(v uint64, at time.Time) {
+	r.mu.Lock()
+	r.version, r.versionTime = v, at
+	r.mu.Unlock()
 }
 
 // Route returns the series of an inbound route, creating it on first use.
@@ -183,54 +202,224 @@ func (r *Registry) Load(target string) *Load {
 	return s
 }
 
-// Snapshot returns everything measured since the window started; with reset, a new window starts.
-func (r *Registry) Snapshot(reset bool) *irsv1.StatsSnapshot {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	end := r.now()
-	out := &irsv1.StatsSnapshot{
-		Worker:      r.worker,
-		Seed:        r.seed,
-		WindowStart: timestamppb.New(r.windowStart),
-		WindowEnd:   timestamppb.New(end),
-	}
-	take := func(c *atomic.Int64) int64 {
-		if reset {
-			return c.Swap(0)
-		}
-		return c.Load()
-	}
+// counters is every counter of the registry at one moment, series in creation order.
+type counters struct {
+	routes    []outcomeCounts
+	upstreams []upstreamCounts
+	loads     []loadCounts
+}
+
+type upstreamCounts struct {
+	outcomes         outcomeCounts
+	retries, skipped int64
+}
+
+type loadCounts struct {
+	outcomes                         outcomeCounts
+	due, sent, late, blocked, unsent int64
+}
+
+// histograms calls fn for every histogram of every series.
+func (r *Registry) histograms(fn func(*Histogram)) {
 	for _, s := range r.routes {
-		out.Inbound = append(out.Inbound, &irsv1.RouteStats{
-			Route: s.Name, Outcomes: s.Outcomes.snapshot(reset), Latency: s.Latency.snapshot(reset),
-			InFlight: s.InFlight.Load(),
-		})
+		fn(s.Latency)
 	}
 	for _, s := range r.upstreams {
-		out.Upstreams = append(out.Upstreams, &irsv1.UpstreamStats{
-			Service: s.Name, Outcomes: s.Outcomes.snapshot(reset), Latency: s.Latency.snapshot(reset),
-			Hop: s.Hop.snapshot(reset), Retries: take(&s.Retries), Skipped: take(&s.Skipped),
-		})
+		fn(s.Latency)
+		fn(s.Hop)
 	}
 	for _, s := range r.loads {
+		fn(s.Latency)
+		fn(s.Uncorrected)
+	}
+}
+
+// drain moves every shard's records into the totals and into every open window. Callers hold r.mu.
+func (r *Registry) drain() {
+	into := make([]*hdrhistogram.PackedHistogram, 0, len(r.windows))
+	r.histograms(func(h *Histogram) {
+		into = into[:0]
+		for w := range r.windows {
+			into = append(into, w.accumulator(h))
+		}
+		h.drain(into)
+	})
+}
+
+// read copies every counter. Callers hold r.mu.
+func (r *Registry) read() *counters {
+	c := &counters{
+		routes:    make([]outcomeCounts, len(r.routes)),
+		upstreams: make([]upstreamCounts, len(r.upstreams)),
+		loads:     make([]loadCounts, len(r.loads)),
+	}
+	for i, s := range r.routes {
+		s.Outcomes.read(&c.routes[i])
+	}
+	for i, s := range r.upstreams {
+		s.Outcomes.read(&c.upstreams[i].outcomes)
+		c.upstreams[i].retries, c.upstreams[i].skipped = s.Retries.Load(), s.Skipped.Load()
+	}
+	for i, s := range r.loads {
+		l := &c.loads[i]
+		s.Outcomes.read(&l.outcomes)
+		l.due, l.sent, l.late, l.blocked, l.unsent = s.Due.Load(), s.Sent.Load(), s.Late.Load(), s.Blocked.Load(), s.Unsent.Load()
+	}
+	return c
+}
+
+// build assembles a snapshot of the counts in cur since prev (nil: since the start) and of the histograms hist
+// returns, over [from, to]. Callers hold r.mu.
+func (r *Registry) build(cur, prev *counters, hist func(*Histogram) *hdrhistogram.PackedHistogram, from, to time.Time) *irsv1.StatsSnapshot {
+	out := &irsv1.StatsSnapshot{
+		Worker: r.worker, Seed: r.seed,
+		WindowStart: timestamppb.New(from), WindowEnd: timestamppb.New(to),
+		ConfigVersion: r.version,
+	}
+	if !r.versionTime.IsZero() {
+		out.ConfigChangedAt = timestamppb.New(r.versionTime)
+	}
+	summary := func(h *Histogram) *irsv1.Histogram {
+		if p := hist(h); p != nil {
+			return summarizePacked(p)
+		}
+		return &irsv1.Histogram{}
+	}
+	for i, s := range r.routes {
+		var p *outcomeCounts
+		if prev != nil && i < len(prev.routes) {
+			p = &prev.routes[i]
+		}
+		out.Inbound = append(out.Inbound, &irsv1.RouteStats{
+			Route: s.Name, Outcomes: cur.routes[i].since(p), Latency: summary(s.Latency), InFlight: s.InFlight.Load(),
+		})
+	}
+	for i, s := range r.upstreams {
+		c, p := cur.upstreams[i], upstreamCounts{}
+		var po *outcomeCounts
+		if prev != nil && i < len(prev.upstreams) {
+			p = prev.upstreams[i]
+			po = &p.outcomes
+		}
+		out.Upstreams = append(out.Upstreams, &irsv1.UpstreamStats{
+			Service: s.Name, Outcomes: c.outcomes.since(po), Latency: summary(s.Latency), Hop: summary(s.Hop),
+			Retries: c.retries - p.retries, Skipped: c.skipped - p.skipped,
+		})
+	}
+	for i, s := range r.loads {
+		c, p := cur.loads[i], loadCounts{}
+		var po *outcomeCounts
+		if prev != nil && i < len(prev.loads) {
+			p = prev.loads[i]
+			po = &p.outcomes
+		}
 		ls := &irsv1.LoadStats{
-			Target: s.Target, Outcomes: s.Outcomes.snapshot(reset),
-			Latency: s.Latency.snapshot(reset), Uncorrected: s.Uncorrected.snapshot(reset),
-			Due: take(&s.Due), Sent: take(&s.Sent), Late: take(&s.Late), Blocked: take(&s.Blocked),
-			Unsent:     take(&s.Unsent),
+			Target: s.Target, Outcomes: c.outcomes.since(po),
+			Latency: summary(s.Latency), Uncorrected: summary(s.Uncorrected),
+			Due: c.due - p.due, Sent: c.sent - p.sent, Late: c.late - p.late, Blocked: c.blocked - p.blocked,
+			Unsent:     c.unsent - p.unsent,
 			TargetRate: math.Float64frombits(s.targetRate.Load()),
 		}
 		// Rate over the time the generator was sending, so that a window reaching past either end of a run does
 		// not dilute it.
-		active, running := s.activity(r.windowStart, end, reset)
+		active, running := s.activity(from, to)
 		ls.Running = running
 		if active > 0 {
 			ls.AchievedRate = float64(ls.Outcomes.Requests) / active
 		}
 		out.Load = append(out.Load, ls)
 	}
-	if reset {
-		r.windowStart = end
+	return out
+}
+
+// Snapshot returns everything measured since the worker started.
+func (r *Registry) Snapshot() *irsv1.StatsSnapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drain()
+	return r.build(r.read(), nil, func(h *Histogram) *hdrhistogram.PackedHistogram { return h.total }, r.started, r.now())
+}
+
+// Totals calls fn with every series and its cumulative histograms, under the registry's lock (for exporters).
+func (r *Registry) Totals(fn func(t Totals)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drain()
+	fn(Totals{r: r})
+}
+
+// Totals gives exporters the cumulative series; valid only inside Registry.Totals.
+type Totals struct{ r *Registry }
+
+// Worker returns the worker name.
+func (t Totals) Worker() string { return t.r.worker }
+
+// Routes, Upstreams and Loads return the series.
+func (t Totals) Routes() []*Route       { return t.r.routes }
+func (t Totals) Upstreams() []*Upstream { return t.r.upstreams }
+func (t Totals) Loads() []*Load         { return t.r.loads }
+
+// Histogram returns the cumulative histogram of h.
+func (t Totals) Histogram(h *Histogram) *hdrhistogram.PackedHistogram { return h.total }
+
+// Counts returns the cumulative outcome counts of o.
+func (t Totals) Counts(o *Outcomes) *irsv1.Outcomes {
+	var c outcomeCounts
+	o.read(&c)
+	return c.since(nil)
+}
+
+// TargetRate returns the rate a load's schedule asks for now.
+func (l *Load) TargetRate() float64 { return math.Float64frombits(l.targetRate.Load()) }
+
+// Window is one reader's view of the registry: what changed since the window last advanced. Close it when done.
+type Window struct {
+	r     *Registry
+	start time.Time
+	prev  *counters
+	acc   map[*Histogram]*hdrhistogram.PackedHistogram
+}
+
+// NewWindow opens a window starting now.
+func (r *Registry) NewWindow() *Window {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drain() // what was recorded before the window opened goes elsewhere
+	w := &Window{r: r, start: r.now(), prev: r.read(), acc: map[*Histogram]*hdrhistogram.PackedHistogram{}}
+	r.windows[w] = struct{}{}
+	return w
+}
+
+// accumulator returns the window's histogram for h, creating it. Callers hold r.mu.
+func (w *Window) accumulator(h *Histogram) *hdrhistogram.PackedHistogram {
+	p, ok := w.acc[h]
+	if !ok {
+		p = newPacked()
+		w.acc[h] = p
+	}
+	return p
+}
+
+// Snapshot returns what was measured since the window started; with advance, a new window starts now.
+func (w *Window) Snapshot(advance bool) *irsv1.StatsSnapshot {
+	r := w.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drain()
+	cur, now := r.read(), r.now()
+	out := r.build(cur, w.prev, func(h *Histogram) *hdrhistogram.PackedHistogram { return w.acc[h] }, w.start, now)
+	if advance {
+		w.prev, w.start = cur, now
+		for _, p := range w.acc {
+			p.Reset()
+		}
 	}
 	return out
+}
+
+// Close stops the window from accumulating.
+func (w *Window) Close() {
+	w.r.mu.Lock()
+	delete(w.r.windows, w)
+	w.r.mu.Unlock()
 }

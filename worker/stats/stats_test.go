@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"maps"
 	"math"
 	"slices"
@@ -55,23 +56,22 @@ func TestHistogramRecordClamps(t *testing.T) {
 	}
 }
 
-func TestHistogramSnapshotReset(t *testing.T) {
+// TestHistogramDrain: draining moves shard records into the total (and the given accumulators) without
+// losing or counting anything twice.
+func TestHistogramDrain(t *testing.T) {
 	h := newHistogram()
+	acc := newPacked()
 	for i := 1; i <= 10; i++ {
 		h.Record(time.Duration(i) * time.Millisecond)
 	}
-	if got := h.snapshot(false).GetCount(); got != 10 {
-		t.Fatalf("first snapshot count = %d, want 10", got)
-	}
-	if got := h.snapshot(true).GetCount(); got != 10 {
-		t.Fatalf("snapshot without reset emptied the histogram: count %d, want 10", got)
-	}
-	if got := h.snapshot(false); got.GetCount() != 0 || got.GetHdr() != "" {
-		t.Errorf("after reset: count %d, hdr %q; want an empty histogram", got.GetCount(), got.GetHdr())
+	h.drain([]*hdrhistogram.PackedHistogram{acc, nil})
+	if h.total.TotalCount() != 10 || acc.TotalCount() != 10 || h.Snapshot().TotalCount() != 10 {
+		t.Fatalf("after drain: total %d, accumulator %d, snapshot %d; want 10 each", h.total.TotalCount(), acc.TotalCount(), h.Snapshot().TotalCount())
 	}
 	h.Record(time.Millisecond)
-	if got := h.Snapshot().TotalCount(); got != 1 {
-		t.Errorf("after reset and one record: count %d, want 1", got)
+	h.drain(nil)
+	if h.total.TotalCount() != 11 || acc.TotalCount() != 10 {
+		t.Errorf("second drain: total %d (want 11), unregistered accumulator %d (want 10)", h.total.TotalCount(), acc.TotalCount())
 	}
 }
 
@@ -127,7 +127,7 @@ func TestSnapshotsMergeExactly(t *testing.T) {
 	}
 	record(b, 3*time.Second)
 
-	wa, wb := a.snapshot(false), b.snapshot(false)
+	wa, wb := Summarize(a.Snapshot()), Summarize(b.Snapshot())
 	merged := NewHDR()
 	for _, w := range []*irsv1.Histogram{wa, wb} {
 		h, err := Decode(w)
@@ -162,7 +162,9 @@ func TestOutcomes(t *testing.T) {
 	o.Error(ErrReset)
 	o.Error(ErrCanceled)
 
-	got := o.snapshot(false)
+	var c outcomeCounts
+	o.read(&c)
+	got := c.since(nil)
 	wantStatuses := map[int32]int64{200: 2, 201: 1, 404: 1, 503: 2, 100: 1, 599: 1, 500: 4}
 	wantErrors := map[string]int64{"timeout": 2, "reset": 1, "canceled": 1}
 	if !maps.Equal(got.Statuses, wantStatuses) {
@@ -179,11 +181,14 @@ func TestOutcomes(t *testing.T) {
 		t.Errorf("failures = %d, want 11", got.Failures)
 	}
 
-	if again := o.snapshot(true); again.Requests != 16 {
-		t.Errorf("second snapshot requests = %d, want 16 (the first did not reset)", again.Requests)
+	if since := c.since(&c); since.Requests != 0 || since.Failures != 0 || since.Statuses != nil || since.Errors != nil {
+		t.Errorf("counts since themselves = %v, want empty", since)
 	}
-	if after := o.snapshot(false); after.Requests != 0 || after.Failures != 0 || after.Statuses != nil || after.Errors != nil {
-		t.Errorf("after reset = %v, want empty", after)
+	o.Status(200)
+	var later outcomeCounts
+	o.read(&later)
+	if d := later.since(&c); d.Requests != 1 || d.Statuses[200] != 1 {
+		t.Errorf("counts since the first read = %v, want one 200", d)
 	}
 }
 
@@ -205,11 +210,13 @@ func newTestRegistry(start time.Time) (*Registry, *fakeClock) {
 	clock := &fakeClock{now: start}
 	r := NewRegistry("api", 42)
 	r.now = func() time.Time { return clock.now }
-	r.windowStart = start
+	r.started = start
 	return r, clock
 }
 
-func TestRegistrySnapshotReset(t *testing.T) {
+// TestRegistryWindows: the registry is cumulative; a window reports what changed since it last advanced, and
+// neither a window nor the cumulative view disturbs the other.
+func TestRegistryWindows(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r, clock := newTestRegistry(t0)
 	route, up, load := r.Route("/"), r.Upstream("db"), r.Load("api")
@@ -231,7 +238,11 @@ func TestRegistrySnapshotReset(t *testing.T) {
 	load.SetTargetRate(12.5)
 
 	clock.now = t0.Add(10 * time.Second)
-	first := r.Snapshot(true)
+	w := r.NewWindow() // opened after the records above: sees none of them
+	if empty := w.Snapshot(false); empty.Inbound[0].Outcomes.Requests != 0 || empty.Inbound[0].Latency.Count != 0 {
+		t.Errorf("a new window saw earlier records: %v", empty.Inbound[0])
+	}
+	first := r.Snapshot()
 	if first.Worker != "api" || first.Seed != 42 {
 		t.Errorf("worker, seed = %q, %d; want api, 42", first.Worker, first.Seed)
 	}
@@ -251,26 +262,39 @@ func TestRegistrySnapshotReset(t *testing.T) {
 		t.Errorf("load = %v", ls)
 	}
 
+	// Two records inside the window.
+	route.Outcomes.Status(503)
+	route.Latency.Record(2 * time.Millisecond)
+	up.Retries.Add(1)
 	clock.now = t0.Add(25 * time.Second)
-	second := r.Snapshot(false)
-	if !second.WindowStart.AsTime().Equal(t0.Add(10 * time.Second)) {
-		t.Errorf("window start after reset = %v, want the previous window end %v",
-			second.WindowStart.AsTime(), t0.Add(10*time.Second))
+	win := w.Snapshot(true) // and advance
+	if !win.WindowStart.AsTime().Equal(t0.Add(10*time.Second)) || !win.WindowEnd.AsTime().Equal(clock.now) {
+		t.Errorf("window = %v .. %v", win.WindowStart.AsTime(), win.WindowEnd.AsTime())
 	}
-	in, us, ls = second.Inbound[0], second.Upstreams[0], second.Load[0]
-	if in.Outcomes.Requests != 0 || in.Latency.Count != 0 || us.Outcomes.Requests != 0 || us.Latency.Count != 0 ||
-		us.Hop.Count != 0 || us.Retries != 0 || us.Skipped != 0 || ls.Outcomes.Requests != 0 ||
-		ls.Latency.Count != 0 || ls.Uncorrected.Count != 0 || ls.Due != 0 || ls.Sent != 0 {
-		t.Errorf("counts after reset are not zero:\n%v", second)
+	in, us, ls = win.Inbound[0], win.Upstreams[0], win.Load[0]
+	if in.Outcomes.Requests != 1 || in.Outcomes.Statuses[503] != 1 || in.Latency.Count != 1 || us.Retries != 1 ||
+		us.Latency.Count != 0 || ls.Due != 0 || ls.Sent != 0 {
+		t.Errorf("window counts = %v %v %v, want one 503, one retry, nothing else", in, us, ls)
 	}
-	// Gauges are not counts: they survive a reset.
+	// Gauges are levels, not counts: a window reports them as they are.
 	if in.InFlight != 3 || ls.TargetRate != 12.5 {
-		t.Errorf("in flight, target rate = %d, %v after reset; want 3, 12.5", in.InFlight, ls.TargetRate)
+		t.Errorf("in flight, target rate = %d, %v in a window; want 3, 12.5", in.InFlight, ls.TargetRate)
 	}
-
 	clock.now = t0.Add(30 * time.Second)
-	if third := r.Snapshot(false); !third.WindowStart.AsTime().Equal(t0.Add(10 * time.Second)) {
-		t.Errorf("a snapshot without reset moved the window start to %v", third.WindowStart.AsTime())
+	if next := w.Snapshot(false); next.Inbound[0].Outcomes.Requests != 0 || next.Inbound[0].Latency.Count != 0 ||
+		!next.WindowStart.AsTime().Equal(t0.Add(25*time.Second)) {
+		t.Errorf("after advancing: %v from %v", next.Inbound[0], next.WindowStart.AsTime())
+	}
+	// The cumulative view saw everything, whatever the window did.
+	all := r.Snapshot()
+	if all.Inbound[0].Outcomes.Requests != 2 || all.Inbound[0].Latency.Count != 2 || all.Upstreams[0].Retries != 3 ||
+		!all.WindowStart.AsTime().Equal(t0) {
+		t.Errorf("cumulative after windows: %v", all.Inbound[0])
+	}
+	w.Close()
+	route.Latency.Record(time.Millisecond)
+	if got := r.Snapshot().Inbound[0].Latency.Count; got != 3 {
+		t.Errorf("cumulative after closing the window = %d, want 3", got)
 	}
 }
 
@@ -306,7 +330,7 @@ func TestLoadAchievedRate(t *testing.T) {
 				l.Outcomes.Status(200)
 			}
 			clock.now = tt.now
-			got := r.Snapshot(false).Load[0]
+			got := r.Snapshot().Load[0]
 			if math.Abs(got.AchievedRate-tt.wantRate) > 1e-9 || got.Running != tt.wantRunning {
 				t.Errorf("achieved rate, running = %v, %v; want %v, %v", got.AchievedRate, got.Running, tt.wantRate, tt.wantRunning)
 			}
@@ -324,7 +348,7 @@ func TestLoadRestartedRun(t *testing.T) {
 	for range 50 {
 		l.Outcomes.Status(200)
 	}
-	got := r.Snapshot(true).Load[0]
+	got := r.Snapshot().Load[0]
 	if !got.Running {
 		t.Errorf("restarted load not running")
 	}
@@ -346,7 +370,7 @@ func TestLoadAchievedRateTwoRuns(t *testing.T) {
 		lr.Stopped(t0.Add(run[1]))
 	}
 	clock.now = t0.Add(40 * time.Second)
-	if got := r.Snapshot(false).Load[0].AchievedRate; math.Abs(got-10) > 1e-9 {
+	if got := r.Snapshot().Load[0].AchievedRate; math.Abs(got-10) > 1e-9 {
 		t.Errorf("achieved rate = %v, want 10 (200 requests over 20 s of running)", got)
 	}
 }
@@ -374,7 +398,7 @@ func TestRegistrySeriesCreatedOnce(t *testing.T) {
 		t.Errorf("Load does not return one series per name")
 	}
 	r.Route("/")
-	s := r.Snapshot(false)
+	s := r.Snapshot()
 	var names []string
 	for _, x := range s.Inbound {
 		names = append(names, x.Route)

@@ -77,7 +77,7 @@ func TestTargetAgainstIRS(t *testing.T) {
 			if resp, skipped := tg.Call(t.Context(), nil, prop); skipped || resp.Status != 200 {
 				t.Fatalf("Call = %+v, skipped %v; want 200", resp, skipped)
 			}
-			up := reg.Snapshot(false).GetUpstreams()[0]
+			up := reg.Snapshot().GetUpstreams()[0]
 			if up.GetOutcomes().GetStatuses()[200] != 1 || up.GetLatency().GetCount() != 1 || up.GetHop().GetCount() != 1 {
 				t.Errorf("upstream stats = %v, want one 200 with one latency and one hop sample", up)
 			}
@@ -175,7 +175,7 @@ func TestPropagationThroughIRS(t *testing.T) {
 			if s.hops != "loadgen,mid" || s.host != "leaf" {
 				t.Errorf("leaf got x-irs-hops %q, host %q; want loadgen,mid and leaf", s.hops, s.host)
 			}
-			up := midReg.Snapshot(false).GetUpstreams()[0]
+			up := midReg.Snapshot().GetUpstreams()[0]
 			if up.GetService() != "leaf" || up.GetOutcomes().GetStatuses()[200] != 1 {
 				t.Errorf("mid's upstream stats = %v, want one 200 from leaf", up)
 			}

@@ -27,6 +27,9 @@ type Propagation struct {
 	TraceID []byte
 	// Sampled is the W3C trace-flags sampled bit.
 	Sampled bool
+	// SpanID (16 hex digits), when set, is sent as the parent of the next hop (a traced request's span);
+	// otherwise each call gets a new random span id.
+	SpanID []byte
 	// Hops is the path so far, this worker included ("loadgen,client").
 	Hops []byte
 }
@@ -75,7 +78,11 @@ func AppendTraceParent(dst []byte, p *Propagation) []byte {
 		dst = appendRandomHex(dst, 16)
 	}
 	dst = append(dst, '-')
-	dst = appendRandomHex(dst, 8)
+	if len(p.SpanID) == 16 {
+		dst = append(dst, p.SpanID...)
+	} else {
+		dst = appendRandomHex(dst, 8)
+	}
 	if p.Sampled {
 		return append(dst, "-01"...)
 	}

@@ -60,7 +60,7 @@ func startIRS(t *testing.T, name string, b behavior.Config, calls *upstream.Plan
 
 // requests returns how many requests the peer answered on route (server.RouteHTTP1, ...).
 func (p irsPeer) requests(route string) int64 {
-	for _, r := range p.reg.Snapshot(false).GetInbound() {
+	for _, r := range p.reg.Snapshot().GetInbound() {
 		if r.GetRoute() == route {
 			return r.GetOutcomes().GetRequests()
 		}

@@ -16,7 +16,7 @@ import (
 // upstreamOf returns the snapshot of service's upstream stats in reg.
 func upstreamOf(t *testing.T, reg *stats.Registry, service string) (outcomes map[string]int64, retries, skipped int64) {
 	t.Helper()
-	for _, u := range reg.Snapshot(false).GetUpstreams() {
+	for _, u := range reg.Snapshot().GetUpstreams() {
 		if u.GetService() == service {
 			outcomes = map[string]int64{}
 			for k, n := range u.GetOutcomes().GetErrors() {

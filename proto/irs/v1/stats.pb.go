@@ -39,10 +39,11 @@ type StatsSnapshot struct {
 	Upstreams []*UpstreamStats `protobuf:"bytes,6,rep,name=upstreams,proto3" json:"upstreams,omitempty"`
 	// Generated load per target service.
 	Load []*LoadStats `protobuf:"bytes,7,rep,name=load,proto3" json:"load,omitempty"`
-	// Version of the configuration in effect at window_end.
-	ConfigVersion uint64 `protobuf:"varint,8,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Version of the configuration in effect at window_end, and when it took effect.
+	ConfigVersion   uint64                 `protobuf:"varint,8,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
+	ConfigChangedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=config_changed_at,json=configChangedAt,proto3" json:"config_changed_at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StatsSnapshot) Reset() {
@@ -129,6 +130,13 @@ func (x *StatsSnapshot) GetConfigVersion() uint64 {
 		return x.ConfigVersion
 	}
 	return 0
+}
+
+func (x *StatsSnapshot) GetConfigChangedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConfigChangedAt
+	}
+	return nil
 }
 
 // Histogram is a latency distribution: HdrHistogram, values in microseconds, 3 significant digits.
@@ -619,116 +627,11 @@ func (x *LoadStats) GetRunning() bool {
 	return false
 }
 
-// WorkerInfo describes a running worker.
-type WorkerInfo struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// IRS version of the worker binary.
-	Version   string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	Pid       int64                  `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
-	StartedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	UptimeMs  int64                  `protobuf:"varint,5,opt,name=uptime_ms,json=uptimeMs,proto3" json:"uptime_ms,omitempty"`
-	// Data-plane address ("" when the worker does not serve).
-	DataAddr string `protobuf:"bytes,6,opt,name=data_addr,json=dataAddr,proto3" json:"data_addr,omitempty"`
-	// Control API address.
-	ControlAddr string `protobuf:"bytes,7,opt,name=control_addr,json=controlAddr,proto3" json:"control_addr,omitempty"`
-	// Seed in effect.
-	Seed          uint64 `protobuf:"varint,8,opt,name=seed,proto3" json:"seed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *WorkerInfo) Reset() {
-	*x = WorkerInfo{}
-	mi := &file_irs_v1_stats_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *WorkerInfo) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*WorkerInfo) ProtoMessage() {}
-
-func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_stats_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
-func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_irs_v1_stats_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *WorkerInfo) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *WorkerInfo) GetVersion() string {
-	if x != nil {
-		return x.Version
-	}
-	return ""
-}
-
-func (x *WorkerInfo) GetPid() int64 {
-	if x != nil {
-		return x.Pid
-	}
-	return 0
-}
-
-func (x *WorkerInfo) GetStartedAt() *timestamppb.Timestamp {
-	if x != nil {
-		return x.StartedAt
-	}
-	return nil
-}
-
-func (x *WorkerInfo) GetUptimeMs() int64 {
-	if x != nil {
-		return x.UptimeMs
-	}
-	return 0
-}
-
-func (x *WorkerInfo) GetDataAddr() string {
-	if x != nil {
-		return x.DataAddr
-	}
-	return ""
-}
-
-func (x *WorkerInfo) GetControlAddr() string {
-	if x != nil {
-		return x.ControlAddr
-	}
-	return ""
-}
-
-func (x *WorkerInfo) GetSeed() uint64 {
-	if x != nil {
-		return x.Seed
-	}
-	return 0
-}
-
 var File_irs_v1_stats_proto protoreflect.FileDescriptor
 
 const file_irs_v1_stats_proto_rawDesc = "" +
 	"\n" +
-	"\x12irs/v1/stats.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x02\n" +
+	"\x12irs/v1/stats.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xae\x03\n" +
 	"\rStatsSnapshot\x12\x16\n" +
 	"\x06worker\x18\x01 \x01(\tR\x06worker\x12\x12\n" +
 	"\x04seed\x18\x02 \x01(\x04R\x04seed\x12=\n" +
@@ -738,7 +641,8 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"\ainbound\x18\x05 \x03(\v2\x12.irs.v1.RouteStatsR\ainbound\x123\n" +
 	"\tupstreams\x18\x06 \x03(\v2\x15.irs.v1.UpstreamStatsR\tupstreams\x12%\n" +
 	"\x04load\x18\a \x03(\v2\x11.irs.v1.LoadStatsR\x04load\x12%\n" +
-	"\x0econfig_version\x18\b \x01(\x04R\rconfigVersion\"\xd8\x01\n" +
+	"\x0econfig_version\x18\b \x01(\x04R\rconfigVersion\x12F\n" +
+	"\x11config_changed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0fconfigChangedAt\"\xd8\x01\n" +
 	"\tHistogram\x12\x10\n" +
 	"\x03hdr\x18\x01 \x01(\tR\x03hdr\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x15\n" +
@@ -787,18 +691,7 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	" \x01(\x01R\n" +
 	"targetRate\x12#\n" +
 	"\rachieved_rate\x18\v \x01(\x01R\fachievedRate\x12\x18\n" +
-	"\arunning\x18\f \x01(\bR\arunning\"\xf8\x01\n" +
-	"\n" +
-	"WorkerInfo\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\x12\x10\n" +
-	"\x03pid\x18\x03 \x01(\x03R\x03pid\x129\n" +
-	"\n" +
-	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x1b\n" +
-	"\tuptime_ms\x18\x05 \x01(\x03R\buptimeMs\x12\x1b\n" +
-	"\tdata_addr\x18\x06 \x01(\tR\bdataAddr\x12!\n" +
-	"\fcontrol_addr\x18\a \x01(\tR\vcontrolAddr\x12\x12\n" +
-	"\x04seed\x18\b \x01(\x04R\x04seedB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
+	"\arunning\x18\f \x01(\bR\arunningB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
 
 var (
 	file_irs_v1_stats_proto_rawDescOnce sync.Once
@@ -812,7 +705,7 @@ func file_irs_v1_stats_proto_rawDescGZIP() []byte {
 	return file_irs_v1_stats_proto_rawDescData
 }
 
-var file_irs_v1_stats_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_irs_v1_stats_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_irs_v1_stats_proto_goTypes = []any{
 	(*StatsSnapshot)(nil),         // 0: irs.v1.StatsSnapshot
 	(*Histogram)(nil),             // 1: irs.v1.Histogram
@@ -820,28 +713,27 @@ var file_irs_v1_stats_proto_goTypes = []any{
 	(*RouteStats)(nil),            // 3: irs.v1.RouteStats
 	(*UpstreamStats)(nil),         // 4: irs.v1.UpstreamStats
 	(*LoadStats)(nil),             // 5: irs.v1.LoadStats
-	(*WorkerInfo)(nil),            // 6: irs.v1.WorkerInfo
-	nil,                           // 7: irs.v1.Outcomes.StatusesEntry
-	nil,                           // 8: irs.v1.Outcomes.ErrorsEntry
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	nil,                           // 6: irs.v1.Outcomes.StatusesEntry
+	nil,                           // 7: irs.v1.Outcomes.ErrorsEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_irs_v1_stats_proto_depIdxs = []int32{
-	9,  // 0: irs.v1.StatsSnapshot.window_start:type_name -> google.protobuf.Timestamp
-	9,  // 1: irs.v1.StatsSnapshot.window_end:type_name -> google.protobuf.Timestamp
+	8,  // 0: irs.v1.StatsSnapshot.window_start:type_name -> google.protobuf.Timestamp
+	8,  // 1: irs.v1.StatsSnapshot.window_end:type_name -> google.protobuf.Timestamp
 	3,  // 2: irs.v1.StatsSnapshot.inbound:type_name -> irs.v1.RouteStats
 	4,  // 3: irs.v1.StatsSnapshot.upstreams:type_name -> irs.v1.UpstreamStats
 	5,  // 4: irs.v1.StatsSnapshot.load:type_name -> irs.v1.LoadStats
-	7,  // 5: irs.v1.Outcomes.statuses:type_name -> irs.v1.Outcomes.StatusesEntry
-	8,  // 6: irs.v1.Outcomes.errors:type_name -> irs.v1.Outcomes.ErrorsEntry
-	2,  // 7: irs.v1.RouteStats.outcomes:type_name -> irs.v1.Outcomes
-	1,  // 8: irs.v1.RouteStats.latency:type_name -> irs.v1.Histogram
-	2,  // 9: irs.v1.UpstreamStats.outcomes:type_name -> irs.v1.Outcomes
-	1,  // 10: irs.v1.UpstreamStats.latency:type_name -> irs.v1.Histogram
-	1,  // 11: irs.v1.UpstreamStats.hop:type_name -> irs.v1.Histogram
-	2,  // 12: irs.v1.LoadStats.outcomes:type_name -> irs.v1.Outcomes
-	1,  // 13: irs.v1.LoadStats.latency:type_name -> irs.v1.Histogram
-	1,  // 14: irs.v1.LoadStats.uncorrected:type_name -> irs.v1.Histogram
-	9,  // 15: irs.v1.WorkerInfo.started_at:type_name -> google.protobuf.Timestamp
+	8,  // 5: irs.v1.StatsSnapshot.config_changed_at:type_name -> google.protobuf.Timestamp
+	6,  // 6: irs.v1.Outcomes.statuses:type_name -> irs.v1.Outcomes.StatusesEntry
+	7,  // 7: irs.v1.Outcomes.errors:type_name -> irs.v1.Outcomes.ErrorsEntry
+	2,  // 8: irs.v1.RouteStats.outcomes:type_name -> irs.v1.Outcomes
+	1,  // 9: irs.v1.RouteStats.latency:type_name -> irs.v1.Histogram
+	2,  // 10: irs.v1.UpstreamStats.outcomes:type_name -> irs.v1.Outcomes
+	1,  // 11: irs.v1.UpstreamStats.latency:type_name -> irs.v1.Histogram
+	1,  // 12: irs.v1.UpstreamStats.hop:type_name -> irs.v1.Histogram
+	2,  // 13: irs.v1.LoadStats.outcomes:type_name -> irs.v1.Outcomes
+	1,  // 14: irs.v1.LoadStats.latency:type_name -> irs.v1.Histogram
+	1,  // 15: irs.v1.LoadStats.uncorrected:type_name -> irs.v1.Histogram
 	16, // [16:16] is the sub-list for method output_type
 	16, // [16:16] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -860,7 +752,7 @@ func file_irs_v1_stats_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_stats_proto_rawDesc), len(file_irs_v1_stats_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
