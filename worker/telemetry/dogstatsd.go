@@ -151,4 +151,6 @@ func (d *dogstatsd) count(name string, n int64, tags []string) {
 	}
 }
 
-func (d *dogstatsd) gauge(name string, v float64, tags []string) { _ = d.client.Gauge(name, v, tags, 1) }
+func (d *dogstatsd) gauge(name string, v float64, tags []string) {
+	_ = d.client.Gauge(name, v, tags, 1)
+}
