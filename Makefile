@@ -50,16 +50,19 @@ lint:
 		if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	cd proto && $(TOOL) buf lint
 
-## proto: regenerate the protobuf code next to the .proto files (tools pinned in tools.mod)
+## proto: regenerate the protobuf code next to the .proto files, and the REST API's OpenAPI document
 proto:
 	cd proto && $(TOOL) buf generate
+	cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/openapigen > ../worker/control/rest/openapi.json
 
-## check-generated: fail if the committed protobuf code differs from what `make proto` generates
+## check-generated: fail if the committed generated code differs from what `make proto` generates
 check-generated:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 		cp -r go.mod tools.mod tools.sum proto $$tmp/ && \
 		(cd $$tmp/proto && $(GO) tool -modfile=$$tmp/tools.mod buf generate) && \
-		diff -r proto $$tmp/proto && echo "generated code is up to date"
+		diff -r proto $$tmp/proto && \
+		(cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/openapigen > $$tmp/openapi.json) && \
+		diff worker/control/rest/openapi.json $$tmp/openapi.json && echo "generated code is up to date"
 
 ## bench: measure IRS against nginx, fortio and wrk (installs them) and print ratios
 bench: build

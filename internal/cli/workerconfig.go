@@ -329,22 +329,5 @@ func compileWorker(v *viper.Viper, flags *pflag.FlagSet, lookupEnv func(string) 
 	if err == nil && len(decodeErrs) == 0 {
 		return spec, src, nil
 	}
-	// A field that could not be decoded is missing from the document: drop what compiling says about it.
-	all := decodeErrs
-	for _, e := range field.Flatten(err) {
-		if !underAny(e.Path, decodeErrs) {
-			all = append(all, e)
-		}
-	}
-	return nil, nil, withExitCode(src.describe(all.Err()), ExitInvalidConfig)
-}
-
-// underAny reports whether path is one of the errors' paths or below one.
-func underAny(path string, errs field.List) bool {
-	for _, e := range errs {
-		if e.Path != "" && (path == e.Path || strings.HasPrefix(path, e.Path+".") || strings.HasPrefix(path, e.Path+"[")) {
-			return true
-		}
-	}
-	return false
+	return nil, nil, withExitCode(src.describe(field.Combine(decodeErrs, err).Err()), ExitInvalidConfig)
 }

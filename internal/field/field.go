@@ -132,3 +132,26 @@ func Index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]
 
 // Key returns path["key"].
 func Key(path, key string) string { return path + "[" + strconv.Quote(key) + "]" }
+
+// Combine merges the problems of decoding a document (structural: unknown fields, wrong types) with those of
+// checking what could be decoded (semantic). A field that could not be decoded is missing from the document,
+// so what checking says about it, or about anything inside it, is dropped.
+func Combine(structural List, semantic error) List {
+	out := append(List(nil), structural...)
+	for _, e := range Flatten(semantic) {
+		if !under(e.Path, structural) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// under reports whether path is the path of one of the errors, or inside one.
+func under(path string, errs List) bool {
+	for _, e := range errs {
+		if e.Path != "" && (path == e.Path || strings.HasPrefix(path, e.Path+".") || strings.HasPrefix(path, e.Path+"[")) {
+			return true
+		}
+	}
+	return false
+}

@@ -86,8 +86,27 @@ func (s *Service) Replace(cfg *irsv1.WorkerConfig) (*irsv1.ConfigState, error) {
 	return s.apply(cfg, false)
 }
 
-// MergePatch applies a JSON merge patch (RFC 7386) to the configuration document.
+// ReplaceDocument replaces the configuration with a document (JSON or YAML), reporting every problem at once,
+// positioned in body.
+func (s *Service) ReplaceDocument(body []byte) (*irsv1.ConfigState, error) {
+	var cfg irsv1.WorkerConfig
+	root, decodeErrs, err := decode(body, &cfg, "")
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applyDecoded(&cfg, root, decodeErrs, false)
+}
+
+// MergePatch applies a JSON merge patch (RFC 7386) to the configuration document. Problems are reported all at
+// once, positioned in the patch where the patch holds the offending field.
 func (s *Service) MergePatch(patch []byte) (*irsv1.ConfigState, error) {
+	// The patch alone is checked first: it is what the caller wrote (null values simply decode to nothing).
+	root, decodeErrs, err := decode(patch, &irsv1.WorkerConfig{}, "")
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, _ := s.w.Config()
@@ -99,11 +118,31 @@ func (s *Service) MergePatch(patch []byte) (*irsv1.ConfigState, error) {
 	if err != nil {
 		return nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("merge patch: %w", err)}}}
 	}
-	cfg, err := DecodeConfig(merged)
-	if err != nil {
-		return nil, err
+	var cfg irsv1.WorkerConfig
+	_ = yamlpb.Unmarshal(merged, &cfg) // its problems are the patch's, reported above with the patch's positions
+	return s.applyDecoded(&cfg, root, decodeErrs, false)
+}
+
+// decode decodes body into m. Structural problems come back as a list (m holds what could be decoded);
+// err is set only when body is not even YAML or JSON.
+func decode(body []byte, m proto.Message, path string) (*yaml.Node, field.List, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(body, &root); err != nil {
+		return nil, nil, invalid(yamlpb.Unmarshal(body, m)) // the same error, positioned
 	}
-	return s.apply(cfg, false)
+	return &root, field.Flatten(yamlpb.Decode(&root, m, path)), nil
+}
+
+// applyDecoded compiles a decoded document and applies it, or reports the decoding problems together with the
+// compile ones, located in root. Callers hold s.mu.
+func (s *Service) applyDecoded(cfg *irsv1.WorkerConfig, root *yaml.Node, decodeErrs field.List, restartLoad bool) (*irsv1.ConfigState, error) {
+	spec, err := worker.Compile(cfg)
+	if len(decodeErrs) > 0 || err != nil {
+		all := field.Combine(decodeErrs, err)
+		all.Locate(root)
+		return nil, &InvalidError{Fields: all}
+	}
+	return s.applySpec(spec, restartLoad)
 }
 
 // UpdateMask copies the fields named by mask from cfg into the configuration (clearing those cfg leaves unset).
@@ -150,6 +189,11 @@ func (s *Service) apply(cfg *irsv1.WorkerConfig, restartLoad bool) (*irsv1.Confi
 	if err != nil {
 		return nil, invalid(err)
 	}
+	return s.applySpec(spec, restartLoad)
+}
+
+// applySpec applies a compiled configuration. Callers hold s.mu.
+func (s *Service) applySpec(spec *worker.Spec, restartLoad bool) (*irsv1.ConfigState, error) {
 	apply := s.w.Apply
 	if restartLoad {
 		apply = s.w.ApplyRestartingLoad
@@ -222,27 +266,33 @@ func (s *Service) Info() *irsv1.WorkerInfo {
 // Ready reports whether the worker serves (or has nothing to serve).
 func (s *Service) Ready() bool { return s.w.Ready() }
 
-// DecodeConfig decodes a configuration document (JSON or YAML) strictly: every unknown field, wrong type and
-// out-of-range number is reported, with its path and line:column in body.
-func DecodeConfig(body []byte) (*irsv1.WorkerConfig, error) {
-	var cfg irsv1.WorkerConfig
-	if err := yamlpb.Unmarshal(body, &cfg); err != nil {
-		return nil, invalid(err)
-	}
-	return &cfg, nil
-}
-
-// DecodeLoad decodes a load document (JSON or YAML) strictly; paths start with "load".
-func DecodeLoad(body []byte) (*irsv1.Load, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(body, &root); err != nil {
-		return nil, invalid(yamlpb.Unmarshal(body, &irsv1.Load{})) // the same error, positioned
-	}
+// StartLoadDocument sets the load from a document (JSON or YAML) and (re)starts it, reporting every problem at
+// once, positioned in body.
+func (s *Service) StartLoadDocument(body []byte) (*irsv1.ConfigState, error) {
 	var load irsv1.Load
-	if err := yamlpb.Decode(&root, &load, "load"); err != nil {
-		return nil, invalid(err)
+	root, decodeErrs, err := decode(body, &load, "load")
+	if err != nil {
+		return nil, err
 	}
-	return &load, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, _ := s.w.Config()
+	next := proto.Clone(cur.Source()).(*irsv1.WorkerConfig)
+	next.Load = &load
+	// Positions: the body is the load itself, so locate "load.x" as "x".
+	spec, cerr := worker.Compile(next)
+	if len(decodeErrs) > 0 || cerr != nil {
+		all := field.Combine(decodeErrs, cerr)
+		for _, e := range all {
+			if e.Line == 0 {
+				if n := field.Find(root, strings.TrimPrefix(strings.TrimPrefix(e.Path, "load"), ".")); n != nil {
+					e.Line, e.Column = n.Line, n.Column
+				}
+			}
+		}
+		return nil, &InvalidError{Fields: all}
+	}
+	return s.applySpec(spec, true)
 }
 
 // Authorized reports whether an Authorization header value carries the control token ("Bearer <token>"). Every

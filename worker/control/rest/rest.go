@@ -63,12 +63,7 @@ func Handler(svc *control.Service, opts Options) http.Handler {
 		if !ok {
 			return
 		}
-		cfg, err := control.DecodeConfig(body)
-		if err != nil {
-			failErr(c, err)
-			return
-		}
-		respond(c)(svc.Replace(cfg))
+		respond(c)(svc.ReplaceDocument(body))
 	})
 	a.PATCH("/v1/config", func(c *gin.Context) {
 		body, ok := readBody(c)
@@ -90,12 +85,7 @@ func Handler(svc *control.Service, opts Options) http.Handler {
 		if !ok {
 			return
 		}
-		load, err := control.DecodeLoad(body)
-		if err != nil {
-			failErr(c, err)
-			return
-		}
-		respond(c)(svc.StartLoad(load))
+		respond(c)(svc.StartLoadDocument(body))
 	})
 	a.DELETE("/v1/load", func(c *gin.Context) { respond(c)(svc.StopLoad()) })
 	if opts.Metrics != nil {
