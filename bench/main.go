@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +41,7 @@ func main() {
 	flag.StringVar(&o.fortio, "fortio", "", "fortio binary (default: fortio on PATH or in $(go env GOPATH)/bin)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported)")
-	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,rss (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss (default all)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
@@ -95,6 +98,7 @@ func (o *options) run(ctx context.Context) error {
 		{"cpu", o.serverCPU},
 		{"loadgen", func(ctx context.Context) (err error) { maxRate, err = o.loadgenCPU(ctx); return err }},
 		{"rate", func(ctx context.Context) error { return o.rateAccuracy(ctx, maxRate) }},
+		{"telemetry", o.telemetryCost},
 		{"rss", o.idleRSS},
 	}
 	for _, s := range steps {
@@ -414,4 +418,87 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// telemetryCost compares a worker's throughput with telemetry off and on (Prometheus scraped every second,
+// DogStatsD every second to a real UDP listener; tracing off).
+func (o *options) telemetryCost(ctx context.Context) error {
+	sink, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			if _, _, err := sink.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	variants := []struct {
+		name string
+		args []string
+	}{
+		{"telemetry off", []string{"--prometheus=false"}},
+		{"Prometheus + DogStatsD", []string{"--dogstatsd", sink.LocalAddr().String(), "--dogstatsd-interval", "1s"}},
+	}
+	fmt.Println("## Worker throughput with telemetry off and on (wrk -t1 -c50, median of rounds)")
+	fmt.Println()
+	fmt.Println("| variant | req/s |")
+	fmt.Println("|---|---|")
+	rps := make([]float64, len(variants))
+	for i, v := range variants {
+		addr, ctrl := freePort(), freePort()
+		p, err := start(serverCPU, []string{"GOMAXPROCS=1"}, append([]string{o.irs, "worker", "--name", "server",
+			"--listen", addr, "--control-listen", ctrl}, v.args...)...)
+		if err != nil {
+			return err
+		}
+		if err := waitPort(addr, 10*time.Second); err != nil {
+			p.stop()
+			return err
+		}
+		scrape := make(chan struct{})
+		go func() { // a Prometheus server scraping every second
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-scrape:
+					return
+				case <-t.C:
+					if resp, err := http.Get("http://" + ctrl + "/metrics"); err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+			}
+		}()
+		var rounds []float64
+		for range o.rounds {
+			out, err := run(loadCPU, nil, "wrk", "-t1", "-c50", "-d"+seconds(o.duration), "http://"+addr+"/")
+			if err != nil {
+				close(scrape)
+				p.stop()
+				return fmt.Errorf("wrk: %w\n%s", err, out)
+			}
+			m := wrkRPS.FindStringSubmatch(out)
+			if m == nil {
+				close(scrape)
+				p.stop()
+				return fmt.Errorf("wrk output: %s", out)
+			}
+			r, _ := strconv.ParseFloat(m[1], 64)
+			rounds = append(rounds, r)
+		}
+		close(scrape)
+		p.stop()
+		slices.Sort(rounds)
+		rps[i] = rounds[len(rounds)/2]
+		fmt.Printf("| %s | %.0f |\n", v.name, rps[i])
+	}
+	r := rps[1] / rps[0]
+	fmt.Printf("\nTarget: throughput with telemetry on >= 90%% of off: %.1f%% %s\n\n", 100*r, verdict(r >= 0.9))
+	return nil
 }

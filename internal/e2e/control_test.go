@@ -1,0 +1,275 @@
+//go:build integration
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+)
+
+// rest calls a worker's REST control API and returns the status and body.
+func (p *proc) rest(method, path, token, body string) (int, []byte) {
+	p.t.Helper()
+	req, err := http.NewRequest(method, "http://"+p.ready.Control+path, strings.NewReader(body))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// windowStats resets the REST stats window or reads it.
+func (p *proc) windowStats(reset bool) *irsv1.StatsSnapshot {
+	p.t.Helper()
+	path := "/v1/stats"
+	if reset {
+		path += "?reset=true"
+	}
+	code, b := p.rest("GET", path, "", "")
+	if code != 200 {
+		p.t.Fatalf("GET %s = %d %s", path, code, b)
+	}
+	var s irsv1.StatsSnapshot
+	if err := protojson.Unmarshal(b, &s); err != nil {
+		p.t.Fatal(err)
+	}
+	return &s
+}
+
+func (p *proc) grpcClient() irsv1.WorkerControlServiceClient {
+	p.t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+p.ready.Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { cc.Close() })
+	return irsv1.NewWorkerControlServiceClient(cc)
+}
+
+// liveChange runs 500 req/s against a server with a 10 ms delay, changes the delay to 200 ms with change,
+// and checks that the server's p50 moved within a second and that no request failed or was lost.
+func liveChange(t *testing.T, change func(server *proc)) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0", "--delay", "10ms")
+	lg := command(t, nil, "worker", "--exit-when-done", "--name", "loadgen", "--target", "server="+server.ready.Data,
+		"--rate", "500", "--duration", "5s", "--connections", "256")
+	lg.start()
+	time.Sleep(2 * time.Second)
+	before := server.windowStats(true) // reset: the next window starts now
+	change(server)
+	time.Sleep(time.Second)
+	after := server.windowStats(false)
+	if p50 := routeStats(before, "http1").GetLatency().GetP50Ms(); p50 < 10 || p50 > 15 {
+		t.Errorf("server p50 before the change = %.1fms, want about 10ms", p50)
+	}
+	if p50 := routeStats(after, "http1").GetLatency().GetP50Ms(); p50 < 195 || p50 > 215 {
+		t.Errorf("server p50 in the second after the change = %.1fms, want about 200ms", p50)
+	}
+	if after.GetConfigVersion() != 2 {
+		t.Errorf("config version = %d, want 2", after.GetConfigVersion())
+	}
+	if code := lg.exitCode(time.Minute); code != 0 {
+		t.Fatalf("loadgen exited %d; stderr:\n%s", code, lg.stderr)
+	}
+	load := lg.loadResult().GetLoad()[0]
+	o := load.GetOutcomes()
+	if o.GetFailures() != 0 || o.GetStatuses()[200] != o.GetRequests() {
+		t.Errorf("outcomes %v: want every request answered 200", o)
+	}
+	if load.GetDue() != 2500 || load.GetSent() != 2500 || load.GetUnsent() != 0 || o.GetRequests() != load.GetSent() {
+		t.Errorf("due %d, sent %d, unsent %d, ended %d: want all 2500 sent and ended", load.GetDue(), load.GetSent(), load.GetUnsent(), o.GetRequests())
+	}
+}
+
+// TestLiveReconfigureREST changes a server's delay under load with a REST merge patch.
+func TestLiveReconfigureREST(t *testing.T) {
+	liveChange(t, func(server *proc) {
+		code, b := server.rest("PATCH", "/v1/config", "", `{"serve": {"delay": "200ms"}}`)
+		if code != 200 {
+			t.Fatalf("PATCH = %d %s", code, b)
+		}
+	})
+}
+
+// TestLiveReconfigureGRPC makes the same change over gRPC, with a field mask.
+func TestLiveReconfigureGRPC(t *testing.T) {
+	liveChange(t, func(server *proc) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := server.grpcClient().UpdateConfig(ctx, &irsv1.UpdateConfigRequest{
+			Config:     &irsv1.WorkerConfig{Serve: &irsv1.Serve{Delay: "200ms"}},
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"serve.delay"}},
+		})
+		if err != nil {
+			t.Fatalf("UpdateConfig: %v", err)
+		}
+	})
+}
+
+// TestBadChangeKeepsConfig sends invalid changes over both transports: they are refused naming every field,
+// and the worker keeps its configuration and keeps serving.
+func TestBadChangeKeepsConfig(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0", "--delay", "5ms")
+	code, b := server.rest("PATCH", "/v1/config", "", `{"serve": {"delay": "fast", "status": {"503": "120%"}}}`)
+	if code != 400 {
+		t.Fatalf("bad PATCH = %d %s, want 400", code, b)
+	}
+	var body struct {
+		Violations []struct{ Field string } `json:"violations"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil || len(body.Violations) != 2 ||
+		body.Violations[0].Field != "serve.delay" || body.Violations[1].Field != `serve.status["503"]` {
+		t.Errorf("violations = %s, want serve.delay and serve.status[\"503\"]", b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := server.grpcClient()
+	_, err := c.UpdateConfig(ctx, &irsv1.UpdateConfigRequest{MergePatch: `{"calls": [{"service": "x", "endpoints": ["nope"]}]}`})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "calls[0].endpoints[0]") {
+		t.Errorf("bad gRPC update = %v, want INVALID_ARGUMENT naming calls[0].endpoints[0]", err)
+	}
+	got, err := c.GetConfig(ctx, &irsv1.GetConfigRequest{})
+	if err != nil || got.GetState().GetVersion() != 1 || got.GetState().GetConfig().GetServe().GetDelay() != "5ms" {
+		t.Errorf("config after bad changes = %v, %v; want version 1 with delay 5ms", got, err)
+	}
+	code, _ = server.rest("GET", "/healthz", "", "")
+	if code != 200 || !server.alive() {
+		t.Errorf("worker not healthy after bad changes")
+	}
+}
+
+// TestControlToken requires the bearer token on REST and gRPC (unary and streaming) calls.
+func TestControlToken(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0", "--control-token-file", tokenFile)
+	for _, tt := range []struct{ method, path, token string }{
+		{"GET", "/v1/config", ""}, {"GET", "/v1/config", "wrong"}, {"PATCH", "/v1/config", ""},
+		{"GET", "/v1/stats", ""}, {"DELETE", "/v1/load", ""}, {"GET", "/metrics", ""},
+	} {
+		if code, _ := server.rest(tt.method, tt.path, tt.token, "{}"); code != 401 {
+			t.Errorf("%s %s with token %q = %d, want 401", tt.method, tt.path, tt.token, code)
+		}
+	}
+	if code, b := server.rest("GET", "/v1/config", "s3cret", ""); code != 200 {
+		t.Errorf("GET /v1/config with the token = %d %s", code, b)
+	}
+	if code, _ := server.rest("GET", "/healthz", "", ""); code != 200 {
+		t.Errorf("GET /healthz without a token = %d, want 200", code)
+	}
+	c := server.grpcClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.GetInfo(ctx, &irsv1.GetInfoRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("GetInfo without token = %v, want UNAUTHENTICATED", err)
+	}
+	stream, err := c.StreamStats(ctx, &irsv1.StreamStatsRequest{Interval: "100ms"})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("StreamStats without token = %v, want UNAUTHENTICATED", err)
+	}
+	authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")
+	if info, err := c.GetInfo(authed, &irsv1.GetInfoRequest{}); err != nil || info.GetInfo().GetName() != "server" {
+		t.Errorf("GetInfo with token = %v, %v", info, err)
+	}
+}
+
+// TestStatsStream streams a real worker's stats: one snapshot per interval, each covering its interval, until
+// the client cancels.
+func TestStatsStream(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0")
+	lg := command(t, nil, "worker", "--exit-when-done", "--name", "loadgen", "--target", "server="+server.ready.Data,
+		"--rate", "200", "--duration", "3s")
+	lg.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := server.grpcClient().StreamStats(ctx, &irsv1.StreamStatsRequest{Interval: "250ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var total int64
+	var prevEnd time.Time
+	for i := range 8 {
+		msg, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("Recv %d: %v", i, err)
+		}
+		s := msg.GetStats()
+		if i > 0 && !s.GetWindowStart().AsTime().Equal(prevEnd) {
+			t.Errorf("snapshot %d starts at %v, want where the previous ended (%v)", i, s.GetWindowStart().AsTime(), prevEnd)
+		}
+		prevEnd = s.GetWindowEnd().AsTime()
+		total += routeStats(s, "http1").GetOutcomes().GetRequests()
+	}
+	if elapsed := time.Since(start); elapsed < 1750*time.Millisecond || elapsed > 3*time.Second {
+		t.Errorf("8 snapshots at 250ms took %v, want about 2s", elapsed)
+	}
+	// 200 req/s over ~2 s of windows, the load having started before the stream.
+	if total < 300 || total > 500 {
+		t.Errorf("requests across the windows = %d, want about 400", total)
+	}
+	cancel()
+	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
+		t.Errorf("Recv after cancel = %v, want Canceled", err)
+	}
+	if code := lg.exitCode(time.Minute); code != 0 {
+		t.Fatalf("loadgen exited %d", code)
+	}
+}
+
+// TestLoadOverREST starts, replaces and stops a load through the API of a worker started with no load.
+func TestLoadOverREST(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0")
+	gen := startWorker(t, "--name", "loadgen")
+	body := `{"target": "server", "endpoints": ["` + server.ready.Data + `"], "rate": 100}`
+	if code, b := gen.rest("POST", "/v1/load", "", body); code != 200 {
+		t.Fatalf("POST /v1/load = %d %s", code, b)
+	}
+	time.Sleep(time.Second)
+	if code, b := gen.rest("POST", "/v1/load", "", strings.Replace(body, `"rate": 100`, `"rate": 400`, 1)); code != 200 {
+		t.Fatalf("POST /v1/load (replace) = %d %s", code, b)
+	}
+	gen.windowStats(true)
+	time.Sleep(time.Second)
+	s := gen.windowStats(false).GetLoad()[0]
+	if s.GetTargetRate() != 400 || s.GetAchievedRate() < 360 || s.GetAchievedRate() > 440 || !s.GetRunning() {
+		t.Errorf("after raising the rate: target %v, achieved %v, running %v; want 400", s.GetTargetRate(), s.GetAchievedRate(), s.GetRunning())
+	}
+	if code, b := gen.rest("DELETE", "/v1/load", "", ""); code != 200 || bytes.Contains(b, []byte(`"load"`)) {
+		t.Fatalf("DELETE /v1/load = %d %s", code, b)
+	}
+	time.Sleep(300 * time.Millisecond)
+	all := gen.stats().GetLoad()[0]
+	if all.GetRunning() || all.GetDue() != all.GetSent()+all.GetUnsent() || all.GetOutcomes().GetRequests() != all.GetSent() {
+		t.Errorf("after DELETE: running %v, due %d, sent %d, unsent %d, ended %d", all.GetRunning(), all.GetDue(), all.GetSent(), all.GetUnsent(), all.GetOutcomes().GetRequests())
+	}
+}
