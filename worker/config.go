@@ -6,8 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/units"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker/behavior"
 	"github.com/irs-sim/irs/worker/loadgen"
@@ -56,7 +59,9 @@ type LoadSpec struct {
 // a *field.Error (errors.Join), each naming its field.
 func Compile(cfg *irsv1.WorkerConfig) (*Spec, error) {
 	var errs field.List
+	cfg = proto.Clone(cfg).(*irsv1.WorkerConfig) // the spec must not change when the caller's message does
 	spec := &Spec{Name: cfg.GetName(), Seed: cfg.GetSeed(), Listen: cfg.GetListen(), source: cfg}
+	checkText(cfg.ProtoReflect(), "", &errs)
 	if spec.Name == "" {
 		spec.Name = DefaultName
 	} else if strings.ContainsAny(spec.Name, ", \t\r\n") {
@@ -269,7 +274,7 @@ func compileSchedule(l *irsv1.Load, errs *field.List) loadgen.Schedule {
 		return loadgen.Schedule{}
 	}
 	rate := func(v float64, path string) float64 {
-		errs.Add(path, behavior.ParseRate(v))
+		errs.Add(path, units.CheckRate(v))
 		return v
 	}
 	var s loadgen.Schedule
@@ -342,7 +347,7 @@ func checkSize(n int64, path string, errs *field.List) int64 {
 	return n
 }
 
-// checkAddr checks a host:port address.
+// checkAddr checks a host:port address: an IP address or a DNS name, and a port.
 func checkAddr(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -352,13 +357,70 @@ func checkAddr(addr string) error {
 	if err != nil || p < 0 || p > 65535 {
 		return fmt.Errorf("invalid port in %q", addr)
 	}
-	if host == "" {
-		return nil // all interfaces
+	if host == "" || net.ParseIP(host) != nil {
+		return nil // all interfaces, or an IP address
 	}
-	if strings.ContainsAny(host, " /") {
-		return fmt.Errorf("invalid host in %q", addr)
+	if len(host) > 253 {
+		return fmt.Errorf("invalid host in %q: too long", addr)
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("invalid host %q in %q (want an IP address or a DNS name)", host, addr)
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return fmt.Errorf("invalid host %q in %q (want an IP address or a DNS name)", host, addr)
+			}
+		}
 	}
 	return nil
+}
+
+// checkText rejects control characters in every string of a document (names, tags, paths): they mean nothing
+// there, and some cannot be carried in YAML, so a configuration holding them could not be read back.
+func checkText(m protoreflect.Message, path string, errs *field.List) {
+	bad := func(s string) bool {
+		for _, r := range s {
+			if unicode.IsControl(r) || r == 0xFFFE || r == 0xFFFF || r == utf8.RuneError {
+				return true
+			}
+		}
+		return false
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		fpath := field.Join(path, string(fd.Name()))
+		switch {
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				kpath := field.Key(fpath, k.String())
+				if bad(k.String()) {
+					errs.Addf(fpath, "a key contains a control character")
+				}
+				if fd.MapValue().Kind() == protoreflect.StringKind && bad(mv.String()) {
+					errs.Addf(kpath, "contains a control character")
+				} else if fd.MapValue().Message() != nil {
+					checkText(mv.Message(), kpath, errs)
+				}
+				return true
+			})
+		case fd.IsList():
+			for i := range v.List().Len() {
+				e := v.List().Get(i)
+				if fd.Kind() == protoreflect.StringKind && bad(e.String()) {
+					errs.Addf(field.Index(fpath, i), "contains a control character")
+				} else if fd.Message() != nil {
+					checkText(e.Message(), field.Index(fpath, i), errs)
+				}
+			}
+		case fd.Kind() == protoreflect.StringKind:
+			if bad(v.String()) {
+				errs.Addf(fpath, "contains a control character")
+			}
+		case fd.Message() != nil:
+			checkText(v.Message(), fpath, errs)
+		}
+		return true
+	})
 }
 
 func parseRetryOn(s string) (upstream.RetryOn, error) {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"google.golang.org/protobuf/proto"
 	"math"
 	"slices"
 	"testing"
@@ -171,8 +172,8 @@ load: {target: t, rate: 10}
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}
-	if spec.Source() != cfg {
-		t.Errorf("Source() is not the compiled document")
+	if !proto.Equal(spec.Source(), cfg) || spec.Source() == cfg {
+		t.Errorf("Source() is not a copy of the compiled document")
 	}
 	if spec.Name != "worker" || spec.Seed != 0 || spec.Listen != "" {
 		t.Errorf("name, seed, listen = %q, %d, %q; want worker, 0, empty", spec.Name, spec.Seed, spec.Listen)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/hex"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker/loadgen"
 	"github.com/irs-sim/irs/worker/upstream"
 	"go.opentelemetry.io/otel/attribute"
@@ -14,11 +16,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// loadRun is a running load generator and the target it sends to.
+// loadRun is a running load generator and the target it sends to. The target is swapped when only the
+// endpoints change (a new endpoint list must not restart the schedule).
 type loadRun struct {
 	spec   *LoadSpec
 	gen    *loadgen.Generator
-	target *upstream.Target
+	target atomic.Pointer[upstream.Target]
 }
 
 // LoadDone returns a channel closed when the current load generator has finished (nil when there is none).
@@ -31,9 +34,21 @@ func (w *Worker) LoadDone() <-chan struct{} {
 	return w.load.gen.Done()
 }
 
-// applyLoad starts, replaces or stops the generator when the load configuration changed.
+// applyLoad starts, replaces or stops the generator when the load configuration changed; when only the
+// endpoints changed, the running generator sends to the new ones from now on.
 func (w *Worker) applyLoad(old, spec *Spec) error {
 	if old != nil && sameLoad(old, spec) {
+		return nil
+	}
+	if old != nil && w.load != nil && sameLoadButEndpoints(old, spec) {
+		target, err := w.pool.NewTarget(spec.Load.Target, nil)
+		if err != nil {
+			return err
+		}
+		prev := w.load.target.Swap(target)
+		w.load.spec = spec.Load
+		// Requests in flight may still be using prev, and a sender may have just picked it.
+		time.AfterFunc(spec.Load.Target.Timeout+5*time.Second, prev.Release)
 		return nil
 	}
 	w.stopLoad()
@@ -50,6 +65,15 @@ func sameLoad(a, b *Spec) bool {
 	return a.Name == b.Name && proto.Equal(a.source.GetLoad(), b.source.GetLoad())
 }
 
+func sameLoadButEndpoints(a, b *Spec) bool {
+	if a.Load == nil || b.Load == nil || a.Name != b.Name {
+		return false
+	}
+	x, y := proto.Clone(a.source.GetLoad()).(*irsv1.Load), proto.Clone(b.source.GetLoad()).(*irsv1.Load)
+	x.Endpoints, y.Endpoints = nil, nil
+	return proto.Equal(x, y)
+}
+
 func (w *Worker) startLoad(spec *Spec) error {
 	ls := spec.Load
 	target, err := w.pool.NewTarget(ls.Target, nil)
@@ -59,16 +83,17 @@ func (w *Worker) startLoad(spec *Spec) error {
 	rec := w.reg.Load(ls.Target.Service)
 	gen := ls.Gen
 	gen.Seed = w.seed
-	run := &loadRun{spec: ls, target: target}
+	run := &loadRun{spec: ls}
+	run.target.Store(target)
 	// Requests are bounded by their timeout and drained when the load stops, so they need no cancellation (which
 	// would cost every HTTP/1.1 request a goroutine).
-	send := sender(context.WithoutCancel(w.ctx), target, spec.Name, ls.Target.Timeout, w.tracer)
+	send := sender(context.WithoutCancel(w.ctx), &run.target, spec.Name, ls.Target.Timeout, w.tracer)
 	run.gen = loadgen.Start(w.ctx, gen, send, rec)
 	w.load = run
 	w.logger.Info("load started", "target", ls.Target.Service, "endpoints", ls.Target.Endpoints)
 	w.wg.Go(func() {
 		<-run.gen.Done()
-		target.Release()
+		run.target.Load().Release()
 	})
 	return nil
 }
@@ -94,9 +119,10 @@ var loadRequests = sync.Pool{New: func() any { return new(loadRequest) }}
 
 // sender returns the generator's SendFunc: one try to the next endpoint, as the first hop of a new request,
 // within ctx (whatever context the generator passes).
-func sender(ctx context.Context, t *upstream.Target, name string, timeout time.Duration, tracer trace.Tracer) loadgen.SendFunc {
+func sender(ctx context.Context, target *atomic.Pointer[upstream.Target], name string, timeout time.Duration, tracer trace.Tracer) loadgen.SendFunc {
 	hops := []byte(name)
 	return func(_ context.Context, start time.Time) loadgen.Result {
+		t := target.Load()
 		r := loadRequests.Get().(*loadRequest)
 		defer loadRequests.Put(r)
 		r.prop = upstream.Propagation{RequestID: upstream.AppendRequestID(r.id[:0]), Hops: hops}

@@ -122,9 +122,25 @@ func (w *Worker) apply(spec *Spec, restartLoad bool) (Version, error) {
 	}
 	plan, err := w.pool.NewPlan(spec.Calls, w.reg)
 	if err != nil {
+		var ce *upstream.CallError
+		if errors.As(err, &ce) {
+			return w.version, field.Wrap(field.Join(field.Index("calls", ce.Index), "endpoints"), ce.Err)
+		}
 		return w.version, err
 	}
+	if spec.Load != nil {
+		// Whatever could fail in starting the load must fail now, before anything changes.
+		t, err := w.pool.NewTarget(spec.Load.Target, nil)
+		if err != nil {
+			plan.Release()
+			return w.version, field.Wrap("load.endpoints", err)
+		}
+		t.Release()
+	}
 	var newData *listenerRun
+	if w.data != nil && spec.Listen != "" && spec.Listen == w.data.ln.Addr().String() {
+		w.data.addr = spec.Listen // the address it listens on, named: nothing to restart
+	}
 	if spec.Listen != "" && (w.data == nil || w.data.addr != spec.Listen) {
 		ln, err := net.Listen("tcp", spec.Listen)
 		if err != nil {

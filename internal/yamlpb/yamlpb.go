@@ -36,6 +36,18 @@ func Unmarshal(data []byte, m proto.Message) error {
 
 // Decode decodes a YAML node (a document or a mapping) into m. path prefixes the field paths in errors.
 func Decode(n *yaml.Node, m proto.Message, path string) error {
+	return DecodeOptions{}.Decode(n, m, path)
+}
+
+// DecodeOptions tunes decoding.
+type DecodeOptions struct {
+	// NullIsAbsent accepts null wherever a value may be absent, map values included, as a JSON merge patch
+	// uses it (to remove a key).
+	NullIsAbsent bool
+}
+
+// Decode decodes a YAML node with the options.
+func (o DecodeOptions) Decode(n *yaml.Node, m proto.Message, path string) error {
 	var errs field.List
 	if n.Kind == 0 { // an empty document (or only comments)
 		return nil
@@ -46,7 +58,7 @@ func Decode(n *yaml.Node, m proto.Message, path string) error {
 		}
 		n = n.Content[0]
 	}
-	d := &decoder{errs: &errs, budget: maxNodes}
+	d := &decoder{errs: &errs, budget: maxNodes, nullIsAbsent: o.NullIsAbsent}
 	d.message(n, m.ProtoReflect(), path)
 	return errs.Err()
 }
@@ -56,8 +68,9 @@ func Decode(n *yaml.Node, m proto.Message, path string) error {
 const maxNodes = 100_000
 
 type decoder struct {
-	errs   *field.List
-	budget int
+	errs         *field.List
+	budget       int
+	nullIsAbsent bool
 }
 
 // spend accounts for visiting one node; false once the document has grown beyond maxNodes.
@@ -177,7 +190,9 @@ func (d *decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.Fi
 			return
 		}
 		if isNull(v) {
-			d.fail(v, kpath, "null is not allowed as a value (remove the key instead)")
+			if !d.nullIsAbsent {
+				d.fail(v, kpath, "null is not allowed as a value (remove the key instead)")
+			}
 			continue
 		}
 		key, ok := d.scalar(k, kd, kpath)

@@ -2,53 +2,17 @@ package behavior
 
 import (
 	"errors"
-	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/irs-sim/irs/internal/units"
 )
 
-// ParseDuration parses a non-negative Go duration ("50ms"). "" and "0" are zero.
-func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "0" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q (want e.g. 250us, 50ms, 1.5s)", s)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("negative duration %q", s)
-	}
-	return d, nil
-}
+// ParseDuration parses a non-negative Go duration (see units.ParseDuration).
+func ParseDuration(s string) (time.Duration, error) { return units.ParseDuration(s) }
 
-// ParsePercent parses "5%", "0.5 %" or "5" (percent) into a probability in [0, 1].
-func ParsePercent(s string) (float64, error) {
-	t := strings.TrimSpace(s)
-	t = strings.TrimSpace(strings.TrimSuffix(t, "%"))
-	if t == "" {
-		return 0, fmt.Errorf("invalid percentage %q (want e.g. 5%%)", s)
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || math.IsNaN(v) {
-		return 0, fmt.Errorf("invalid percentage %q (want e.g. 5%%)", s)
-	}
-	if v < 0 || v > 100 {
-		return 0, fmt.Errorf("percentage %q outside 0-100%%", s)
-	}
-	return v / 100, nil
-}
-
-// ParseRate checks a request rate in requests per second.
-func ParseRate(v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return fmt.Errorf("invalid rate %v (want requests per second >= 0)", v)
-	}
-	return nil
-}
+// ParsePercent parses a percentage into a probability (see units.ParsePercent).
+func ParsePercent(s string) (float64, error) { return units.ParsePercent(s) }
 
 // splitArgs splits "a, b" or "p50=a, p99=b" into trimmed arguments, keyed by name when given.
 func splitArgs(s string) (pos []string, named map[string]string, err error) {

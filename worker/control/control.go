@@ -6,6 +6,7 @@ package control
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -83,12 +85,15 @@ func state(spec *worker.Spec, v worker.Version) *irsv1.ConfigState {
 func (s *Service) Replace(cfg *irsv1.WorkerConfig) (*irsv1.ConfigState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.apply(cfg, false)
+	return s.apply(proto.Clone(cfg).(*irsv1.WorkerConfig), false)
 }
 
 // ReplaceDocument replaces the configuration with a document (JSON or YAML), reporting every problem at once,
 // positioned in body.
 func (s *Service) ReplaceDocument(body []byte) (*irsv1.ConfigState, error) {
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil, &InvalidError{Fields: field.List{{Err: errors.New("empty body: send the whole configuration")}}}
+	}
 	var cfg irsv1.WorkerConfig
 	root, decodeErrs, err := decode(body, &cfg, "")
 	if err != nil {
@@ -102,8 +107,23 @@ func (s *Service) ReplaceDocument(body []byte) (*irsv1.ConfigState, error) {
 // MergePatch applies a JSON merge patch (RFC 7386) to the configuration document. Problems are reported all at
 // once, positioned in the patch where the patch holds the offending field.
 func (s *Service) MergePatch(patch []byte) (*irsv1.ConfigState, error) {
-	// The patch alone is checked first: it is what the caller wrote (null values simply decode to nothing).
-	root, decodeErrs, err := decode(patch, &irsv1.WorkerConfig{}, "")
+	// The patch alone is checked first: it is what the caller wrote (null removes, so it is allowed anywhere).
+	var root yaml.Node
+	if err := yaml.Unmarshal(patch, &root); err != nil {
+		return nil, invalid(yamlpb.Unmarshal(patch, &irsv1.WorkerConfig{}))
+	}
+	decodeErrs := field.Flatten(yamlpb.DecodeOptions{NullIsAbsent: true}.Decode(&root, &irsv1.WorkerConfig{}, ""))
+	var p any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("a merge patch is a JSON object: %w", err)}}}
+	}
+	obj, ok := p.(map[string]any)
+	if !ok {
+		return nil, &InvalidError{Fields: field.List{{Err: errors.New("a merge patch is a JSON object, e.g. {\"serve\": {\"delay\": \"200ms\"}}")}}}
+	}
+	// Keys in JSON form (maxOverrideDelay) become proto names, which the document uses.
+	protoNames(obj, (&irsv1.WorkerConfig{}).ProtoReflect().Descriptor())
+	patch, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +139,40 @@ func (s *Service) MergePatch(patch []byte) (*irsv1.ConfigState, error) {
 		return nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("merge patch: %w", err)}}}
 	}
 	var cfg irsv1.WorkerConfig
-	_ = yamlpb.Unmarshal(merged, &cfg) // its problems are the patch's, reported above with the patch's positions
-	return s.applyDecoded(&cfg, root, decodeErrs, false)
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(merged, &cfg); err != nil {
+		if len(decodeErrs) > 0 {
+			return nil, &InvalidError{Fields: decodeErrs} // the patch's own problems explain it
+		}
+		return nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("patched configuration: %w", err)}}}
+	}
+	return s.applyDecoded(&cfg, &root, decodeErrs, false)
+}
+
+// protoNames renames, in place, the keys of a JSON object that are JSON names of md's fields to their proto
+// names, down through messages and lists of messages (map keys are data and stay).
+func protoNames(obj map[string]any, md protoreflect.MessageDescriptor) {
+	for k, v := range obj {
+		fd := md.Fields().ByName(protoreflect.Name(k))
+		if fd == nil {
+			if fd = md.Fields().ByJSONName(k); fd != nil {
+				delete(obj, k)
+				obj[string(fd.Name())] = v
+			}
+		}
+		if fd == nil || fd.Message() == nil || fd.IsMap() {
+			continue
+		}
+		switch val := v.(type) {
+		case map[string]any:
+			protoNames(val, fd.Message())
+		case []any:
+			for _, e := range val {
+				if m, ok := e.(map[string]any); ok {
+					protoNames(m, fd.Message())
+				}
+			}
+		}
+	}
 }
 
 // decode decodes body into m. Structural problems come back as a list (m holds what could be decoded);
@@ -154,7 +206,8 @@ func (s *Service) UpdateMask(cfg *irsv1.WorkerConfig, mask *fieldmaskpb.FieldMas
 	}
 	cur, _ := s.w.Config()
 	next := proto.Clone(cur.Source()).(*irsv1.WorkerConfig)
-	if err := applyMask(next, cfg, mask.GetPaths()); err != nil {
+	// The values are copied from a clone: the configuration must share nothing with the caller's message.
+	if err := applyMask(next, proto.Clone(cfg), mask.GetPaths()); err != nil {
 		return nil, invalid(err)
 	}
 	return s.apply(next, false)
@@ -169,7 +222,7 @@ func (s *Service) StartLoad(load *irsv1.Load) (*irsv1.ConfigState, error) {
 	}
 	cur, _ := s.w.Config()
 	next := proto.Clone(cur.Source()).(*irsv1.WorkerConfig)
-	next.Load = load
+	next.Load = proto.Clone(load).(*irsv1.Load)
 	return s.apply(next, true)
 }
 
@@ -301,6 +354,9 @@ func (s *Service) Authorized(authorization string) bool {
 	if s.token == "" {
 		return true
 	}
-	got, ok := strings.CutPrefix(authorization, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+	// The scheme is case-insensitive (RFC 9110); the token is not.
+	if len(authorization) < 7 || !strings.EqualFold(authorization[:7], "Bearer ") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(authorization[7:]), []byte(s.token)) == 1
 }

@@ -29,7 +29,6 @@ var errorKindNames = [numErrorKinds]string{"timeout", "refused", "reset", "cance
 // String returns the name used in snapshots ("timeout").
 func (k ErrorKind) String() string { return errorKindNames[k] }
 
-
 // Outcomes counts how requests ended: by HTTP status (100-599) and by error kind. Counts only grow.
 type Outcomes struct {
 	statuses [500]atomic.Int64 // index: status - 100

@@ -27,7 +27,7 @@ func (p *Pool) NewPlan(calls []CallConfig, reg *stats.Registry) (*Plan, error) {
 			t, err := p.NewTarget(gc, reg.Upstream(gc.Service))
 			if err != nil {
 				plan.Release()
-				return nil, fmt.Errorf("calls[%d]: connect to %s: %w", i, gc.Service, err)
+				return nil, &CallError{Index: i, Service: gc.Service, Err: err}
 			}
 			step = append(step, t)
 		}
@@ -35,6 +35,19 @@ func (p *Pool) NewPlan(calls []CallConfig, reg *stats.Registry) (*Plan, error) {
 	}
 	return plan, nil
 }
+
+// CallError is a call whose clients could not be made (an endpoint the protocol's client refuses).
+type CallError struct {
+	Index   int
+	Service string
+	Err     error
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("calls[%d]: connect to %s: %v", e.Index, e.Service, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
 
 // Empty reports whether the plan makes no calls.
 func (p *Plan) Empty() bool { return p == nil || len(p.steps) == 0 }

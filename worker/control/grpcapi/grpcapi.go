@@ -78,6 +78,8 @@ func (s *server) UpdateConfig(_ context.Context, req *irsv1.UpdateConfigRequest)
 	switch {
 	case req.GetMergePatch() != "" && req.GetUpdateMask() != nil:
 		return nil, invalidArgument("merge_patch", "set merge_patch or update_mask, not both")
+	case req.GetMergePatch() != "" && req.GetConfig() != nil:
+		return nil, invalidArgument("config", "config goes with update_mask, not with merge_patch")
 	case req.GetMergePatch() != "":
 		st, err = s.svc.MergePatch([]byte(req.GetMergePatch()))
 	case req.GetUpdateMask() != nil:

@@ -1,0 +1,53 @@
+// Package units parses the human quantities of IRS documents, one grammar everywhere (worker configurations,
+// workflows, flags, REST bodies): durations in Go syntax ("250us", "50ms", "1.5s"), percentages ("5%", "0.5%",
+// or a bare number meaning percent) and request rates.
+package units
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ParseDuration parses a non-negative Go duration ("50ms"). "" and "0" are zero.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (want e.g. 250us, 50ms, 1.5s)", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("negative duration %q", s)
+	}
+	return d, nil
+}
+
+// ParsePercent parses "5%", "0.5 %" or "5" (percent) into a probability in [0, 1].
+func ParsePercent(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSpace(strings.TrimSuffix(t, "%"))
+	if t == "" {
+		return 0, fmt.Errorf("invalid percentage %q (want e.g. 5%%)", s)
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsNaN(v) {
+		return 0, fmt.Errorf("invalid percentage %q (want e.g. 5%%)", s)
+	}
+	if v < 0 || v > 100 {
+		return 0, fmt.Errorf("percentage %q outside 0-100%%", s)
+	}
+	return v / 100, nil
+}
+
+// CheckRate checks a request rate in requests per second.
+func CheckRate(v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return fmt.Errorf("invalid rate %v (want requests per second >= 0)", v)
+	}
+	return nil
+}
