@@ -23,6 +23,7 @@ import (
 	"github.com/irs-sim/irs/worker/telemetry"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -175,6 +176,8 @@ func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptio
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := worker.New(spec, a.logger)
+	// OpenTelemetry reports its own errors (an export that failed) through a global handler: our log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { a.logger.Warn("telemetry export", "err", err) }))
 	tel, err := telemetry.Start(ctx, opts.telemetry(spec, w), w.Registry(), a.logger)
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)

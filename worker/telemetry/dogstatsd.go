@@ -82,7 +82,9 @@ func (d *dogstatsd) baseTags() []string {
 	}
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
-		keys = append(keys, k)
+		if k != "service" && k != "role" && k != "worker" { // the worker's identity is not a tag to override
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {

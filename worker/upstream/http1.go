@@ -44,7 +44,7 @@ func (c *http1Client) do(ctx context.Context, deadline time.Time, r *Request, pr
 	done := make(chan Response, 1)
 	if prop != nil { // the caller's propagation buffers may be reused once it has given up
 		prop = &Propagation{RequestID: bytes.Clone(prop.RequestID), TraceID: bytes.Clone(prop.TraceID),
-			Sampled: prop.Sampled, Hops: bytes.Clone(prop.Hops)}
+			SpanID: bytes.Clone(prop.SpanID), Sampled: prop.Sampled, Hops: bytes.Clone(prop.Hops)}
 	}
 	go func() { done <- c.call(deadline, r, prop) }()
 	select {
