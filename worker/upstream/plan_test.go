@@ -354,3 +354,25 @@ func TestParallelGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestReleasedPlanStillServesRequestsInFlight checks what a live reconfiguration relies on: a request that took
+// the old plan before it was released (say, while it sat in its service delay) still reaches the upstream,
+// on every protocol.
+func TestReleasedPlanStillServesRequestsInFlight(t *testing.T) {
+	for _, proto := range []upstream.Protocol{upstream.HTTP1, upstream.HTTP2, upstream.GRPC} {
+		peer := startIRS(t, "up", behavior.Config{}, nil)
+		pool := newPool(t)
+		plan, err := pool.NewPlan([]upstream.CallConfig{call("up", proto, peer.addr)}, stats.NewRegistry("t", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan.Release()
+		plan.Release() // twice is harmless
+		if got := plan.Run(t.Context(), nil, nil); got != 0 {
+			t.Errorf("protocol %v: Run after Release = %d, want 0 (the call succeeded)", proto, got)
+		}
+		if n := peer.requests(routeOf(proto)); n != 1 {
+			t.Errorf("protocol %v: upstream answered %d requests, want 1", proto, n)
+		}
+	}
+}

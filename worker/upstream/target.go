@@ -60,13 +60,14 @@ type CallConfig struct {
 
 // Target calls one service: it owns the endpoint clients (from a Pool) and the service's stats.
 type Target struct {
-	cfg     CallConfig
-	pool    *Pool
-	keys    []poolKey
-	clients []client
-	next    atomic.Uint32
-	stats   *stats.Upstream
-	request Request
+	cfg      CallConfig
+	pool     *Pool
+	keys     []poolKey
+	clients  []client
+	next     atomic.Uint32
+	released atomic.Bool
+	stats    *stats.Upstream
+	request  Request
 }
 
 // NewTarget acquires clients for every endpoint of cfg. st may be nil when only Send is used (the load
@@ -93,13 +94,17 @@ func (p *Pool) NewTarget(cfg CallConfig, st *stats.Upstream) (*Target, error) {
 	return t, nil
 }
 
-// Release returns the target's clients to the pool. Requests still in flight may finish.
+// Release returns the target's clients to the pool (once). Requests that took the target before it was
+// released still use its clients, which the pool keeps open for a grace period: a reconfiguration must not
+// fail the requests in flight.
 func (t *Target) Release() {
+	if t.released.Swap(true) {
+		return
+	}
 	grace := 2*t.cfg.Timeout + 5*time.Second
 	for _, k := range t.keys {
 		t.pool.release(k, grace)
 	}
-	t.keys, t.clients = nil, nil
 }
 
 // Config returns the target's configuration.
