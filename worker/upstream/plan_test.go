@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,6 +149,32 @@ func TestRetries(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a retry avoids the endpoints this call already tried", func(t *testing.T) {
+		// Two dead endpoints of three, callers in parallel: round robin alone would give one call's tries to
+		// dead endpoints now and then; avoiding the ones it tried, every call gets through within two retries.
+		good := startIRS(t, "good", behavior.Config{}, nil)
+		cfg := call("svc", upstream.HTTP1, closedAddr(t), good.addr, closedAddr(t))
+		cfg.Retries, cfg.RetryOn = 2, upstream.RetryAll
+		reg := stats.NewRegistry("t", 1)
+		plan := newPlan(t, newPool(t), []upstream.CallConfig{cfg}, reg)
+		const callers, calls = 8, 40
+		var failed atomic.Int64
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for range calls {
+					if plan.Run(t.Context(), nil, nil) != 0 {
+						failed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := failed.Load(); n != 0 {
+			t.Errorf("%d of %d calls failed, want 0", n, callers*calls)
+		}
+	})
 
 	t.Run("retry_on 5xx does not retry a refused connection", func(t *testing.T) {
 		cfg := call("svc", upstream.HTTP1, closedAddr(t))

@@ -66,6 +66,7 @@ type Target struct {
 	clients  []client
 	next     atomic.Uint32
 	released atomic.Bool
+	all      uint64 // a bit per endpoint (the first 64)
 	stats    *stats.Upstream
 	request  Request
 }
@@ -87,6 +88,9 @@ func (p *Pool) NewTarget(cfg CallConfig, st *stats.Upstream) (*Target, error) {
 		if err != nil {
 			t.Release()
 			return nil, err
+		}
+		if i := len(t.keys); i < 64 {
+			t.all |= 1 << i
 		}
 		t.keys = append(t.keys, k)
 		t.clients = append(t.clients, c)
@@ -112,11 +116,28 @@ func (t *Target) Config() CallConfig { return t.cfg }
 
 // Send makes one try to the next endpoint in round-robin order.
 func (t *Target) Send(ctx context.Context, prop *Propagation, deadline time.Time) Response {
+	resp, _ := t.sendAvoiding(ctx, prop, deadline, 0)
+	return resp
+}
+
+// sendAvoiding makes one try to the next endpoint in round-robin order that is not in tried (a bit per
+// endpoint index, for the first 64), unless every endpoint was tried; it returns the response and the bit of
+// the endpoint used. A retry then goes to another replica, as Envoy's previous_hosts retry predicate (which
+// Istio sets by default) does: a dead replica is not tried twice by one call.
+func (t *Target) sendAvoiding(ctx context.Context, prop *Propagation, deadline time.Time, tried uint64) (Response, uint64) {
 	n := len(t.clients)
 	if n == 0 {
-		return Response{Err: stats.ErrRefused}
+		return Response{Err: stats.ErrRefused}, 0
 	}
-	return t.clients[int(t.next.Add(1)-1)%n].do(ctx, deadline, &t.request, prop)
+	i := int(t.next.Add(1)-1) % n
+	for step := 0; step < n && i < 64 && tried&(1<<i) != 0; step++ {
+		i = (i + 1) % n
+	}
+	var bit uint64
+	if i < 64 {
+		bit = 1 << i
+	}
+	return t.clients[i].do(ctx, deadline, &t.request, prop), bit
 }
 
 // Call makes the call with its retries and records it. skipped is true when the call's probability said no.
@@ -139,9 +160,14 @@ func (t *Target) draw(r *rand.Rand) bool {
 // invoke makes the call with its retries and records it.
 func (t *Target) invoke(ctx context.Context, prop *Propagation) (resp Response) {
 	start := time.Now()
+	var tried uint64
 	for try := 0; ; try++ {
 		tryStart := time.Now()
-		resp = t.Send(ctx, prop, tryStart.Add(t.cfg.Timeout))
+		var used uint64
+		resp, used = t.sendAvoiding(ctx, prop, tryStart.Add(t.cfg.Timeout), tried)
+		if tried |= used; tried != 0 && tried == t.all {
+			tried = 0 // every endpoint failed once: start over
+		}
 		if resp.HasServerTime {
 			t.stats.Hop.Record(time.Since(tryStart) - resp.ServerTime)
 		}

@@ -240,7 +240,8 @@ type Call struct {
 	RequestSize int64 `protobuf:"varint,5,opt,name=request_size,json=requestSize,proto3" json:"request_size,omitempty"`
 	// Per-try timeout, default "10s".
 	Timeout string `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	// App-level retries after the first try.
+	// App-level retries after the first try. A retry goes to an endpoint this call has not tried yet, while there
+	// is one (as Envoy's previous_hosts predicate, which Istio sets by default).
 	Retries uint32 `protobuf:"varint,7,opt,name=retries,proto3" json:"retries,omitempty"`
 	// Failures that are retried: any of "5xx", "timeout", "connect" (refused / no endpoint), "reset".
 	// Default: all of them.
