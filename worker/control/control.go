@@ -277,14 +277,20 @@ func (s *Service) Stats(reset bool) *irsv1.StatsSnapshot {
 const MinStreamInterval = 100 * time.Millisecond
 
 // StreamStats calls send with a snapshot every interval until ctx ends (then it returns nil) or send fails.
-// Each snapshot covers one interval, or, with cumulative, everything since the stream began.
-func (s *Service) StreamStats(ctx context.Context, interval time.Duration, cumulative bool, send func(*irsv1.StatsSnapshot) error) error {
+// Each snapshot covers one interval, or, with cumulative, everything since the stream began. With align set,
+// windows end at align + k×interval (wall clock) rather than every interval from the stream's start, so that a
+// collector's streams from many workers cut the same windows; the first one ends at the first such boundary.
+func (s *Service) StreamStats(ctx context.Context, interval time.Duration, cumulative bool, align time.Time, send func(*irsv1.StatsSnapshot) error) error {
 	if interval < MinStreamInterval {
 		return &InvalidError{Fields: field.List{field.Errorf("interval", "%v is shorter than %v", interval, MinStreamInterval)}}
 	}
 	w := s.w.Registry().NewWindow()
 	defer w.Close()
-	t := time.NewTicker(interval)
+	next := time.Now().Add(interval)
+	if !align.IsZero() {
+		next = nextBoundary(time.Now(), align, interval)
+	}
+	t := time.NewTimer(time.Until(next))
 	defer t.Stop()
 	for {
 		select {
@@ -298,7 +304,23 @@ func (s *Service) StreamStats(ctx context.Context, interval time.Duration, cumul
 			}
 			return err
 		}
+		// The next boundary from the schedule, not from now: windows do not drift with timer latency.
+		next = next.Add(interval)
+		if now := time.Now(); next.Before(now) {
+			next = nextBoundary(now, next, interval) // a stalled sender skips boundaries instead of bursting
+		}
+		t.Reset(time.Until(next))
 	}
+}
+
+// nextBoundary returns the first align + k×interval after now.
+func nextBoundary(now, align time.Time, interval time.Duration) time.Time {
+	k := now.Sub(align) / interval
+	b := align.Add(k * interval)
+	for !b.After(now) {
+		b = b.Add(interval)
+	}
+	return b
 }
 
 // Info describes the worker.

@@ -99,7 +99,7 @@ func stream(t *testing.T, svc *control.Service, interval time.Duration, cumulati
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		done <- svc.StreamStats(ctx, interval, cumulative, func(s *irsv1.StatsSnapshot) error {
+		done <- svc.StreamStats(ctx, interval, cumulative, time.Time{}, func(s *irsv1.StatsSnapshot) error {
 			select {
 			case snaps <- s:
 			default:
@@ -151,6 +151,32 @@ func TestStreamStats(t *testing.T) {
 			}
 		}
 	})
+	t.Run("aligned windows end on the boundaries of the alignment", func(t *testing.T) {
+		svc, _ := newService(t, baseConfig(), "")
+		const interval = 200 * time.Millisecond
+		align := time.Now().Add(-130 * time.Millisecond) // the first boundary is 70ms away
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var ends []time.Time
+		err := svc.StreamStats(ctx, interval, false, align, func(s *irsv1.StatsSnapshot) error {
+			if ends = append(ends, s.GetWindowEnd().AsTime()); len(ends) == 4 {
+				cancel()
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("StreamStats = %v", err)
+		}
+		// Window k ends in slot k after align: at or after its boundary, within an interval of it (timer
+		// latency), never drifting into the next slot.
+		for k, end := range ends {
+			slot := int(end.Sub(align) / interval)
+			if slot != k+1 {
+				t.Errorf("window %d ends %v after align: slot %d, want %d (boundary %v)", k, end.Sub(align), slot,
+					k+1, time.Duration(k+1)*interval)
+			}
+		}
+	})
 	t.Run("each interval counts its own requests", func(t *testing.T) {
 		svc, w := newService(t, baseConfig(), "")
 		counts := func(cumulative bool) []int64 {
@@ -185,7 +211,7 @@ func TestStreamStats(t *testing.T) {
 		done := make(chan error, 1)
 		sent := make(chan struct{}, 1)
 		go func() {
-			done <- svc.StreamStats(ctx, time.Hour, false, func(*irsv1.StatsSnapshot) error {
+			done <- svc.StreamStats(ctx, time.Hour, false, time.Time{}, func(*irsv1.StatsSnapshot) error {
 				sent <- struct{}{}
 				return nil
 			})
@@ -208,7 +234,7 @@ func TestStreamStats(t *testing.T) {
 		boom := errors.New("client gone")
 		done := make(chan error, 1)
 		go func() {
-			done <- svc.StreamStats(context.Background(), control.MinStreamInterval, false,
+			done <- svc.StreamStats(context.Background(), control.MinStreamInterval, false, time.Time{},
 				func(*irsv1.StatsSnapshot) error { return boom })
 		}()
 		select {
@@ -223,7 +249,7 @@ func TestStreamStats(t *testing.T) {
 	t.Run("interval below the minimum", func(t *testing.T) {
 		svc, _ := newService(t, baseConfig(), "")
 		for _, d := range []time.Duration{0, -time.Second, control.MinStreamInterval - 1} {
-			err := svc.StreamStats(context.Background(), d, false, func(*irsv1.StatsSnapshot) error {
+			err := svc.StreamStats(context.Background(), d, false, time.Time{}, func(*irsv1.StatsSnapshot) error {
 				t.Errorf("interval %v: a snapshot was sent", d)
 				return nil
 			})

@@ -465,7 +465,11 @@ type StreamStatsRequest struct {
 	// Time between snapshots, default "1s", at least "100ms".
 	Interval string `protobuf:"bytes,1,opt,name=interval,proto3" json:"interval,omitempty"`
 	// false (default): each snapshot covers one interval; true: each covers everything since the stream began.
-	Cumulative    bool `protobuf:"varint,2,opt,name=cumulative,proto3" json:"cumulative,omitempty"`
+	Cumulative bool `protobuf:"varint,2,opt,name=cumulative,proto3" json:"cumulative,omitempty"`
+	// When set, windows end at align + k×interval (wall clock) instead of every interval from the stream's start;
+	// the first window ends at the first such boundary. A collector gives all its streams one align, so the
+	// windows of every worker cover the same stretches of time.
+	Align         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=align,proto3" json:"align,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -512,6 +516,13 @@ func (x *StreamStatsRequest) GetCumulative() bool {
 		return x.Cumulative
 	}
 	return false
+}
+
+func (x *StreamStatsRequest) GetAlign() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Align
+	}
+	return nil
 }
 
 // StreamStatsResponse carries one snapshot.
@@ -946,12 +957,13 @@ const file_irs_v1_control_proto_rawDesc = "" +
 	"\x0fGetStatsRequest\x12!\n" +
 	"\freset_window\x18\x01 \x01(\bR\vresetWindow\"?\n" +
 	"\x10GetStatsResponse\x12+\n" +
-	"\x05stats\x18\x01 \x01(\v2\x15.irs.v1.StatsSnapshotR\x05stats\"P\n" +
+	"\x05stats\x18\x01 \x01(\v2\x15.irs.v1.StatsSnapshotR\x05stats\"\x82\x01\n" +
 	"\x12StreamStatsRequest\x12\x1a\n" +
 	"\binterval\x18\x01 \x01(\tR\binterval\x12\x1e\n" +
 	"\n" +
 	"cumulative\x18\x02 \x01(\bR\n" +
-	"cumulative\"B\n" +
+	"cumulative\x120\n" +
+	"\x05align\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05align\"B\n" +
 	"\x13StreamStatsResponse\x12+\n" +
 	"\x05stats\x18\x01 \x01(\v2\x15.irs.v1.StatsSnapshotR\x05stats\"4\n" +
 	"\x10StartLoadRequest\x12 \n" +
@@ -1033,33 +1045,34 @@ var file_irs_v1_control_proto_depIdxs = []int32{
 	20, // 6: irs.v1.UpdateConfigRequest.update_mask:type_name -> google.protobuf.FieldMask
 	0,  // 7: irs.v1.UpdateConfigResponse.state:type_name -> irs.v1.ConfigState
 	21, // 8: irs.v1.GetStatsResponse.stats:type_name -> irs.v1.StatsSnapshot
-	21, // 9: irs.v1.StreamStatsResponse.stats:type_name -> irs.v1.StatsSnapshot
-	22, // 10: irs.v1.StartLoadRequest.load:type_name -> irs.v1.Load
-	0,  // 11: irs.v1.StartLoadResponse.state:type_name -> irs.v1.ConfigState
-	0,  // 12: irs.v1.StopLoadResponse.state:type_name -> irs.v1.ConfigState
-	17, // 13: irs.v1.GetInfoResponse.info:type_name -> irs.v1.WorkerInfo
-	19, // 14: irs.v1.WorkerInfo.started_at:type_name -> google.protobuf.Timestamp
-	1,  // 15: irs.v1.WorkerControlService.GetConfig:input_type -> irs.v1.GetConfigRequest
-	3,  // 16: irs.v1.WorkerControlService.ReplaceConfig:input_type -> irs.v1.ReplaceConfigRequest
-	5,  // 17: irs.v1.WorkerControlService.UpdateConfig:input_type -> irs.v1.UpdateConfigRequest
-	7,  // 18: irs.v1.WorkerControlService.GetStats:input_type -> irs.v1.GetStatsRequest
-	9,  // 19: irs.v1.WorkerControlService.StreamStats:input_type -> irs.v1.StreamStatsRequest
-	11, // 20: irs.v1.WorkerControlService.StartLoad:input_type -> irs.v1.StartLoadRequest
-	13, // 21: irs.v1.WorkerControlService.StopLoad:input_type -> irs.v1.StopLoadRequest
-	15, // 22: irs.v1.WorkerControlService.GetInfo:input_type -> irs.v1.GetInfoRequest
-	2,  // 23: irs.v1.WorkerControlService.GetConfig:output_type -> irs.v1.GetConfigResponse
-	4,  // 24: irs.v1.WorkerControlService.ReplaceConfig:output_type -> irs.v1.ReplaceConfigResponse
-	6,  // 25: irs.v1.WorkerControlService.UpdateConfig:output_type -> irs.v1.UpdateConfigResponse
-	8,  // 26: irs.v1.WorkerControlService.GetStats:output_type -> irs.v1.GetStatsResponse
-	10, // 27: irs.v1.WorkerControlService.StreamStats:output_type -> irs.v1.StreamStatsResponse
-	12, // 28: irs.v1.WorkerControlService.StartLoad:output_type -> irs.v1.StartLoadResponse
-	14, // 29: irs.v1.WorkerControlService.StopLoad:output_type -> irs.v1.StopLoadResponse
-	16, // 30: irs.v1.WorkerControlService.GetInfo:output_type -> irs.v1.GetInfoResponse
-	23, // [23:31] is the sub-list for method output_type
-	15, // [15:23] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	19, // 9: irs.v1.StreamStatsRequest.align:type_name -> google.protobuf.Timestamp
+	21, // 10: irs.v1.StreamStatsResponse.stats:type_name -> irs.v1.StatsSnapshot
+	22, // 11: irs.v1.StartLoadRequest.load:type_name -> irs.v1.Load
+	0,  // 12: irs.v1.StartLoadResponse.state:type_name -> irs.v1.ConfigState
+	0,  // 13: irs.v1.StopLoadResponse.state:type_name -> irs.v1.ConfigState
+	17, // 14: irs.v1.GetInfoResponse.info:type_name -> irs.v1.WorkerInfo
+	19, // 15: irs.v1.WorkerInfo.started_at:type_name -> google.protobuf.Timestamp
+	1,  // 16: irs.v1.WorkerControlService.GetConfig:input_type -> irs.v1.GetConfigRequest
+	3,  // 17: irs.v1.WorkerControlService.ReplaceConfig:input_type -> irs.v1.ReplaceConfigRequest
+	5,  // 18: irs.v1.WorkerControlService.UpdateConfig:input_type -> irs.v1.UpdateConfigRequest
+	7,  // 19: irs.v1.WorkerControlService.GetStats:input_type -> irs.v1.GetStatsRequest
+	9,  // 20: irs.v1.WorkerControlService.StreamStats:input_type -> irs.v1.StreamStatsRequest
+	11, // 21: irs.v1.WorkerControlService.StartLoad:input_type -> irs.v1.StartLoadRequest
+	13, // 22: irs.v1.WorkerControlService.StopLoad:input_type -> irs.v1.StopLoadRequest
+	15, // 23: irs.v1.WorkerControlService.GetInfo:input_type -> irs.v1.GetInfoRequest
+	2,  // 24: irs.v1.WorkerControlService.GetConfig:output_type -> irs.v1.GetConfigResponse
+	4,  // 25: irs.v1.WorkerControlService.ReplaceConfig:output_type -> irs.v1.ReplaceConfigResponse
+	6,  // 26: irs.v1.WorkerControlService.UpdateConfig:output_type -> irs.v1.UpdateConfigResponse
+	8,  // 27: irs.v1.WorkerControlService.GetStats:output_type -> irs.v1.GetStatsResponse
+	10, // 28: irs.v1.WorkerControlService.StreamStats:output_type -> irs.v1.StreamStatsResponse
+	12, // 29: irs.v1.WorkerControlService.StartLoad:output_type -> irs.v1.StartLoadResponse
+	14, // 30: irs.v1.WorkerControlService.StopLoad:output_type -> irs.v1.StopLoadResponse
+	16, // 31: irs.v1.WorkerControlService.GetInfo:output_type -> irs.v1.GetInfoResponse
+	24, // [24:32] is the sub-list for method output_type
+	16, // [16:24] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_control_proto_init() }

@@ -106,7 +106,14 @@ func (s *server) StreamStats(req *irsv1.StreamStatsRequest, stream grpc.ServerSt
 		}
 		interval = d
 	}
-	err := s.svc.StreamStats(stream.Context(), interval, req.GetCumulative(), func(snap *irsv1.StatsSnapshot) error {
+	var align time.Time
+	if req.GetAlign() != nil {
+		if err := req.GetAlign().CheckValid(); err != nil {
+			return invalidArgument("align", err.Error())
+		}
+		align = req.GetAlign().AsTime()
+	}
+	err := s.svc.StreamStats(stream.Context(), interval, req.GetCumulative(), align, func(snap *irsv1.StatsSnapshot) error {
 		return stream.Send(&irsv1.StreamStatsResponse{Stats: snap})
 	})
 	return toStatus(err)
