@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,11 +72,15 @@ type Target struct {
 	request  Request
 }
 
+// detached is the series of targets that record nowhere: one for all of them, since each series holds
+// histograms (a load generator swaps targets whenever its endpoints change).
+var detached = sync.OnceValue(func() *stats.Upstream { return stats.NewRegistry("", 0).Upstream("detached") })
+
 // NewTarget acquires clients for every endpoint of cfg. st may be nil when only Send is used (the load
 // generator records its own stats); Call then records into a detached series.
 func (p *Pool) NewTarget(cfg CallConfig, st *stats.Upstream) (*Target, error) {
 	if st == nil {
-		st = stats.NewRegistry("", 0).Upstream(cfg.Service)
+		st = detached()
 	}
 	t := &Target{cfg: cfg, pool: p, stats: st,
 		request: Request{Service: cfg.Service, Path: cfg.Path, BodySize: cfg.RequestSize}}
