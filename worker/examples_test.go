@@ -10,9 +10,9 @@ import (
 	"github.com/irs-sim/irs/worker"
 )
 
-// TestExampleWorkerConfigs keeps every examples/worker-*.yaml decodable and valid.
+// TestExampleWorkerConfigs keeps every examples/worker/*.yaml decodable and valid.
 func TestExampleWorkerConfigs(t *testing.T) {
-	files, err := filepath.Glob("../examples/worker-*.yaml")
+	files, err := filepath.Glob("../examples/worker/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no example worker configurations found: %v", err)
 	}
