@@ -50,10 +50,11 @@ lint:
 		if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	cd proto && $(TOOL) buf lint
 
-## proto: regenerate the protobuf code next to the .proto files, and the REST API's OpenAPI document
+## proto: regenerate the protobuf code, the REST API's OpenAPI document and the workflow JSON Schema
 proto:
 	cd proto && $(TOOL) buf generate
 	cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/openapigen > ../worker/control/rest/openapi.json
+	cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/schemagen > ../workflows/schema.json
 
 ## check-generated: fail if the committed generated code differs from what `make proto` generates
 check-generated:
@@ -62,7 +63,9 @@ check-generated:
 		(cd $$tmp/proto && $(GO) tool -modfile=$$tmp/tools.mod buf generate) && \
 		diff -r proto $$tmp/proto && \
 		(cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/openapigen > $$tmp/openapi.json) && \
-		diff worker/control/rest/openapi.json $$tmp/openapi.json && echo "generated code is up to date"
+		diff worker/control/rest/openapi.json $$tmp/openapi.json && \
+		(cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/schemagen > $$tmp/schema.json) && \
+		diff workflows/schema.json $$tmp/schema.json && echo "generated code is up to date"
 
 ## bench: measure IRS against nginx, fortio and wrk (installs them) and print ratios
 bench: build

@@ -110,7 +110,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		},
 	}
 	a.log.register(root)
-	root.AddCommand(a.newWorkerCmd(), a.newVersionCmd())
+	root.AddCommand(a.newWorkerCmd(), a.newWorkflowCmd(), a.newVersionCmd())
 	return root
 }
 

@@ -1,0 +1,99 @@
+package workflows
+
+import (
+	"context"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+)
+
+// Backend runs a workflow's services somewhere: processes on this machine (local) or pods in a cluster (kube).
+// Implementations are safe for concurrent use.
+type Backend interface {
+	// Start starts every service and returns once every replica is ready and every caller knows its upstreams'
+	// endpoints. Loads are not started: the engine starts them when the first phase begins.
+	Start(ctx context.Context, services []ServiceSpec) error
+	// Replicas returns the live replicas of a service, oldest first.
+	Replicas(service string) []Replica
+	// Kill stops replicas; the backend replaces them after its restart delay, as a ReplicaSet would.
+	Kill(ctx context.Context, service string, ids []string, sig Signal, grace time.Duration) error
+	// Scale sets a service's number of replicas.
+	Scale(ctx context.Context, service string, replicas int) error
+	// Configure applies a JSON merge patch to every replica's configuration, and to the replicas started later.
+	Configure(ctx context.Context, service string, patch []byte) error
+	// SetLoad (re)starts the load of every replica of a service with load (its target's endpoints resolved by
+	// the backend), or stops it with nil; replicas started later get it too.
+	SetLoad(ctx context.Context, service string, load *irsv1.Load) error
+	// Events reports what happens to replicas on the backend's own account (ready, exits, replacements,
+	// endpoint pushes). The channel is closed by Stop.
+	Events() <-chan Event
+	// Usage samples the CPU time and memory of every process of the run.
+	Usage() []Usage
+	// Stop stops everything and waits: no process of the run is left. It may be called more than once; force
+	// kills without grace.
+	Stop(ctx context.Context, force bool) error
+}
+
+// ServiceSpec is a service as the backend runs it.
+type ServiceSpec struct {
+	Name     string
+	Replicas int
+	// Worker is the configuration of every replica: name set, listen and endpoints left to the backend, load
+	// removed (the engine starts it).
+	Worker *irsv1.WorkerConfig
+	// Seed is the service's seed; each replica derives its own from it.
+	Seed uint64
+}
+
+// Replica is one running worker.
+type Replica struct {
+	Service, ID string
+	// Control is the address of its control API.
+	Control string
+	// Data is the address its data plane listens on (what callers are given).
+	Data    string
+	PID     int
+	Started time.Time
+}
+
+// Signal is how a replica is killed.
+type Signal uint8
+
+// Signals.
+const (
+	SignalKill Signal = iota // SIGKILL: gone at once
+	SignalTerm               // SIGTERM: requests in flight finish, then SIGKILL after the grace
+)
+
+// EventKind names what happened.
+type EventKind string
+
+// Event kinds the backend reports.
+const (
+	EventReady     EventKind = "ready"     // a replica is up (started or replaced)
+	EventExit      EventKind = "exit"      // a replica's process ended
+	EventReplace   EventKind = "replace"   // a replacement is starting
+	EventEndpoints EventKind = "endpoints" // callers were given a service's new endpoint list
+)
+
+// Event is something the backend did or saw.
+type Event struct {
+	At      time.Time
+	Kind    EventKind
+	Service string
+	Replica string
+	Detail  string
+	// Control is the control address of a ready replica.
+	Control string
+}
+
+// Usage is one process's resource use so far.
+type Usage struct {
+	Service, Replica string
+	// Kind is "worker" (later also "sidecar", "control-plane").
+	Kind string
+	PID  int
+	// CPUSeconds is the process's user+system CPU time since it started.
+	CPUSeconds float64
+	RSSBytes   int64
+}

@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/irs-sim/irs/internal/units"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+)
+
+// execute runs the timeline: phases start and end, and every step happens at its time. It returns false when
+// ctx ended first.
+func (e *engine) execute(ctx context.Context) bool {
+	t0 := e.t0
+	phases := e.o.Timeline.Phases
+	steps := e.o.Timeline.Steps
+	e.startLoads(ctx)
+	pi, si := 0, 0
+	for {
+		// The next thing due: a phase boundary or a step, boundaries first at equal times.
+		next := e.o.Timeline.Total
+		if pi < len(phases) {
+			next = min(next, phases[pi].Start)
+		}
+		if si < len(steps) {
+			next = min(next, steps[si].At)
+		}
+		if !sleepCtx(ctx, time.Until(t0.Add(next))) {
+			e.event(time.Now(), "interrupt", "", "", "the run was interrupted")
+			return false
+		}
+		switch {
+		case pi < len(phases) && phases[pi].Start <= next:
+			if pi > 0 {
+				e.event(t0.Add(phases[pi].Start), "phase_end", "", "", phases[pi-1].Name)
+			}
+			e.event(t0.Add(phases[pi].Start), "phase_start", "", "", phases[pi].Name)
+			e.tagPhase(ctx, phases[pi].Name)
+			pi++
+		case si < len(steps) && steps[si].At <= next:
+			e.step(ctx, steps[si])
+			si++
+		default:
+			if len(phases) > 0 {
+				e.event(t0.Add(e.o.Timeline.Total), "phase_end", "", "", phases[len(phases)-1].Name)
+			}
+			return true
+		}
+	}
+}
+
+// startLoads starts every service's configured load with the first phase.
+func (e *engine) startLoads(ctx context.Context) {
+	for _, s := range e.o.Workflow.GetServices() {
+		l := e.loads[s.GetName()]
+		if l == nil {
+			continue
+		}
+		if err := e.o.Backend.SetLoad(ctx, s.GetName(), l); err != nil {
+			e.event(time.Now(), "error", s.GetName(), "", "start load: "+err.Error())
+			continue
+		}
+		e.event(time.Now(), "load", s.GetName(), "", workflows.DescribeLoad(l))
+	}
+}
+
+// tagPhase tells every service the phase (the tag its DogStatsD metrics carry). It does not hold up the
+// timeline.
+func (e *engine) tagPhase(ctx context.Context, phase string) {
+	patch, _ := json.Marshal(map[string]any{"tags": map[string]string{"phase": phase}})
+	for _, s := range e.o.Workflow.GetServices() {
+		go func() { _ = e.o.Backend.Configure(context.WithoutCancel(ctx), s.GetName(), patch) }()
+	}
+}
+
+// step performs one action occurrence. A failing action is recorded as an event; the run goes on.
+func (e *engine) step(ctx context.Context, st workflows.Step) {
+	now := time.Now()
+	svc := st.Service()
+	var err error
+	switch {
+	case st.Load != nil:
+		err = e.loadStep(ctx, st.Load)
+	case st.Kill != nil:
+		err = e.killStep(ctx, st.Kill)
+	case st.Configure != nil:
+		var patch []byte
+		if patch, err = workflows.MergePatch(st.Configure); err == nil {
+			err = e.o.Backend.Configure(ctx, svc, patch)
+			e.event(now, "configure", svc, "", string(patch))
+		}
+	case st.Scale != nil:
+		err = e.o.Backend.Scale(ctx, svc, int(st.Scale.GetReplicas()))
+		e.event(now, "scale", svc, "", fmt.Sprintf("to %d replicas", st.Scale.GetReplicas()))
+	}
+	if err != nil {
+		e.event(time.Now(), "error", svc, "", st.Path+": "+err.Error())
+		e.logger.Warn("action failed", "action", st.Path, "service", svc, "err", err)
+	}
+}
+
+func (e *engine) loadStep(ctx context.Context, l *irsv1.LoadAction) error {
+	svc := l.GetService()
+	next, kept := workflows.ApplyLoad(e.loads[svc], l)
+	e.loads[svc] = kept
+	detail := "stop"
+	if next != nil {
+		detail = workflows.DescribeLoad(next)
+	}
+	e.event(time.Now(), "load", svc, "", detail)
+	return e.o.Backend.SetLoad(ctx, svc, next)
+}
+
+// killStep picks victims (seeded) and kills them.
+func (e *engine) killStep(ctx context.Context, k *irsv1.KillAction) error {
+	svc := k.GetService()
+	live := e.o.Backend.Replicas(svc) // oldest first
+	if len(live) == 0 {
+		e.event(time.Now(), "kill", svc, "", "no live replica to kill")
+		return nil
+	}
+	n := int(k.GetCount())
+	if k.GetPercent() != "" {
+		p, _ := units.ParsePercent(k.GetPercent())
+		n = int(math.Ceil(p * float64(len(live))))
+	}
+	n = min(max(n, 1), len(live))
+	var victims []workflows.Replica
+	if k.GetSelect() == "oldest" {
+		victims = live[:n]
+	} else {
+		perm := e.rng.Perm(len(live))
+		for _, i := range perm[:n] {
+			victims = append(victims, live[i])
+		}
+	}
+	sig, grace := workflows.SignalKill, 10*time.Second
+	if k.GetSignal() == "term" {
+		sig = workflows.SignalTerm
+		if k.GetGrace() != "" {
+			grace, _ = units.ParseDuration(k.GetGrace())
+		}
+	}
+	ids := make([]string, len(victims))
+	for i, v := range victims {
+		ids[i] = v.ID
+	}
+	now := time.Now()
+	for _, id := range ids {
+		e.event(now, "kill", svc, id, strings.ToUpper("sig"+signalName(sig)))
+	}
+	return e.o.Backend.Kill(ctx, svc, ids, sig, grace)
+}
+
+func signalName(s workflows.Signal) string {
+	if s == workflows.SignalTerm {
+		return "term"
+	}
+	return "kill"
+}

@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"math"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+)
+
+// HDR geometry of IRS histograms (worker/stats): microseconds from 1 µs to 1 h, 3 significant digits.
+const (
+	lowestMicros  = 1
+	highestMicros = 3_600_000_000
+	sigFigs       = 3
+)
+
+// key names a point: a service's load or what it served, or an edge caller->callee.
+type key struct {
+	service, callee, kind string
+}
+
+const (
+	kindLoad   = "load"
+	kindServed = "served"
+	kindEdge   = "edge"
+)
+
+// acc accumulates what one point measured over some interval: counts, a merged latency histogram, a hop
+// histogram (edges), resource samples.
+type acc struct {
+	requests, failures int64
+	statuses           map[int32]int64
+	errors             map[string]int64
+	latency            *hdrhistogram.Histogram
+	hop                *hdrhistogram.Histogram
+	targetRate         float64
+	// Resource samples, one per tick: CPU and memory summed over the service's replicas, and its busiest and
+	// largest replica's.
+	cpu, cpuMax, rss, rssMax []float64
+	replicas                 int
+}
+
+func newAcc() *acc {
+	return &acc{statuses: map[int32]int64{}, errors: map[string]int64{}}
+}
+
+func (a *acc) addOutcomes(o *irsv1.Outcomes) {
+	a.requests += o.GetRequests()
+	a.failures += o.GetFailures()
+	for k, v := range o.GetStatuses() {
+		a.statuses[k] += v
+	}
+	for k, v := range o.GetErrors() {
+		a.errors[k] += v
+	}
+}
+
+// addHist merges a wire histogram into *h (creating it).
+func addHist(h **hdrhistogram.Histogram, w *irsv1.Histogram) {
+	if w.GetCount() == 0 || w.GetHdr() == "" {
+		return
+	}
+	d, err := hdrhistogram.Decode([]byte(w.GetHdr()))
+	if err != nil {
+		return // a worker's histogram that does not decode is dropped, never fatal
+	}
+	if *h == nil {
+		*h = hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+	}
+	(*h).Merge(d)
+}
+
+// merge adds another accumulator's counts and histograms (not its resource samples).
+func (a *acc) merge(b *acc) {
+	a.requests += b.requests
+	a.failures += b.failures
+	for k, v := range b.statuses {
+		a.statuses[k] += v
+	}
+	for k, v := range b.errors {
+		a.errors[k] += v
+	}
+	for _, pair := range [][2]**hdrhistogram.Histogram{{&a.latency, &b.latency}, {&a.hop, &b.hop}} {
+		if *pair[1] == nil {
+			continue
+		}
+		if *pair[0] == nil {
+			*pair[0] = hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+		}
+		(*pair[0]).Merge(*pair[1])
+	}
+	if b.targetRate != 0 {
+		a.targetRate = b.targetRate
+	}
+	a.replicas = max(a.replicas, b.replicas)
+}
+
+// addUsage adds another accumulator's resource samples.
+func (a *acc) addUsage(b *acc) {
+	a.cpu, a.cpuMax = append(a.cpu, b.cpu...), append(a.cpuMax, b.cpuMax...)
+	a.rss, a.rssMax = append(a.rss, b.rss...), append(a.rssMax, b.rssMax...)
+}
+
+// point renders an accumulator over seconds of time (for rates).
+func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
+	p := &irsv1.Point{Service: k.service, Callee: k.callee, Kind: k.kind, Requests: a.requests, Failures: a.failures,
+		TargetRate: a.targetRate, Replicas: int32(a.replicas)}
+	if len(a.statuses) > 0 {
+		p.Statuses = a.statuses
+	}
+	if len(a.errors) > 0 {
+		p.Errors = a.errors
+	}
+	if a.requests > 0 {
+		p.FailureRate = float64(a.failures) / float64(a.requests)
+	}
+	if seconds > 0 {
+		p.Rps = float64(a.requests) / seconds
+	}
+	if h := a.latency; h != nil && h.TotalCount() > 0 {
+		ms := func(us int64) float64 { return float64(us) / 1000 }
+		q := h.ValueAtPercentilesSlice([]float64{50, 90, 99, 99.9})
+		p.P50Ms, p.P90Ms, p.P99Ms, p.P999Ms = ms(q[0]), ms(q[1]), ms(q[2]), ms(q[3])
+		p.MaxMs, p.MeanMs = ms(h.Max()), h.Mean()/1000
+		if withHist {
+			if enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase); err == nil {
+				p.Latency = &irsv1.Histogram{Hdr: string(enc), Count: h.TotalCount(), P50Ms: p.P50Ms, P90Ms: p.P90Ms,
+					P99Ms: p.P99Ms, P999Ms: p.P999Ms, MaxMs: p.MaxMs, MeanMs: p.MeanMs, MinMs: ms(h.Min())}
+			}
+		}
+	}
+	if h := a.hop; h != nil && h.TotalCount() > 0 {
+		q := h.ValueAtPercentilesSlice([]float64{50, 99})
+		p.HopP50Ms, p.HopP99Ms = float64(q[0])/1000, float64(q[1])/1000
+	}
+	if len(a.cpu) > 0 {
+		var sum float64
+		for _, c := range a.cpu {
+			sum += c
+		}
+		p.CpuMcores = sum / float64(len(a.cpu))
+	}
+	p.CpuMcoresMax, p.RssMb, p.RssMbMax = maxOf(a.cpuMax), maxOf(a.rss), maxOf(a.rssMax)
+	return p
+}
+
+// addSnapshot adds one replica's window to the accumulators of its service and edges.
+func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
+	get := func(k key) *acc {
+		a, ok := accs[k]
+		if !ok {
+			a = newAcc()
+			accs[k] = a
+		}
+		return a
+	}
+	served := int64(0)
+	for _, r := range s.GetInbound() {
+		served += r.GetOutcomes().GetRequests() + r.GetInFlight()
+	}
+	if served > 0 {
+		a := get(key{service: service, kind: kindServed})
+		for _, r := range s.GetInbound() {
+			a.addOutcomes(r.GetOutcomes())
+			addHist(&a.latency, r.GetLatency())
+		}
+	}
+	for _, l := range s.GetLoad() {
+		if l.GetOutcomes().GetRequests() == 0 && !l.GetRunning() && l.GetSent() == 0 {
+			continue
+		}
+		for _, k := range []key{{service: service, kind: kindLoad}, {service: service, callee: l.GetTarget(), kind: kindEdge}} {
+			a := get(k)
+			a.addOutcomes(l.GetOutcomes())
+			addHist(&a.latency, l.GetLatency())
+			if l.GetRunning() {
+				a.targetRate += l.GetTargetRate()
+			}
+		}
+	}
+	for _, u := range s.GetUpstreams() {
+		if u.GetOutcomes().GetRequests() == 0 {
+			continue
+		}
+		a := get(key{service: service, callee: u.GetService(), kind: kindEdge})
+		a.addOutcomes(u.GetOutcomes())
+		addHist(&a.latency, u.GetLatency())
+		addHist(&a.hop, u.GetHop())
+	}
+}
+
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = math.Max(m, x)
+	}
+	return m
+}

@@ -1,0 +1,284 @@
+// Package report turns workflows and their results into what people read: the dry-run plan and the end-of-run
+// summary tables.
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+)
+
+// Plan prints a workflow's resolved topology and timeline (irs workflow run --dry-run).
+func Plan(w io.Writer, wf *irsv1.Workflow, t *workflows.Timeline) {
+	fmt.Fprintf(w, "workflow %s (seed %d, time scale %g): %d services, %d phases, %v\n\n", wf.GetName(), wf.GetSeed(),
+		t.Scale, len(wf.GetServices()), len(wf.GetPhases()), t.Total)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tREPLICAS\tSERVES\tCALLS\tLOAD")
+	for _, s := range wf.GetServices() {
+		n := s.GetReplicas()
+		if n == 0 {
+			n = 1
+		}
+		serve := "-"
+		if sv := s.GetWorker().GetServe(); sv != nil {
+			var parts []string
+			if sv.GetDelay() != "" {
+				parts = append(parts, "delay "+sv.GetDelay())
+			}
+			if sv.GetCpu() != "" {
+				parts = append(parts, "cpu "+sv.GetCpu())
+			}
+			for _, k := range sortedKeys(sv.GetStatus()) {
+				parts = append(parts, k+":"+sv.GetStatus()[k])
+			}
+			if len(parts) > 0 {
+				serve = strings.Join(parts, ", ")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", s.GetName(), n, serve, describeCalls(s.GetWorker().GetCalls()),
+			workflows.DescribeLoad(t.InitialLoads[s.GetName()]))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nplatform: restart delay %v, discovery delay %v, ready timeout %v\n\n", t.RestartDelay, t.DiscoveryDelay, t.ReadyTimeout)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tPHASE\tACTION\tSERVICE\tDETAIL")
+	si := 0
+	loads := map[string]*irsv1.Load{} // each service's last load as the steps so far left it
+	for name, l := range t.InitialLoads {
+		loads[name] = l
+	}
+	for _, p := range t.Phases {
+		fmt.Fprintf(tw, "%v\t%s\tphase starts\t\t%v\n", p.Start, p.Name, p.End-p.Start)
+		for ; si < len(t.Steps) && t.Steps[si].At < p.End; si++ {
+			st := t.Steps[si]
+			var next *irsv1.Load
+			if st.Load != nil {
+				next, loads[st.Service()] = workflows.ApplyLoad(loads[st.Service()], st.Load)
+			}
+			fmt.Fprintf(tw, "%v\t%s\t%s\t%s\t%s\n", st.At, st.Phase, st.Kind(), st.Service(), describeStep(st, next))
+		}
+	}
+	fmt.Fprintf(tw, "%v\t\tend\t\t\n", t.Total)
+	tw.Flush()
+	if len(wf.GetAssertions()) > 0 {
+		fmt.Fprintln(w, "\nassertions:")
+		for _, a := range wf.GetAssertions() {
+			fmt.Fprintf(w, "  %s: %s\n", scope(a), a.GetExpect())
+		}
+	}
+}
+
+func scope(a *irsv1.Assertion) string {
+	s := a.GetService()
+	if a.GetEdge() != "" {
+		s = a.GetEdge()
+	}
+	if a.GetPhase() != "" {
+		s += " in " + a.GetPhase()
+	}
+	return s
+}
+
+func describeCalls(cs []*irsv1.Call) string {
+	var out []string
+	for _, c := range cs {
+		if len(c.GetParallel()) > 0 {
+			out = append(out, "("+describeCalls(c.GetParallel())+")")
+			continue
+		}
+		out = append(out, c.GetService())
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, " → ")
+}
+
+func describeStep(st workflows.Step, load *irsv1.Load) string {
+	switch {
+	case st.Load != nil:
+		if load == nil {
+			return "stop"
+		}
+		return "per replica " + workflows.DescribeLoad(load)
+	case st.Kill != nil:
+		k := st.Kill
+		n := fmt.Sprintf("%d", max(k.GetCount(), 1))
+		if k.GetPercent() != "" {
+			n = k.GetPercent()
+		}
+		sel, sig := k.GetSelect(), k.GetSignal()
+		if sel == "" {
+			sel = "random"
+		}
+		if sig == "" {
+			sig = "kill"
+		}
+		return fmt.Sprintf("%s %s, SIG%s", n, sel, strings.ToUpper(sig))
+	case st.Configure != nil:
+		patch, _ := workflows.MergePatch(st.Configure)
+		return string(patch)
+	}
+	return fmt.Sprintf("to %d replicas", st.Scale.GetReplicas())
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Summary prints the end-of-run tables: per phase and service (and edge), and every assertion with what was
+// measured.
+func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
+	fmt.Fprintf(w, "\nworkflow %s: %s", res.GetWorkflow().GetName(), strings.ToUpper(res.GetStatus()))
+	if res.GetError() != "" {
+		fmt.Fprintf(w, " (%s)", res.GetError())
+	}
+	fmt.Fprintf(w, "  seed %d, time scale %g\n\n", res.GetSeed(), res.GetTimeScale())
+	svc := table{header: []string{"PHASE", "SERVICE", "SEEN AS", "REQ/S", "5XX %", "P50 MS", "P99 MS", "MAX MS",
+		"CPU M", "CPU MAX M", "RSS MB", "RSS MAX MB"}, align: "lllrrrrrrrrr"}
+	phases := append(append([]*irsv1.PhaseResult(nil), res.GetPhases()...), res.GetTotal())
+	for _, p := range phases {
+		if p == nil {
+			continue
+		}
+		for _, pt := range p.GetServices() {
+			svc.add(p.GetName(), pt.GetService(), pt.GetKind(), fmt.Sprintf("%.1f", pt.GetRps()),
+				fmt.Sprintf("%.2f", 100*pt.GetFailureRate()), ms(pt, pt.GetP50Ms()), ms(pt, pt.GetP99Ms()),
+				ms(pt, pt.GetMaxMs()), fmt.Sprintf("%.0f", pt.GetCpuMcores()), fmt.Sprintf("%.0f", pt.GetCpuMcoresMax()),
+				fmt.Sprintf("%.1f", pt.GetRssMb()), fmt.Sprintf("%.1f", pt.GetRssMbMax()))
+		}
+	}
+	svc.write(w)
+	fmt.Fprintln(w, "  (CPU in millicores and RSS: the service's replicas summed; MAX: its busiest or largest replica)")
+	if t := res.GetTotal(); t != nil && len(t.GetEdges()) > 0 {
+		fmt.Fprintln(w)
+		edges := table{header: []string{"EDGE (WHOLE RUN)", "REQ/S", "5XX %", "P50 MS", "P99 MS", "MAX MS",
+			"HOP P50 MS", "HOP P99 MS", "FAILURES"}, align: "lrrrrrrrl"}
+		for _, e := range t.GetEdges() {
+			edges.add(e.GetService()+"->"+e.GetCallee(), fmt.Sprintf("%.1f", e.GetRps()),
+				fmt.Sprintf("%.2f", 100*e.GetFailureRate()), ms(e, e.GetP50Ms()), ms(e, e.GetP99Ms()),
+				ms(e, e.GetMaxMs()), hop(e, e.GetHopP50Ms()), hop(e, e.GetHopP99Ms()), failures(e))
+		}
+		edges.write(w)
+	}
+	kills := 0
+	for _, ev := range res.GetEvents() {
+		if ev.GetKind() == "kill" && ev.GetReplica() != "" {
+			kills++
+		}
+	}
+	fmt.Fprintf(w, "\n%d replicas killed, %d events; ", kills, len(res.GetEvents()))
+	if resultPath != "" {
+		fmt.Fprintf(w, "result: %s\n", resultPath)
+	} else {
+		fmt.Fprintln(w)
+	}
+	if len(res.GetAssertions()) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nassertions:")
+	for _, a := range res.GetAssertions() {
+		verdict := "PASS"
+		if !a.GetPassed() {
+			verdict = "FAIL"
+		}
+		where := a.GetScope()
+		if a.GetPhase() != "" {
+			where += " in " + a.GetPhase()
+		}
+		measured := a.GetMeasuredText()
+		if a.GetError() != "" {
+			measured = a.GetError()
+		}
+		name := ""
+		if a.GetName() != "" {
+			name = a.GetName() + ": "
+		}
+		fmt.Fprintf(w, "  %s  %s%s: %s  (measured %s)\n", verdict, name, where, a.GetExpect(), measured)
+	}
+}
+
+// hop renders a hop latency: "-" where none was measured (a load generator's requests carry no callee time).
+func hop(p *irsv1.Point, v float64) string {
+	if p.GetHopP50Ms() == 0 && p.GetHopP99Ms() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// failures lists what a point's failures were: 5xx statuses and transport errors, most frequent first.
+func failures(p *irsv1.Point) string {
+	type kv struct {
+		k string
+		n int64
+	}
+	var all []kv
+	for code, n := range p.GetStatuses() {
+		if code >= 500 {
+			all = append(all, kv{fmt.Sprint(code), n})
+		}
+	}
+	for kind, n := range p.GetErrors() {
+		all = append(all, kv{kind, n})
+	}
+	if len(all) == 0 {
+		return "-"
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n || all[i].n == all[j].n && all[i].k < all[j].k })
+	out := make([]string, len(all))
+	for i, e := range all {
+		out[i] = fmt.Sprintf("%s:%d", e.k, e.n)
+	}
+	return strings.Join(out, " ")
+}
+
+func ms(p *irsv1.Point, v float64) string {
+	if p.GetRequests() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// table lays out columns, each aligned as its letter in align says: 'l' left (names), 'r' right (numbers).
+type table struct {
+	header []string
+	align  string
+	rows   [][]string
+}
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) write(w io.Writer) {
+	widths := make([]int, len(t.header))
+	for _, row := range append([][]string{t.header}, t.rows...) {
+		for i, c := range row {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, row := range append([][]string{t.header}, t.rows...) {
+		var b strings.Builder
+		b.WriteString(" ")
+		for i, c := range row {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			b.WriteString(" ")
+			if i < len(t.align) && t.align[i] == 'l' {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+			b.WriteString(" ")
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}

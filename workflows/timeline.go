@@ -1,0 +1,243 @@
+package workflows
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/units"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Defaults of the platform.
+const (
+	DefaultRestartDelay   = time.Second
+	DefaultDiscoveryDelay = time.Second
+	DefaultReadyTimeout   = 30 * time.Second
+)
+
+// Timeline is a valid workflow resolved for a run: phases at their times and every action occurrence at its
+// time from the start of the run, with the time scale applied. The scale multiplies the timeline (phase
+// durations, action times and intervals, waits, load-shape durations) and the platform's restart and discovery
+// delays; it leaves the services' behaviour (delays, timeouts) alone.
+type Timeline struct {
+	Scale          float64
+	Total          time.Duration
+	Phases         []PhaseSpan
+	Steps          []Step
+	RestartDelay   time.Duration
+	DiscoveryDelay time.Duration
+	ReadyTimeout   time.Duration
+	// InitialLoads are the services' configured loads, started when the first phase begins (shape durations
+	// scaled).
+	InitialLoads map[string]*irsv1.Load
+}
+
+// PhaseSpan is a phase's place in the run.
+type PhaseSpan struct {
+	Name       string
+	Start, End time.Duration
+}
+
+// Step is one occurrence of an action.
+type Step struct {
+	At    time.Duration
+	Phase string
+	// Path is where the action is in the document ("phases[1].actions[0]"), for reports.
+	Path string
+	// Exactly one of these.
+	Load      *irsv1.LoadAction // Set's shape durations scaled
+	Kill      *irsv1.KillAction
+	Configure *irsv1.ConfigureAction
+	Scale     *irsv1.ScaleAction
+}
+
+// Kind names the step's action.
+func (s Step) Kind() string {
+	switch {
+	case s.Load != nil:
+		return "load"
+	case s.Kill != nil:
+		return "kill"
+	case s.Configure != nil:
+		return "configure"
+	}
+	return "scale"
+}
+
+// Service returns the service the step acts on.
+func (s Step) Service() string {
+	switch {
+	case s.Load != nil:
+		return s.Load.GetService()
+	case s.Kill != nil:
+		return s.Kill.GetService()
+	case s.Configure != nil:
+		return s.Configure.GetService()
+	}
+	return s.Scale.GetService()
+}
+
+// PhaseAt returns the phase running at t (the last one after the end).
+func (t *Timeline) PhaseAt(at time.Duration) string {
+	for _, p := range t.Phases {
+		if at < p.End {
+			return p.Name
+		}
+	}
+	if len(t.Phases) == 0 {
+		return ""
+	}
+	return t.Phases[len(t.Phases)-1].Name
+}
+
+// maxOccurrences bounds how many times repeating actions may run in one workflow.
+const maxOccurrences = 100_000
+
+// NewTimeline resolves a valid workflow with a time scale (1: real time; 0.1: ten times faster).
+func NewTimeline(wf *irsv1.Workflow, scale float64) (*Timeline, error) {
+	if !(scale > 0) || math.IsInf(scale, 0) || scale > 1000 {
+		return nil, fmt.Errorf("time scale %v: want a factor above 0 (0.1 runs ten times faster)", scale)
+	}
+	t := &Timeline{Scale: scale, InitialLoads: map[string]*irsv1.Load{}}
+	sc := func(d time.Duration) time.Duration { return time.Duration(math.Round(float64(d) * scale)) }
+	dur := func(s string, def time.Duration) time.Duration {
+		if strings.TrimSpace(s) == "" {
+			return def
+		}
+		d, _ := units.ParseDuration(s) // valid: Validate checked it
+		return d
+	}
+	p := wf.GetPlatform()
+	t.RestartDelay = sc(dur(p.GetRestartDelay(), DefaultRestartDelay))
+	t.DiscoveryDelay = sc(dur(p.GetDiscoveryDelay(), DefaultDiscoveryDelay))
+	t.ReadyTimeout = dur(p.GetReadyTimeout(), DefaultReadyTimeout)
+	for _, s := range wf.GetServices() {
+		if l := s.GetWorker().GetLoad(); l != nil {
+			t.InitialLoads[s.GetName()] = scaleLoad(l, scale)
+		}
+	}
+	var start time.Duration
+	for i, ph := range wf.GetPhases() {
+		end := start + sc(dur(ph.GetDuration(), 0))
+		t.Phases = append(t.Phases, PhaseSpan{Name: ph.GetName(), Start: start, End: end})
+		b := stepBuilder{t: t, phase: ph.GetName(), end: end, scale: sc}
+		for j, a := range ph.GetActions() {
+			b.action(a, start, field.Index(field.Join(field.Index("phases", i), "actions"), j))
+		}
+		if b.err != nil {
+			return nil, b.err
+		}
+		start = end
+	}
+	t.Total = start
+	sort.SliceStable(t.Steps, func(i, j int) bool { return t.Steps[i].At < t.Steps[j].At })
+	return t, nil
+}
+
+type stepBuilder struct {
+	t     *Timeline
+	phase string
+	end   time.Duration
+	scale func(time.Duration) time.Duration
+	err   error
+}
+
+// action adds the occurrences of a starting no earlier than from, and returns when the action ends (for serial
+// groups): an instantaneous action ends when it happens, a wait after its duration, a group with its last
+// member.
+func (b *stepBuilder) action(a *irsv1.Action, from time.Duration, path string) time.Duration {
+	at, _ := units.ParseDuration(a.GetAt())
+	first := from + b.scale(at)
+	every, _ := units.ParseDuration(a.GetEvery())
+	if every == 0 {
+		return b.once(a, first, path)
+	}
+	every = b.scale(every)
+	if every <= 0 {
+		every = 1
+	}
+	end := first
+	for n := uint32(0); first+time.Duration(n)*every < b.end; n++ {
+		if a.GetTimes() > 0 && n >= a.GetTimes() {
+			break
+		}
+		if len(b.t.Steps) > maxOccurrences {
+			b.err = fmt.Errorf("%s: more than %d action occurrences: make `every` longer or set times", path, maxOccurrences)
+			return end
+		}
+		end = b.once(a, first+time.Duration(n)*every, path)
+	}
+	return end
+}
+
+func (b *stepBuilder) once(a *irsv1.Action, at time.Duration, path string) time.Duration {
+	if at >= b.end {
+		return at // past the end of the phase: does not happen
+	}
+	step := Step{At: at, Phase: b.phase, Path: path}
+	switch {
+	case a.GetLoad() != nil:
+		l := proto.Clone(a.GetLoad()).(*irsv1.LoadAction)
+		if l.GetSet() != nil {
+			l.Set = scaleLoad(l.GetSet(), b.t.Scale)
+		}
+		step.Load = l
+	case a.GetKill() != nil:
+		step.Kill = a.GetKill()
+	case a.GetConfigure() != nil:
+		step.Configure = a.GetConfigure()
+	case a.GetScale() != nil:
+		step.Scale = a.GetScale()
+	case a.GetWait() != "":
+		d, _ := units.ParseDuration(a.GetWait())
+		return at + b.scale(d)
+	case len(a.GetSerial()) > 0:
+		cursor := at
+		for i, s := range a.GetSerial() {
+			cursor = b.action(s, cursor, field.Index(field.Join(path, "serial"), i))
+		}
+		return cursor
+	case len(a.GetParallel()) > 0:
+		end := at
+		for i, s := range a.GetParallel() {
+			end = max(end, b.action(s, at, field.Index(field.Join(path, "parallel"), i)))
+		}
+		return end
+	}
+	b.t.Steps = append(b.t.Steps, step)
+	return at
+}
+
+// scaleLoad scales the durations of a load's shape and its duration.
+func scaleLoad(l *irsv1.Load, scale float64) *irsv1.Load {
+	out := proto.Clone(l).(*irsv1.Load)
+	if scale == 1 {
+		return out
+	}
+	s := func(v string) string {
+		if strings.TrimSpace(v) == "" {
+			return v
+		}
+		d, err := units.ParseDuration(v)
+		if err != nil {
+			return v
+		}
+		return time.Duration(math.Round(float64(d) * scale)).String()
+	}
+	out.Duration = s(out.GetDuration())
+	if r := out.GetRamp(); r != nil {
+		r.Over = s(r.GetOver())
+	}
+	for _, st := range out.GetSteps() {
+		st.For = s(st.GetFor())
+	}
+	if p := out.GetSpike(); p != nil {
+		p.After, p.Rise, p.Hold, p.Fall = s(p.GetAfter()), s(p.GetRise()), s(p.GetHold()), s(p.GetFall())
+	}
+	return out
+}
