@@ -13,7 +13,7 @@ type Backend interface {
 	// Start starts every service and returns once every replica is ready and every caller knows its upstreams'
 	// endpoints. Loads are not started: the engine starts them when the first phase begins.
 	Start(ctx context.Context, services []ServiceSpec) error
-	// Replicas returns the live replicas of a service, oldest first.
+	// Replicas returns the live replicas of a service that are in service (ready, not draining), oldest first.
 	Replicas(service string) []Replica
 	// Kill stops replicas; the backend replaces them after its restart delay, as a ReplicaSet would.
 	Kill(ctx context.Context, service string, ids []string, sig Signal, grace time.Duration) error
@@ -74,6 +74,7 @@ const (
 	EventExit      EventKind = "exit"      // a replica's process ended
 	EventReplace   EventKind = "replace"   // a replacement is starting
 	EventEndpoints EventKind = "endpoints" // callers were given a service's new endpoint list
+	EventDrained   EventKind = "drained"   // a scaled-down replica left the endpoints and is being stopped
 )
 
 // Event is something the backend did or saw.

@@ -80,12 +80,23 @@ type replica struct {
 	started time.Time
 	readyAt time.Time // zero until ready
 	deadAt  time.Time // zero while alive
+	// drainAt is when a scale-down took the replica out of its service: callers stop being given it then, and it
+	// is stopped once they have all learnt it (zero: not draining).
+	drainAt time.Time
 	// expected is set when the backend itself ended the replica (scale-down, stop): no replacement.
 	expected bool
 	exited   chan struct{}
 }
 
 func (r *replica) alive() bool { return r.deadAt.IsZero() }
+
+// goneAt is when the replica left its service: drained or dead, whichever came first (zero: it has not).
+func (r *replica) goneAt() time.Time {
+	if !r.drainAt.IsZero() && (r.deadAt.IsZero() || r.drainAt.Before(r.deadAt)) {
+		return r.drainAt
+	}
+	return r.deadAt
+}
 
 // New returns a backend; Start starts the services.
 func New(cfg Config) (*Backend, error) {
@@ -300,7 +311,7 @@ func (b *Backend) discoverable(s *service, now time.Time, delay time.Duration) [
 		if r.readyAt.IsZero() || now.Before(r.readyAt.Add(delay)) {
 			continue
 		}
-		if !r.deadAt.IsZero() && !now.Before(r.deadAt.Add(delay)) {
+		if gone := r.goneAt(); !gone.IsZero() && !now.Before(gone.Add(delay)) {
 			continue
 		}
 		eps = append(eps, r.data)
@@ -490,7 +501,7 @@ func (b *Backend) Replicas(service string) []workflows.Replica {
 	}
 	var out []workflows.Replica
 	for _, r := range s.replicas {
-		if r.alive() && !r.readyAt.IsZero() {
+		if r.alive() && !r.readyAt.IsZero() && r.drainAt.IsZero() {
 			out = append(out, workflows.Replica{Service: service, ID: r.id, Control: r.control, Data: r.data, PID: r.pid, Started: r.started})
 		}
 	}
@@ -549,18 +560,34 @@ func (b *Backend) Scale(ctx context.Context, service string, n int) error {
 		}
 		started = append(started, r)
 	}
-	// Scaling down ends the newest replicas, gracefully.
+	// Scaling down drains the newest replicas as a well-behaved pod is: out of the endpoints first, stopped
+	// (SIGTERM, in-flight requests finish) once every caller has learnt it, so no request is sent to it after.
+	var drained bool
 	for i := len(s.replicas) - 1; i >= 0 && b.alive(s) > n; i-- {
 		if r := s.replicas[i]; r.alive() && !r.expected {
-			r.expected = true
-			b.signal(r, workflows.SignalTerm, 10*time.Second)
+			r.expected, r.drainAt, drained = true, time.Now(), true
+			b.later(b.cfg.DiscoveryDelay, func() { b.stopDrained(r) })
 		}
+	}
+	if drained {
+		b.later(b.cfg.DiscoveryDelay, func() { b.publish(s) })
 	}
 	b.mu.Unlock()
 	for _, r := range started {
 		b.wg.Go(func() { b.adopt(r) })
 	}
 	return nil
+}
+
+// stopDrained stops a drained replica gracefully.
+func (b *Backend) stopDrained(r *replica) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.alive() {
+		b.emit(workflows.Event{Kind: workflows.EventDrained, Service: r.svc.spec.Name, Replica: r.id,
+			Detail: "scaled down: out of the endpoints, stopping"})
+		b.signal(r, workflows.SignalTerm, 10*time.Second)
+	}
 }
 
 // Configure implements workflows.Backend.
