@@ -20,7 +20,9 @@ const (
 	ExitOK            = 0
 	ExitError         = 1 // a runtime failure
 	ExitInvalidConfig = 2 // bad flags, environment, configuration file or workflow document
-	ExitInterrupted   = 130
+	// ExitAssertionFailed is the exit code of a workflow run whose assertions did not all hold.
+	ExitAssertionFailed = 3
+	ExitInterrupted     = 130
 )
 
 // Env is the process state the CLI may touch. Tests build one with buffers.

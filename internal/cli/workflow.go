@@ -25,9 +25,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// ExitAssertionFailed is the exit code of a run whose assertions did not all hold.
-const ExitAssertionFailed = 3
-
 func (a *app) newWorkflowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workflow",

@@ -87,6 +87,7 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	e.mu.Lock()
 	e.t0 = time.Now()
+	e.res.Startup = e.t0.Sub(e.res.GetStartedAt().AsTime()).Seconds()
 	e.mu.Unlock()
 	col := newCollector(runCtx, e.interval, e.t0)
 	for _, s := range specs {

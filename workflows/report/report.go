@@ -144,7 +144,11 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 	if res.GetError() != "" {
 		fmt.Fprintf(w, " (%s)", res.GetError())
 	}
-	fmt.Fprintf(w, "  seed %d, time scale %g\n\n", res.GetSeed(), res.GetTimeScale())
+	fmt.Fprintf(w, "  seed %d, time scale %g", res.GetSeed(), res.GetTimeScale())
+	if res.GetStartup() > 0 {
+		fmt.Fprintf(w, ", services up in %.2fs", res.GetStartup())
+	}
+	fmt.Fprint(w, "\n\n")
 	svc := table{header: []string{"PHASE", "SERVICE", "SEEN AS", "REQ/S", "5XX %", "P50 MS", "P99 MS", "MAX MS",
 		"CPU M", "CPU MAX M", "RSS MB", "RSS MAX MB"}, align: "lllrrrrrrrrr"}
 	phases := append(append([]*irsv1.PhaseResult(nil), res.GetPhases()...), res.GetTotal())

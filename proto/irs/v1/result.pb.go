@@ -48,7 +48,10 @@ type WorkflowResult struct {
 	Series     []*Tick            `protobuf:"bytes,12,rep,name=series,proto3" json:"series,omitempty"`
 	Assertions []*AssertionResult `protobuf:"bytes,13,rep,name=assertions,proto3" json:"assertions,omitempty"`
 	// Aggregates over the whole run.
-	Total         *PhaseResult `protobuf:"bytes,14,opt,name=total,proto3" json:"total,omitempty"`
+	Total *PhaseResult `protobuf:"bytes,14,opt,name=total,proto3" json:"total,omitempty"`
+	// Seconds from started_at to the first phase: starting every replica, waiting until each is ready and giving
+	// every caller its endpoints.
+	Startup       float64 `protobuf:"fixed64,15,opt,name=startup,proto3" json:"startup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +184,13 @@ func (x *WorkflowResult) GetTotal() *PhaseResult {
 	return nil
 }
 
+func (x *WorkflowResult) GetStartup() float64 {
+	if x != nil {
+		return x.Startup
+	}
+	return 0
+}
+
 // Environment is where the run happened.
 type Environment struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -288,7 +298,8 @@ type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Seconds from the start (negative: before the first phase, while starting).
 	T float64 `protobuf:"fixed64,1,opt,name=t,proto3" json:"t,omitempty"`
-	// phase_start, phase_end, kill, exit, replace, ready, endpoints, configure, load, scale, interrupt.
+	// phase_start, phase_end, load, kill, configure, scale (the timeline's actions); ready, exit, replace,
+	// endpoints, drained (what the backend did or saw); interrupt; error (an action that failed).
 	Kind          string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	Service       string `protobuf:"bytes,3,opt,name=service,proto3" json:"service,omitempty"`
 	Replica       string `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
@@ -867,7 +878,7 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xc1\x04\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xdb\x04\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -887,7 +898,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
 	"assertions\x18\r \x03(\v2\x17.irs.v1.AssertionResultR\n" +
 	"assertions\x12)\n" +
-	"\x05total\x18\x0e \x01(\v2\x13.irs.v1.PhaseResultR\x05total\"\xd3\x01\n" +
+	"\x05total\x18\x0e \x01(\v2\x13.irs.v1.PhaseResultR\x05total\x12\x18\n" +
+	"\astartup\x18\x0f \x01(\x01R\astartup\"\xd3\x01\n" +
 	"\vEnvironment\x12\x1f\n" +
 	"\virs_version\x18\x01 \x01(\tR\n" +
 	"irsVersion\x12\x1d\n" +
