@@ -1,0 +1,588 @@
+//go:build integration
+
+package e2e
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// workflowRun is one `irs workflow run` process and its files.
+type workflowRun struct {
+	*proc
+	dir    string // the run directory
+	result string // the result file
+}
+
+// startWorkflow writes doc to a file and starts `irs workflow run` on it with args.
+func startWorkflow(t *testing.T, doc string, args ...string) *workflowRun {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "workflow.yaml")
+	if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startWorkflowFile(t, file, dir, args...)
+}
+
+func startWorkflowFile(t *testing.T, file, dir string, args ...string) *workflowRun {
+	t.Helper()
+	run := &workflowRun{dir: filepath.Join(dir, "run"), result: filepath.Join(dir, "run", "result.json")}
+	run.proc = command(t, nil, append([]string{"workflow", "run", file, "--run-dir", run.dir, "--progress", "plain"}, args...)...)
+	t.Cleanup(func() { assertNoWorkers(t, run.dir, 10*time.Second) }) // after the runner is stopped
+	run.start()
+	return run
+}
+
+// readResult reads a result file.
+func readResult(t *testing.T, path string) *irsv1.WorkflowResult {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read result: %v", err)
+	}
+	res := &irsv1.WorkflowResult{}
+	if err := protojson.Unmarshal(b, res); err != nil {
+		t.Fatalf("decode result: %v", err)
+	}
+	if res.GetSchema() != "irs.workflow.result/v1" {
+		t.Fatalf("result schema %q, want irs.workflow.result/v1", res.GetSchema())
+	}
+	return res
+}
+
+// workersOf returns the pids of the live worker processes of the run whose run directory is dir: the processes
+// whose command line names a file in DIR/workers (each gets --config DIR/workers/NAME.json).
+func workersOf(dir string) []int {
+	dir = filepath.Join(dir, "workers") + "/"
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+			continue
+		}
+		// A zombie is already dead; only its parent has yet to reap it.
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+				continue
+			}
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// assertNoWorkers fails unless every worker of the run is gone within d; it kills the ones left.
+func assertNoWorkers(t *testing.T, dir string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		left := workersOf(dir)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, pid := range left {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			t.Errorf("%d worker processes of %s left %v after the runner ended: %v", len(left), dir, d, left)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// events returns the result's events of a kind (and service, when not "").
+func events(res *irsv1.WorkflowResult, kind, service string) []*irsv1.RunEvent {
+	var out []*irsv1.RunEvent
+	for _, e := range res.GetEvents() {
+		if e.GetKind() == kind && (service == "" || e.GetService() == service) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// point returns a phase's point of a service (kind load or served) or edge (kind edge, callee set).
+func point(ps []*irsv1.Point, service, callee, kind string) *irsv1.Point {
+	for _, p := range ps {
+		if p.GetService() == service && p.GetCallee() == callee && p.GetKind() == kind {
+			return p
+		}
+	}
+	return nil
+}
+
+func phaseResult(t *testing.T, res *irsv1.WorkflowResult, name string) *irsv1.PhaseResult {
+	t.Helper()
+	for _, p := range res.GetPhases() {
+		if p.GetName() == name {
+			return p
+		}
+	}
+	t.Fatalf("no phase %q in the result", name)
+	return nil
+}
+
+// killWorkflow: four bar servers, a client sending 200 req/s to them without retries, and a kill of one bar
+// replica at 3.2 s and 6.2 s of the run (scale 1: away from the boundaries of the stats intervals). The
+// timeline is scaled by the tests.
+const killWorkflow = `
+name: kills
+seed: 11
+platform:
+  restart_delay: 1s
+  discovery_delay: 1s
+services:
+  - name: bar
+    replicas: 4
+    worker:
+      serve: {delay: 1ms}
+  - name: client
+    worker:
+      load: {target: bar, rate: 200, connections: 8, timeout: 1s}
+phases:
+  - name: steady
+    duration: 2s
+  - name: chaos
+    duration: 6s
+    actions:
+      - at: 1.2s
+        every: 3s
+        kill: {service: bar, count: 1}
+  - name: calm
+    duration: 2s
+assertions:
+  - name: clean before the kills
+    service: client
+    phase: steady
+    expect: 5xx_rate == 0%
+  - name: kills cost some requests
+    service: client
+    phase: chaos
+    expect: errors > 0
+  - name: all is well again
+    service: client
+    phase: calm
+    expect: 5xx_rate == 0%
+`
+
+// TestWorkflowKills runs kills with real worker processes and checks the timing of every kill, replacement and
+// endpoint push, that the client sees 5xx during the discovery window and none after, and the JSON result.
+func TestWorkflowKills(t *testing.T) {
+	const scale = 0.5
+	run := startWorkflow(t, killWorkflow, "--time-scale", strconv.FormatFloat(scale, 'f', -1, 64))
+	if code := run.exitCode(time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	if res.GetStatus() != "passed" {
+		t.Errorf("status %q, want passed", res.GetStatus())
+	}
+	const tolerance = 0.1 // seconds
+	restart, discovery := 1*scale, 1*scale
+
+	kills := events(res, "kill", "bar")
+	wantKills := []float64{3.2 * scale, 6.2 * scale}
+	if len(kills) != len(wantKills) {
+		t.Fatalf("%d kills, want %d: %v", len(kills), len(wantKills), kills)
+	}
+	exits := events(res, "exit", "bar")
+	for i, k := range kills {
+		if d := k.GetT() - wantKills[i]; math.Abs(d) > tolerance {
+			t.Errorf("kill %d at %.3fs, want %.3fs ±%.1fs", i, k.GetT(), wantKills[i], tolerance)
+		}
+		// The victim's process died of SIGKILL right then.
+		var exit *irsv1.RunEvent
+		for _, e := range exits {
+			if e.GetReplica() == k.GetReplica() {
+				exit = e
+			}
+		}
+		if exit == nil || exit.GetDetail() != "killed by SIGKILL" || exit.GetT()-k.GetT() > tolerance {
+			t.Errorf("kill %d of %s: exit event %v, want killed by SIGKILL within %.1fs", i, k.GetReplica(), exit, tolerance)
+			continue
+		}
+		// A replacement started after the restart delay and became ready.
+		var replace *irsv1.RunEvent
+		for _, e := range events(res, "replace", "bar") {
+			if e.GetDetail() == "replaces "+k.GetReplica() {
+				replace = e
+			}
+		}
+		if replace == nil {
+			t.Errorf("kill %d: no replacement of %s", i, k.GetReplica())
+			continue
+		}
+		if d := replace.GetT() - exit.GetT(); math.Abs(d-restart) > tolerance {
+			t.Errorf("kill %d: replacement %.3fs after the exit, want the restart delay %.2fs ±%.1fs", i, d, restart, tolerance)
+		}
+		var ready *irsv1.RunEvent
+		for _, e := range events(res, "ready", "bar") {
+			if e.GetReplica() == replace.GetReplica() {
+				ready = e
+			}
+		}
+		if ready == nil || ready.GetT()-replace.GetT() > 1 {
+			t.Errorf("kill %d: replacement %s ready event %v, want within 1s of its start", i, replace.GetReplica(), ready)
+		}
+	}
+	// Endpoint pushes: the dead replica dropped a discovery delay after each exit, the replacement added a
+	// discovery delay after it was ready.
+	pushes := events(res, "endpoints", "bar")
+	if len(pushes) != 2*len(kills) {
+		t.Errorf("%d endpoint pushes for bar, want %d: %v", len(pushes), 2*len(kills), pushes)
+	}
+	for _, e := range exits[:min(len(exits), len(kills))] {
+		found := false
+		for _, p := range pushes {
+			if d := p.GetT() - e.GetT(); math.Abs(d-discovery) <= tolerance && p.GetDetail() == "3 endpoints" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no push of 3 endpoints %.2fs (±%.1fs) after %s died at %.3fs: %v", discovery, tolerance, e.GetReplica(), e.GetT(), pushes)
+		}
+	}
+
+	// 5xx at the client: some in each kill's discovery window, none from then until the next kill.
+	interval := 0.5 // a second scaled, as the engine samples
+	for i, k := range kills {
+		next := math.Inf(1)
+		if i+1 < len(kills) {
+			next = kills[i+1].GetT()
+		}
+		var inWindow, after int64
+		for _, tick := range res.GetSeries() {
+			p := point(tick.GetServices(), "client", "", "load")
+			if p == nil {
+				continue
+			}
+			start := tick.GetT() - interval
+			switch {
+			case tick.GetT() > k.GetT() && start < k.GetT()+discovery:
+				inWindow += p.GetFailures()
+			case start >= k.GetT()+discovery+tolerance && tick.GetT() <= next-tolerance:
+				after += p.GetFailures()
+			}
+		}
+		if inWindow == 0 {
+			t.Errorf("kill %d at %.2fs: no failures at the client in the discovery window", i, k.GetT())
+		}
+		if after != 0 {
+			t.Errorf("kill %d at %.2fs: %d failures after the discovery window, want 0", i, k.GetT(), after)
+		}
+	}
+	// The phases' aggregates and the assertions say the same.
+	chaos := point(phaseResult(t, res, "chaos").GetServices(), "client", "", "load")
+	if chaos.GetFailures() == 0 || chaos.GetErrors()["refused"]+chaos.GetErrors()["reset"] != chaos.GetFailures() {
+		t.Errorf("chaos: %d failures %v, want some, all refused or reset", chaos.GetFailures(), chaos.GetErrors())
+	}
+	calm := point(phaseResult(t, res, "calm").GetServices(), "bar", "", "served")
+	if calm.GetReplicas() != 4 || calm.GetRequests() == 0 || calm.GetFailures() != 0 {
+		t.Errorf("calm: bar has %d replicas serving %d requests with %d failures, want 4, >0, 0",
+			calm.GetReplicas(), calm.GetRequests(), calm.GetFailures())
+	}
+	if n := len(res.GetAssertions()); n != 3 {
+		t.Fatalf("%d assertion results, want 3", n)
+	}
+	for _, a := range res.GetAssertions() {
+		if !a.GetPassed() || a.GetMeasuredText() == "" {
+			t.Errorf("assertion %q: passed %v, measured %q", a.GetName(), a.GetPassed(), a.GetMeasuredText())
+		}
+	}
+	if !strings.Contains(run.stdout.String(), "PASS  kills cost some requests") {
+		t.Errorf("the summary lacks the assertion lines:\n%s", run.stdout)
+	}
+}
+
+// TestWorkflowFailedAssertion: an assertion that cannot hold makes the run exit 3, with the failure and the
+// measured value in the summary and the result.
+func TestWorkflowFailedAssertion(t *testing.T) {
+	doc := strings.Replace(killWorkflow, "expect: errors > 0", "expect: 5xx_rate == 0%", 1)
+	run := startWorkflow(t, doc, "--time-scale", "0.25")
+	if code := run.exitCode(time.Minute); code != 3 {
+		t.Fatalf("exit %d, want 3 (assertion failed); stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	if res.GetStatus() != "failed" {
+		t.Errorf("status %q, want failed", res.GetStatus())
+	}
+	a := res.GetAssertions()[1]
+	if a.GetPassed() || a.GetMeasured() <= 0 || !strings.HasSuffix(a.GetMeasuredText(), "%") {
+		t.Errorf("assertion %q: passed %v, measured %v (%q); want failed with a 5xx rate above 0", a.GetName(),
+			a.GetPassed(), a.GetMeasured(), a.GetMeasuredText())
+	}
+	if out := run.stdout.String(); !strings.Contains(out, "FAIL  kills cost some requests: client in chaos: 5xx_rate == 0%  (measured ") {
+		t.Errorf("the summary does not show the failed assertion:\n%s", out)
+	}
+	if !strings.Contains(run.stderr.String(), "an assertion failed") {
+		t.Errorf("stderr does not say why it failed:\n%s", run.stderr)
+	}
+}
+
+// longWorkflow runs for a minute unless interrupted.
+const longWorkflow = `
+name: long
+services:
+  - name: server
+    replicas: 2
+    worker:
+      serve: {delay: 2ms}
+  - name: client
+    worker:
+      load: {target: server, rate: 100}
+phases:
+  - name: forever
+    duration: 60s
+`
+
+// waitRunning waits until the run's result file shows collected intervals.
+func waitRunning(t *testing.T, run *workflowRun) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(run.result); err == nil {
+			res := &irsv1.WorkflowResult{}
+			if protojson.Unmarshal(b, res) == nil && res.GetStatus() == "running" && len(res.GetSeries()) > 0 {
+				return
+			}
+		}
+		if !run.alive() || time.Now().After(deadline) {
+			t.Fatalf("the run did not get going; stdout:\n%s\nstderr:\n%s", run.stdout, run.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestWorkflowInterrupt: Ctrl-C mid-run exits 130, leaves a partial result with what was measured, and no
+// worker process.
+func TestWorkflowInterrupt(t *testing.T) {
+	run := startWorkflow(t, longWorkflow)
+	waitRunning(t, run)
+	if n := len(workersOf(run.dir)); n != 3 {
+		t.Errorf("%d worker processes while running, want 3", n)
+	}
+	run.signal(syscall.SIGINT)
+	if code := run.exitCode(15 * time.Second); code != 130 {
+		t.Fatalf("exit %d after SIGINT, want 130; stderr:\n%s", code, run.stderr)
+	}
+	assertNoWorkers(t, run.dir, 0)
+	res := readResult(t, run.result)
+	if res.GetStatus() != "interrupted" || len(res.GetSeries()) == 0 || len(events(res, "interrupt", "")) != 1 {
+		t.Errorf("partial result: status %q, %d ticks, %d interrupt events; want interrupted, some, 1",
+			res.GetStatus(), len(res.GetSeries()), len(events(res, "interrupt", "")))
+	}
+	if p := point(phaseResult(t, res, "forever").GetServices(), "client", "", "load"); p.GetRequests() == 0 {
+		t.Errorf("the partial result has no requests for the interrupted phase")
+	}
+}
+
+// TestWorkflowSecondInterruptForces: the first Ctrl-C stops the workers gracefully, waiting up to a grace
+// period for each to exit; a second one kills them at once. A frozen worker (SIGSTOP) cannot exit gracefully.
+func TestWorkflowSecondInterruptForces(t *testing.T) {
+	run := startWorkflow(t, longWorkflow)
+	waitRunning(t, run)
+	pids := workersOf(run.dir)
+	if len(pids) == 0 {
+		t.Fatal("no worker processes")
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	run.signal(syscall.SIGINT)
+	time.Sleep(500 * time.Millisecond)
+	if !run.alive() {
+		t.Fatalf("the runner exited before its frozen worker did; stderr:\n%s", run.stderr)
+	}
+	start := time.Now()
+	run.signal(syscall.SIGINT)
+	if code := run.exitCode(15 * time.Second); code != 130 {
+		t.Fatalf("exit %d, want 130; stderr:\n%s", code, run.stderr)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("exit %v after the second SIGINT: it did not force", took)
+	}
+	assertNoWorkers(t, run.dir, 0)
+}
+
+// TestWorkflowRunnerKilled: when the runner itself is SIGKILLed (no chance to clean up), the kernel ends its
+// workers (parent-death signal): no orphans.
+func TestWorkflowRunnerKilled(t *testing.T) {
+	run := startWorkflow(t, longWorkflow)
+	waitRunning(t, run)
+	pids := workersOf(run.dir)
+	if len(pids) != 3 {
+		t.Fatalf("%d worker processes, want 3", len(pids))
+	}
+	if err := run.cmd.Process.Kill(); err != nil { // the runner only, not its process group
+		t.Fatal(err)
+	}
+	run.exitCode(5 * time.Second)
+	assertNoWorkers(t, run.dir, 3*time.Second)
+}
+
+// TestWorkflowInvalid: an invalid workflow exits 2, naming each problem's line:column, and starts nothing.
+func TestWorkflowInvalid(t *testing.T) {
+	doc := `name: broken
+services:
+  - name: bar
+    worker:
+      serve: {delay: soon}
+phases:
+  - name: one
+    duration: 1s
+    actions:
+      - kill: {service: nobody}
+`
+	for _, cmd := range []string{"validate", "run"} {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "broken.yaml")
+		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := command(t, nil, "workflow", cmd, file, "--run-dir", filepath.Join(dir, "run"))
+		if cmd == "validate" {
+			p = command(t, nil, "workflow", cmd, file)
+		}
+		p.start()
+		if code := p.exitCode(10 * time.Second); code != 2 {
+			t.Errorf("%s: exit %d, want 2; stderr:\n%s", cmd, code, p.stderr)
+		}
+		for _, want := range []string{file + ":5:22: services[0].worker.serve.delay:", file + ":10:25: phases[0].actions[0].kill.service:"} {
+			if !strings.Contains(p.stderr.String(), want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", cmd, want, p.stderr)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "run")); err == nil {
+			t.Errorf("%s: a run directory was created for an invalid workflow", cmd)
+		}
+	}
+}
+
+// TestWorkflowDryRun prints the plan and starts nothing.
+func TestWorkflowDryRun(t *testing.T) {
+	run := startWorkflow(t, killWorkflow, "--dry-run", "--time-scale", "0.5")
+	if code := run.exitCode(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, run.stderr)
+	}
+	out := run.stdout.String()
+	for _, want := range []string{"bar", "client", "200 req/s → bar", "restart delay 500ms, discovery delay 500ms",
+		"1.6s", "kill", "3.1s", "5s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(run.dir); err == nil {
+		t.Errorf("a dry run created the run directory")
+	}
+}
+
+// TestWorkflowConfigureAndScale: live reconfiguration through the control API and scaling, as the result
+// measures them.
+func TestWorkflowConfigureAndScale(t *testing.T) {
+	doc := `
+name: live
+seed: 5
+platform: {discovery_delay: 300ms, restart_delay: 300ms}
+services:
+  - name: server
+    replicas: 2
+    worker:
+      serve: {delay: 5ms, status: {503: 20%}}
+  - name: client
+    worker:
+      load: {target: server, rate: 200, connections: 32}
+phases:
+  - name: before
+    duration: 2s
+  - name: slow
+    duration: 2s
+    actions:
+      - configure: {service: server, set: {serve: {delay: 50ms}}, clear: [serve.status]}
+  - name: scaled
+    duration: 3s
+    actions:
+      - scale: {service: server, replicas: 4}
+  - name: shrunk
+    duration: 3s
+    actions:
+      - scale: {service: server, replicas: 1}
+`
+	run := startWorkflow(t, doc)
+	if code := run.exitCode(time.Minute); code != 0 {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	before := point(phaseResult(t, res, "before").GetServices(), "server", "", "served")
+	slow := point(phaseResult(t, res, "slow").GetServices(), "server", "", "served")
+	if r := before.GetFailureRate(); r < 0.1 || r > 0.3 {
+		t.Errorf("before: server 5xx rate %.3f, want about 0.2", r)
+	}
+	if before.GetP50Ms() > 20 {
+		t.Errorf("before: server p50 %.1fms, want about 5ms", before.GetP50Ms())
+	}
+	// The change lands at the start of the phase: all but the first few requests see it.
+	if slow.GetP50Ms() < 45 || slow.GetFailures() > before.GetFailures()/10 {
+		t.Errorf("slow: server p50 %.1fms with %d failures; want about 50ms and the 503s cleared", slow.GetP50Ms(), slow.GetFailures())
+	}
+	scaled := phaseResult(t, res, "scaled")
+	if p := point(scaled.GetServices(), "server", "", "served"); p.GetReplicas() != 4 {
+		t.Errorf("scaled: %d server replicas, want 4", p.GetReplicas())
+	}
+	// Scale-down drains: callers stop sending before the replicas stop, so nothing fails.
+	shrunk := phaseResult(t, res, "shrunk")
+	if p := point(shrunk.GetServices(), "client", "", "load"); p.GetFailures() != 0 || p.GetRequests() < 500 {
+		t.Errorf("shrunk: client %d requests, %d failures %v; want ~600 and none", p.GetRequests(), p.GetFailures(), p.GetErrors())
+	}
+	last := res.GetSeries()[len(res.GetSeries())-1]
+	if p := point(last.GetServices(), "server", "", "served"); p.GetReplicas() != 1 {
+		t.Errorf("at the end: %d server replicas, want 1", p.GetReplicas())
+	}
+	if n := len(events(res, "drained", "server")); n != 3 {
+		t.Errorf("%d drained events, want 3", n)
+	}
+	if n := len(events(res, "configure", "server")); n != 1 {
+		t.Errorf("%d configure events, want 1", n)
+	}
+}
+
+// TestFlashSaleExample runs examples/flash-sale.yaml ten times faster than written: it must pass.
+func TestFlashSaleExample(t *testing.T) {
+	file, err := filepath.Abs("../../examples/flash-sale.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startWorkflowFile(t, file, t.TempDir(), "--time-scale", "0.1")
+	if code := run.exitCode(2 * time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	if n := len(events(res, "kill", "inventory")); n != 5 {
+		t.Errorf("%d inventory kills, want 5", n)
+	}
+	for _, a := range res.GetAssertions() {
+		if !a.GetPassed() {
+			t.Errorf("assertion %q failed: measured %s", a.GetName(), a.GetMeasuredText())
+		}
+	}
+	spike := point(phaseResult(t, res, "spike").GetServices(), "shoppers", "", "load")
+	if spike.GetRps() < 250 {
+		t.Errorf("spike: %.0f req/s from shoppers, want the ramp to 400", spike.GetRps())
+	}
+}
