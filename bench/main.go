@@ -41,7 +41,7 @@ func main() {
 	flag.StringVar(&o.fortio, "fortio", "", "fortio binary (default: fortio on PATH or in $(go env GOPATH)/bin)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported)")
-	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow (default all)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
@@ -75,7 +75,11 @@ func (o *options) resolve() error {
 			o.fortio = filepath.Join(strings.TrimSpace(string(out)), "bin", "fortio")
 		}
 	}
-	for _, tool := range []string{"taskset", "wrk", "nginx", o.fortio} {
+	tools := []string{"taskset"}
+	if o.want("server") || o.want("cpu") || o.want("loadgen") || o.want("telemetry") {
+		tools = append(tools, "wrk", "nginx", o.fortio)
+	}
+	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found (make bench installs wrk, nginx and fortio)", tool)
 		}
@@ -100,6 +104,7 @@ func (o *options) run(ctx context.Context) error {
 		{"rate", func(ctx context.Context) error { return o.rateAccuracy(ctx, maxRate) }},
 		{"telemetry", o.telemetryCost},
 		{"rss", o.idleRSS},
+		{"workflow", o.workflowRunner},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {
