@@ -22,9 +22,9 @@ help:
 build:
 	$(GOBUILD) -o $(BIN) ./cmd/irs
 
-## demo: build, then run a 3-worker chain (loadgen → client → server) for 20 s and print what it measured
+## demo: build, then run examples/flash-sale.yaml on this machine (about two minutes) and print its verdict
 demo: build
-	scripts/demo-chain.sh $(BIN)
+	$(BIN) workflow run examples/flash-sale.yaml
 
 ## test: everything CI proves: lint, generated code up to date, unit tests (race), end-to-end tests
 test: deps lint check-generated unit e2e
