@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -98,7 +99,7 @@ func parseValue(s string, u Unit) (float64, error) {
 		return d.Seconds(), nil
 	}
 	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(s, "/s"), "MB"), 64)
-	if err != nil || v < 0 {
+	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("invalid number %q", s)
 	}
 	return v, nil

@@ -122,10 +122,11 @@ func NewTimeline(wf *irsv1.Workflow, scale float64) (*Timeline, error) {
 		}
 	}
 	var start time.Duration
+	occurrences := 0
 	for i, ph := range wf.GetPhases() {
 		end := start + sc(dur(ph.GetDuration(), 0))
 		t.Phases = append(t.Phases, PhaseSpan{Name: ph.GetName(), Start: start, End: end})
-		b := stepBuilder{t: t, phase: ph.GetName(), end: end, scale: sc}
+		b := stepBuilder{t: t, phase: ph.GetName(), end: end, scale: sc, occurrences: &occurrences}
 		for j, a := range ph.GetActions() {
 			b.action(a, start, field.Index(field.Join(field.Index("phases", i), "actions"), j))
 		}
@@ -145,6 +146,8 @@ type stepBuilder struct {
 	end   time.Duration
 	scale func(time.Duration) time.Duration
 	err   error
+	// occurrences counts every occurrence built, waits and groups included, to bound the work.
+	occurrences *int
 }
 
 // action adds the occurrences of a starting no earlier than from, and returns when the action ends (for serial
@@ -166,8 +169,10 @@ func (b *stepBuilder) action(a *irsv1.Action, from time.Duration, path string) t
 		if a.GetTimes() > 0 && n >= a.GetTimes() {
 			break
 		}
-		if len(b.t.Steps) > maxOccurrences {
-			b.err = fmt.Errorf("%s: more than %d action occurrences: make `every` longer or set times", path, maxOccurrences)
+		if *b.occurrences++; *b.occurrences > maxOccurrences || b.err != nil {
+			if b.err == nil {
+				b.err = fmt.Errorf("%s: more than %d action occurrences: make `every` longer or set times", path, maxOccurrences)
+			}
 			return end
 		}
 		end = b.once(a, first+time.Duration(n)*every, path)

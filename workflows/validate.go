@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,7 +21,8 @@ type CompileWorker func(*irsv1.WorkerConfig) error
 // Validate checks a parsed document's meaning and returns every problem, with the structural ones found while
 // parsing, as an *InvalidError (nil when the document is valid).
 func Validate(doc *Document, compile CompileWorker) error {
-	v := validator{wf: doc.Workflow, compile: compile, services: map[string]*irsv1.Service{}, phases: map[string]bool{}}
+	v := validator{wf: doc.Workflow, compile: compile, services: map[string]*irsv1.Service{}, phases: map[string]bool{},
+		edges: map[string]map[string]bool{}}
 	v.validate()
 	all := field.Combine(doc.decodeErrs, v.errs.Err())
 	if len(all) == 0 {
@@ -46,6 +48,8 @@ type validator struct {
 	errs     field.List
 	services map[string]*irsv1.Service
 	phases   map[string]bool
+	// edges are the calls and load targets that actions add (caller → callees), for edge assertions.
+	edges map[string]map[string]bool
 }
 
 func (v *validator) validate() {
@@ -62,7 +66,7 @@ func (v *validator) validate() {
 		case s.GetName() == "":
 			v.errs.Addf(field.Join(path, "name"), "required")
 		case !validName(s.GetName()):
-			v.errs.Addf(field.Join(path, "name"), "%q: use letters, digits and - (it names processes and pods)", s.GetName())
+			v.errs.Addf(field.Join(path, "name"), "%q: use lower-case letters, digits and -, starting and ending with a letter or digit, at most 50 (it names processes and pods)", s.GetName())
 		case v.services[s.GetName()] != nil:
 			v.errs.Addf(field.Join(path, "name"), "service %q defined twice", s.GetName())
 		default:
@@ -86,12 +90,14 @@ func (v *validator) validate() {
 	}
 }
 
+// validName reports whether s can name a service: a DNS label (RFC 1123), as Kubernetes wants of what it names
+// after it, with room for a replica suffix.
 func validName(s string) bool {
-	if len(s) > 50 {
+	if len(s) == 0 || len(s) > 50 || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}
-	for i, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' && i > 0) {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
 			return false
 		}
 	}
@@ -102,12 +108,22 @@ func (v *validator) platform() {
 	p := v.wf.GetPlatform()
 	v.duration("platform.restart_delay", p.GetRestartDelay())
 	v.duration("platform.discovery_delay", p.GetDiscoveryDelay())
-	v.duration("platform.ready_timeout", p.GetReadyTimeout())
+	v.positive("platform.ready_timeout", p.GetReadyTimeout())
 }
 
-func (v *validator) duration(path, s string) time.Duration {
+// duration parses an optional duration, reporting a bad one; ok is false when it was bad.
+func (v *validator) duration(path, s string) (d time.Duration, ok bool) {
 	d, err := units.ParseDuration(s)
 	v.errs.Add(path, err)
+	return d, err == nil
+}
+
+// positive parses an optional duration that must be more than 0 when given.
+func (v *validator) positive(path, s string) time.Duration {
+	d, ok := v.duration(path, s)
+	if ok && s != "" && d <= 0 {
+		v.errs.Addf(path, "must be more than 0")
+	}
 	return d
 }
 
@@ -115,8 +131,11 @@ func (v *validator) duration(path, s string) time.Duration {
 func (v *validator) service(path string, s *irsv1.Service) {
 	w := s.GetWorker()
 	wpath := field.Join(path, "worker")
-	if w.GetName() != "" || w.GetListen() != "" {
-		v.errs.Addf(wpath, "name and listen are set by the backend: remove them")
+	if w.GetName() != "" {
+		v.errs.Addf(field.Join(wpath, "name"), "set by the backend (the service's name): remove it")
+	}
+	if w.GetListen() != "" {
+		v.errs.Addf(field.Join(wpath, "listen"), "set by the backend (a free port): remove it")
 	}
 	for i, c := range w.GetCalls() {
 		v.callTargets(field.Index(field.Join(wpath, "calls"), i), c)
@@ -161,7 +180,7 @@ func (v *validator) target(path, service string, endpoints []string, epath strin
 func (v *validator) serviceNames() string {
 	var names []string
 	for _, s := range v.wf.GetServices() {
-		if s.GetName() != "" {
+		if s.GetName() != "" && !slices.Contains(names, s.GetName()) {
 			names = append(names, s.GetName())
 		}
 	}
@@ -177,27 +196,89 @@ func (v *validator) phase(path string, p *irsv1.Phase) {
 	default:
 		v.phases[p.GetName()] = true
 	}
-	d := v.duration(field.Join(path, "duration"), p.GetDuration())
-	if p.GetDuration() != "" && d == 0 {
-		v.errs.Addf(field.Join(path, "duration"), "must be more than 0")
-	} else if p.GetDuration() == "" {
+	d := v.positive(field.Join(path, "duration"), p.GetDuration())
+	if p.GetDuration() == "" {
 		v.errs.Addf(field.Join(path, "duration"), "required: how long the phase lasts")
 	}
 	for i, a := range p.GetActions() {
-		v.action(field.Index(field.Join(path, "actions"), i), a, d)
+		errsBefore := len(v.errs)
+		apath := field.Index(field.Join(path, "actions"), i)
+		v.action(apath, a, 0)
+		if d > 0 && len(v.errs) == errsBefore {
+			v.schedule(apath, a, 0, d, true)
+		}
 	}
 }
 
-// action checks one action; within is how long it has (the phase's duration, 0 when unknown).
-func (v *validator) action(path string, a *irsv1.Action, within time.Duration) {
-	at := v.duration(field.Join(path, "at"), a.GetAt())
-	if within > 0 && at >= within {
-		v.errs.Addf(field.Join(path, "at"), "%v is not before the end of the phase (%v)", at, within)
+// schedule checks that an action (and every member of a group) starts before the end of the phase, given the
+// time it may start from, reporting the ones that never happen when report is set; it returns when the action
+// ends, as the timeline computes it: at its last occurrence (a group: when that occurrence's members end).
+func (v *validator) schedule(path string, a *irsv1.Action, from, end time.Duration, report bool) time.Duration {
+	at, _ := units.ParseDuration(a.GetAt())
+	start := from + at
+	if start >= end {
+		if !report {
+			return start
+		}
+		where := field.Join(path, "at")
+		if a.GetAt() == "" {
+			where = path
+		}
+		if from == 0 {
+			v.errs.Addf(where, "%v is not before the end of the phase (%v)", at, end)
+		} else {
+			v.errs.Addf(where, "never happens: it would start at %v (after what comes before it in its group), not before the end of the phase (%v)", start, end)
+		}
+		return start
 	}
-	every := v.duration(field.Join(path, "every"), a.GetEvery())
-	if a.GetEvery() != "" && every == 0 {
-		v.errs.Addf(field.Join(path, "every"), "must be more than 0")
+	first := v.occurrence(path, a, start, end, report) // its members must happen
+	every, _ := units.ParseDuration(a.GetEvery())
+	if every <= 0 {
+		return first
 	}
+	n := (end - 1 - start) / every // occurrences after the first that fit in the phase
+	if a.GetTimes() > 0 {
+		n = min(n, time.Duration(a.GetTimes()-1))
+	}
+	if n == 0 {
+		return first
+	}
+	return v.occurrence(path, a, start+n*every, end, false)
+}
+
+// occurrence checks the members of one occurrence of a group starting at start and returns when it ends.
+func (v *validator) occurrence(path string, a *irsv1.Action, start, end time.Duration, report bool) time.Duration {
+	switch {
+	case a.GetWait() != "":
+		w, _ := units.ParseDuration(a.GetWait())
+		return start + w
+	case len(a.GetSerial()) > 0:
+		cursor := start
+		for i, m := range a.GetSerial() {
+			cursor = v.schedule(field.Index(field.Join(path, "serial"), i), m, cursor, end, report)
+		}
+		return cursor
+	case len(a.GetParallel()) > 0:
+		groupEnd := start
+		for i, m := range a.GetParallel() {
+			groupEnd = max(groupEnd, v.schedule(field.Index(field.Join(path, "parallel"), i), m, start, end, report))
+		}
+		return groupEnd
+	}
+	return start
+}
+
+// maxGroupDepth bounds how deep groups nest.
+const maxGroupDepth = 8
+
+// action checks one action (and the members of a group, depth levels down); schedule checks when it happens.
+func (v *validator) action(path string, a *irsv1.Action, depth int) {
+	if depth > maxGroupDepth && (len(a.GetSerial()) > 0 || len(a.GetParallel()) > 0) {
+		v.errs.Addf(path, "groups nested more than %d deep", maxGroupDepth)
+		return
+	}
+	v.duration(field.Join(path, "at"), a.GetAt())
+	v.positive(field.Join(path, "every"), a.GetEvery())
 	if a.GetTimes() > 0 && a.GetEvery() == "" {
 		v.errs.Addf(field.Join(path, "times"), "times needs every")
 	}
@@ -223,24 +304,18 @@ func (v *validator) action(path string, a *irsv1.Action, within time.Duration) {
 	}
 	if a.GetWait() != "" {
 		kinds++
-		if d := v.duration(field.Join(path, "wait"), a.GetWait()); d == 0 && !strings.HasPrefix(strings.TrimSpace(a.GetWait()), "-") {
-			v.errs.Addf(field.Join(path, "wait"), "must be more than 0")
-		}
+		v.positive(field.Join(path, "wait"), a.GetWait())
 	}
 	if len(a.GetSerial()) > 0 {
 		kinds++
 		for i, s := range a.GetSerial() {
-			spath := field.Index(field.Join(path, "serial"), i)
-			if s.GetEvery() != "" {
-				v.errs.Addf(field.Join(spath, "every"), "a repeating action never ends, so it cannot be part of a serial group")
-			}
-			v.action(spath, s, 0)
+			v.action(field.Index(field.Join(path, "serial"), i), s, depth+1)
 		}
 	}
 	if len(a.GetParallel()) > 0 {
 		kinds++
 		for i, s := range a.GetParallel() {
-			v.action(field.Index(field.Join(path, "parallel"), i), s, 0)
+			v.action(field.Index(field.Join(path, "parallel"), i), s, depth+1)
 		}
 	}
 	switch kinds {
@@ -278,9 +353,10 @@ func (v *validator) loadAction(path string, l *irsv1.LoadAction) {
 	merged := MergeLoad(s.GetWorker().GetLoad(), l.GetSet())
 	if merged.GetTarget() == "" {
 		v.errs.Addf(field.Join(path, "set.target"), "required: the service has no load target to keep")
-	} else {
-		v.target(field.Join(path, "set.target"), merged.GetTarget(), l.GetSet().GetEndpoints(), field.Join(path, "set.endpoints"))
+		return
 	}
+	v.target(field.Join(path, "set.target"), merged.GetTarget(), l.GetSet().GetEndpoints(), field.Join(path, "set.endpoints"))
+	v.addEdge(s.GetName(), merged.GetTarget())
 	if v.compile != nil {
 		probe := proto.Clone(s.GetWorker()).(*irsv1.WorkerConfig)
 		probe.Load = merged
@@ -376,15 +452,30 @@ func (v *validator) configureAction(path string, c *irsv1.ConfigureAction) {
 	if c.GetSet() == nil && len(c.GetClear()) == 0 {
 		v.errs.Addf(path, "set fields or clear them")
 	}
-	if c.GetSet().GetName() != "" || c.GetSet().GetListen() != "" {
-		v.errs.Addf(field.Join(path, "set"), "name and listen are set by the backend")
+	if c.GetSet().GetName() != "" {
+		v.errs.Addf(field.Join(path, "set.name"), "set by the backend (the service's name): remove it")
 	}
+	if c.GetSet().GetListen() != "" {
+		v.errs.Addf(field.Join(path, "set.listen"), "set by the backend (a free port): remove it")
+	}
+	badPath := false
 	for i, p := range c.GetClear() {
 		if err := checkPath(&irsv1.WorkerConfig{}, p); err != nil {
 			v.errs.Add(field.Index(field.Join(path, "clear"), i), err)
+			badPath = true
 		}
 	}
-	if s == nil || v.compile == nil {
+	for i, call := range c.GetSet().GetCalls() {
+		v.callTargets(field.Index(field.Join(path, "set.calls"), i), call)
+	}
+	if l := c.GetSet().GetLoad(); l != nil {
+		v.target(field.Join(path, "set.load.target"), l.GetTarget(), l.GetEndpoints(), field.Join(path, "set.load.endpoints"))
+	}
+	if s == nil {
+		return
+	}
+	v.addEdges(s.GetName(), c.GetSet())
+	if v.compile == nil || badPath {
 		return
 	}
 	probe := Resolve(s, func(string) []string { return []string{"127.0.0.1:1"} })
@@ -392,9 +483,6 @@ func (v *validator) configureAction(path string, c *irsv1.ConfigureAction) {
 	if err != nil {
 		v.errs.Add(path, err)
 		return
-	}
-	for i, call := range c.GetSet().GetCalls() {
-		v.callTargets(field.Index(field.Join(path, "set.calls"), i), call)
 	}
 	fillEndpoints(patched, func(string) []string { return []string{"127.0.0.1:1"} })
 	for _, e := range field.Flatten(v.compile(patched)) {
@@ -440,12 +528,13 @@ func (v *validator) assertion(path string, a *irsv1.Assertion) {
 			v.errs.Addf(field.Join(path, "edge"), "%q: want caller->callee", a.GetEdge())
 			break
 		}
-		cs := v.serviceRef(field.Join(path, "edge"), strings.TrimSpace(caller))
-		v.serviceRef(field.Join(path, "edge"), strings.TrimSpace(callee))
-		if cs != nil && !calls(cs, strings.TrimSpace(callee)) {
-			v.errs.Addf(field.Join(path, "edge"), "%s does not call %s", strings.TrimSpace(caller), strings.TrimSpace(callee))
+		caller, callee = strings.TrimSpace(caller), strings.TrimSpace(callee)
+		cs := v.serviceRef(field.Join(path, "edge"), caller)
+		ce := v.serviceRef(field.Join(path, "edge"), callee)
+		if cs != nil && ce != nil && !calls(cs, callee) && !v.edges[caller][callee] {
+			v.errs.Addf(field.Join(path, "edge"), "%s does not call %s", caller, callee)
 		}
-		if err == nil && (e.Metric == MetricCPU || e.Metric == MetricCPUMax || e.Metric == MetricRSS || e.Metric == MetricRecoveryTime) {
+		if err == nil && perService(e.Metric) {
 			v.errs.Addf(field.Join(path, "expect"), "%s is measured per service, not per edge", e.Metric)
 		}
 	default:
@@ -461,6 +550,38 @@ func (v *validator) assertion(path string, a *irsv1.Assertion) {
 			v.errs.Addf(field.Join(path, "recovered_below"), "applies to recovery_time only")
 		}
 	}
+}
+
+// perService reports whether a metric is measured per service only (resources, recovery).
+func perService(m Metric) bool {
+	switch m {
+	case MetricCPU, MetricCPUMax, MetricRSS, MetricRSSMax, MetricRecoveryTime:
+		return true
+	}
+	return false
+}
+
+// addEdges records the calls and load target a configuration adds to a service.
+func (v *validator) addEdges(caller string, cfg *irsv1.WorkerConfig) {
+	var walk func([]*irsv1.Call)
+	walk = func(cs []*irsv1.Call) {
+		for _, c := range cs {
+			v.addEdge(caller, c.GetService())
+			walk(c.GetParallel())
+		}
+	}
+	walk(cfg.GetCalls())
+	v.addEdge(caller, cfg.GetLoad().GetTarget())
+}
+
+func (v *validator) addEdge(caller, callee string) {
+	if callee == "" {
+		return
+	}
+	if v.edges[caller] == nil {
+		v.edges[caller] = map[string]bool{}
+	}
+	v.edges[caller][callee] = true
 }
 
 // calls reports whether a service calls another (directly, in any step) or sends it load.

@@ -1,0 +1,255 @@
+package workflows_test
+
+import "testing"
+
+// TestValidateActions covers what Validate checks in the phases' actions: the services they act on, their
+// schedules and what each kind of action needs. The actions are appended to head, so the first is on line 11.
+func TestValidateActions(t *testing.T) {
+	runValidateCases(t, []validateCase{
+		// References from actions.
+		{
+			name: "kill of an unknown service",
+			doc:  head + "      - kill: {service: db}\n",
+			want: []problem{{"11:25", "phases[0].actions[0].kill.service", `unknown service "db" (want one of api, gen)`}},
+		},
+		{
+			name: "kill without a service",
+			doc:  head + "      - kill: {count: 1}\n",
+			want: []problem{{"11:15", "phases[0].actions[0].kill.service", "required: the service acted on"}},
+		},
+		{
+			name: "load action on an unknown service",
+			doc:  head + "      - load: {service: db, stop: true}\n",
+			want: []problem{{"11:25", "phases[0].actions[0].load.service", `unknown service "db"`}},
+		},
+		{
+			name: "configure of an unknown service",
+			doc:  head + "      - configure: {service: db, clear: [serve.status]}\n",
+			want: []problem{{"11:30", "phases[0].actions[0].configure.service", `unknown service "db"`}},
+		},
+		{
+			name: "scale of an unknown service",
+			doc:  head + "      - scale: {service: db, replicas: 2}\n",
+			want: []problem{{"11:26", "phases[0].actions[0].scale.service", `unknown service "db"`}},
+		},
+		{
+			name: "scale beyond 1000 replicas",
+			doc:  head + "      - scale: {service: api, replicas: 2000}\n",
+			want: []problem{{"11:41", "phases[0].actions[0].scale.replicas", "2000 replicas is more than 1000"}},
+		},
+
+		// Durations and schedules.
+		{
+			name: "phase duration zero",
+			doc:  "name: w\nservices:\n  - name: api\nphases:\n  - name: p\n    duration: 0s\n",
+			want: []problem{{"6:15", "phases[0].duration", "must be more than 0"}},
+		},
+		{
+			name: "phase duration not a duration",
+			doc:  "name: w\nservices:\n  - name: api\nphases:\n  - name: p\n    duration: ten seconds\n",
+			want: []problem{{"6:15", "phases[0].duration", `invalid duration "ten seconds"`}},
+		},
+		{
+			name: "negative phase duration",
+			doc:  "name: w\nservices:\n  - name: api\nphases:\n  - name: p\n    duration: -10s\n",
+			want: []problem{{"6:15", "phases[0].duration", `negative duration "-10s"`}},
+		},
+		{
+			name: "at not a duration",
+			doc:  head + "      - at: soon\n        kill: {service: api}\n",
+			want: []problem{{"11:13", "phases[0].actions[0].at", `invalid duration "soon"`}},
+		},
+		{
+			name: "negative at",
+			doc:  head + "      - at: -5s\n        kill: {service: api}\n",
+			want: []problem{{"11:13", "phases[0].actions[0].at", `negative duration "-5s"`}},
+		},
+		{
+			name: "at the end of the phase",
+			doc:  head + "      - at: 60s\n        kill: {service: api}\n",
+			want: []problem{{"11:13", "phases[0].actions[0].at", "1m0s is not before the end of the phase (1m0s)"}},
+		},
+		{
+			name: "at beyond the phase",
+			doc:  head + "      - at: 90s\n        kill: {service: api}\n",
+			want: []problem{{"11:13", "phases[0].actions[0].at", "1m30s is not before the end of the phase (1m0s)"}},
+		},
+		{
+			name: "at of a group member beyond the phase",
+			doc:  head + "      - parallel:\n          - at: 90s\n            kill: {service: api}\n",
+			want: []problem{{"12:17", "phases[0].actions[0].parallel[0].at", "1m30s is not before the end of the phase (1m0s)"}},
+		},
+		{
+			name: "every zero",
+			doc:  head + "      - every: 0s\n        kill: {service: api}\n",
+			want: []problem{{"11:16", "phases[0].actions[0].every", "must be more than 0"}},
+		},
+		{
+			name: "every not a duration",
+			doc:  head + "      - every: often\n        kill: {service: api}\n",
+			want: []problem{{"11:16", "phases[0].actions[0].every", `invalid duration "often"`}},
+		},
+		{
+			name: "times without every",
+			doc:  head + "      - times: 3\n        kill: {service: api}\n",
+			want: []problem{{"11:16", "phases[0].actions[0].times", "times needs every"}},
+		},
+		{
+			name: "every in a serial group: the group goes on after its last occurrence",
+			doc:  head + "      - serial:\n          - kill: {service: api}\n          - every: 10s\n            kill: {service: api}\n          - kill: {service: api}\n",
+		},
+		{
+			name: "a serial member after a repeating one, past the phase end",
+			doc:  head + "      - serial:\n          - every: 10s\n            kill: {service: api}\n          - at: 15s\n            kill: {service: api}\n",
+			want: []problem{{"14:17", "phases[0].actions[0].serial[1].at", "never happens: it would start at 1m5s"}},
+		},
+		{
+			name: "a parallel member past the phase end, inside a serial group",
+			doc: head + "      - serial:\n          - wait: 50s\n          - parallel:\n              - kill: {service: api}\n" +
+				"              - at: 10s\n                kill: {service: api}\n",
+			want: []problem{{"15:21", "phases[0].actions[0].serial[1].parallel[1].at", "never happens: it would start at 1m0s"}},
+		},
+		{
+			name: "wait zero",
+			doc:  head + "      - wait: 0s\n",
+			want: []problem{{"11:15", "phases[0].actions[0].wait", "must be more than 0"}},
+		},
+		{
+			name: "negative wait",
+			doc:  head + "      - wait: -1s\n",
+			want: []problem{{"11:15", "phases[0].actions[0].wait", `negative duration "-1s"`}},
+		},
+		{
+			name: "wait not a duration",
+			doc:  head + "      - wait: a while\n",
+			want: []problem{{"11:15", "phases[0].actions[0].wait", `invalid duration "a while"`}},
+		},
+
+		// What an action does.
+		{
+			name: "action that does nothing",
+			doc:  head + "      - at: 5s\n",
+			want: []problem{{"11:9", "phases[0].actions[0]", "an action needs one of load, kill, configure, scale, wait, serial, parallel"}},
+		},
+		{
+			name: "action that does two things",
+			doc:  head + "      - kill: {service: api}\n        scale: {service: api, replicas: 2}\n",
+			want: []problem{{"11:9", "phases[0].actions[0]", "an action does one thing"}},
+		},
+		{
+			name: "kill count and percent",
+			doc:  head + "      - kill: {service: api, count: 1, percent: 50%}\n",
+			want: []problem{{"11:15", "phases[0].actions[0].kill", "count or percent, not both"}},
+		},
+		{
+			name: "kill zero percent",
+			doc:  head + "      - kill: {service: api, percent: 0%}\n",
+			want: []problem{{"11:39", "phases[0].actions[0].kill.percent", "must be more than 0%"}},
+		},
+		{
+			name: "kill more than 100 percent",
+			doc:  head + "      - kill: {service: api, percent: 150%}\n",
+			want: []problem{{"11:39", "phases[0].actions[0].kill.percent", `percentage "150%" outside 0-100%`}},
+		},
+		{
+			name: "kill percent not a percentage",
+			doc:  head + "      - kill: {service: api, percent: half}\n",
+			want: []problem{{"11:39", "phases[0].actions[0].kill.percent", `invalid percentage "half"`}},
+		},
+		{
+			name: "kill unknown selection",
+			doc:  head + "      - kill: {service: api, select: newest}\n",
+			want: []problem{{"11:38", "phases[0].actions[0].kill.select", `unknown selection "newest" (want random or oldest)`}},
+		},
+		{
+			name: "kill unknown signal",
+			doc:  head + "      - kill: {service: api, signal: hup}\n",
+			want: []problem{{"11:38", "phases[0].actions[0].kill.signal", `unknown signal "hup" (want kill or term)`}},
+		},
+		{
+			name: "grace without a signal",
+			doc:  head + "      - kill: {service: api, grace: 5s}\n",
+			want: []problem{{"11:37", "phases[0].actions[0].kill.grace", "grace applies to signal term only"}},
+		},
+		{
+			name: "grace with signal kill",
+			doc:  head + "      - kill: {service: api, signal: kill, grace: 5s}\n",
+			want: []problem{{"11:51", "phases[0].actions[0].kill.grace", "grace applies to signal term only"}},
+		},
+		{
+			name: "grace not a duration",
+			doc:  head + "      - kill: {service: api, signal: term, grace: long}\n",
+			want: []problem{{"11:51", "phases[0].actions[0].kill.grace", `invalid duration "long"`}},
+		},
+		{
+			name: "load set and stop",
+			doc:  head + "      - load: {service: gen, stop: true, set: {rate: 5}}\n",
+			want: []problem{{"11:15", "phases[0].actions[0].load", "set or stop, not both"}},
+		},
+		{
+			name: "load neither set nor stop",
+			doc:  head + "      - load: {service: gen}\n",
+			want: []problem{{"11:15", "phases[0].actions[0].load", "set the load (set: {rate: 100}) or stop it (stop: true)"}},
+		},
+		{
+			name: "load set without a target to keep",
+			doc:  head + "      - load: {service: api, set: {rate: 5}}\n",
+			want: []problem{{"11:35", "phases[0].actions[0].load.set.target", "required: the service has no load target to keep"}},
+		},
+		{
+			name: "load set to an unknown target",
+			doc:  head + "      - load: {service: gen, set: {target: db}}\n",
+			want: []problem{{"11:44", "phases[0].actions[0].load.set.target", `unknown service "db"`}},
+		},
+		{
+			name: "load set with endpoints",
+			doc:  head + "      - load: {service: gen, set: {endpoints: [\"127.0.0.1:80\"]}}\n",
+			want: []problem{{"11:47", "phases[0].actions[0].load.set.endpoints", "endpoints are resolved from the service"}},
+		},
+		{
+			name: "load set ramp without over",
+			doc:  head + "      - load: {service: gen, set: {ramp: {from: 10, to: 100}}}\n",
+			want: []problem{{"11:42", "phases[0].actions[0].load.set.ramp.over", "required: how long the ramp takes"}},
+		},
+		{
+			name: "load set negative rate",
+			doc:  head + "      - load: {service: gen, set: {rate: -5}}\n",
+			want: []problem{{"11:42", "phases[0].actions[0].load.set.rate", "invalid rate -5"}},
+		},
+		{
+			name: "configure without set or clear",
+			doc:  head + "      - configure: {service: api}\n",
+			want: []problem{{"11:20", "phases[0].actions[0].configure", "set fields or clear them"}},
+		},
+		{
+			name: "configure set name",
+			doc:  head + "      - configure: {service: api, set: {name: web}}\n",
+			want: []problem{{"11:47", "phases[0].actions[0].configure.set.name", "set by the backend"}},
+		},
+		{
+			name: "configure clear of an unknown field",
+			doc:  head + "      - configure: {service: api, clear: [serve.bogus]}\n",
+			want: []problem{{"11:43", "phases[0].actions[0].configure.clear[0]", `"serve.bogus": no field "bogus" in Serve`}},
+		},
+		{
+			name: "configure clear inside a list",
+			doc:  head + "      - configure: {service: api, clear: [calls.timeout]}\n",
+			want: []problem{{"11:43", "phases[0].actions[0].configure.clear[0]", `"calls.timeout": calls has no fields`}},
+		},
+		{
+			name: "configure set that does not compile",
+			doc:  head + "      - configure: {service: api, set: {serve: {delay: soon}}}\n",
+			want: []problem{{"11:56", "phases[0].actions[0].configure.set.serve.delay", `invalid delay "soon"`}},
+		},
+		{
+			name: "configure set calls an unknown service",
+			doc:  head + "      - configure: {service: api, set: {calls: [{service: db}]}}\n",
+			want: []problem{{"11:59", "phases[0].actions[0].configure.set.calls[0].service", `unknown service "db"`}},
+		},
+		{
+			name: "configure set load to an unknown service",
+			doc:  head + "      - configure: {service: gen, set: {load: {target: db, rate: 5}}}\n",
+			want: []problem{{"11:56", "phases[0].actions[0].configure.set.load.target", `unknown service "db"`}},
+		},
+	})
+}
