@@ -19,8 +19,9 @@ type Backend interface {
 	Kill(ctx context.Context, service string, ids []string, sig Signal, grace time.Duration) error
 	// Scale sets a service's number of replicas.
 	Scale(ctx context.Context, service string, replicas int) error
-	// Configure applies a JSON merge patch to every replica's configuration, and to the replicas started later.
-	Configure(ctx context.Context, service string, patch []byte) error
+	// Configure applies a configure action (see Configure) to every replica's configuration, and to the replicas
+	// started later.
+	Configure(ctx context.Context, service string, c *irsv1.ConfigureAction) error
 	// SetLoad (re)starts the load of every replica of a service with load (its target's endpoints resolved by
 	// the backend), or stops it with nil; replicas started later get it too.
 	SetLoad(ctx context.Context, service string, load *irsv1.Load) error
@@ -75,6 +76,7 @@ const (
 	EventReplace   EventKind = "replace"   // a replacement is starting
 	EventEndpoints EventKind = "endpoints" // callers were given a service's new endpoint list
 	EventDrained   EventKind = "drained"   // a scaled-down replica left the endpoints and is being stopped
+	EventError     EventKind = "error"     // something the backend tried failed (a replacement did not start)
 )
 
 // Event is something the backend did or saw.

@@ -1,13 +1,14 @@
 package workflows
 
 import (
+	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Resolve returns the worker configuration a replica of s runs: its name, and every call's and the load's
@@ -40,80 +41,74 @@ func fillEndpoints(cfg *irsv1.WorkerConfig, endpoints func(service string) []str
 	}
 }
 
-// Configure returns cfg with a configure action applied: the fields it sets replace cfg's (maps and lists
-// whole), the fields it clears are removed.
+// Configure returns cfg with a configure action applied: every field set in c.Set replaces cfg's, except that
+// messages are merged field by field; maps and lists are replaced whole (serve.status: {503: 5%} means "now 5 %
+// 503s", not "add 503s to the mix"), and a new load schedule replaces the old one (as MergeLoad). Then the
+// fields named in c.Clear ("serve.status", "calls") are removed. cfg is not modified.
 func Configure(cfg *irsv1.WorkerConfig, c *irsv1.ConfigureAction) (*irsv1.WorkerConfig, error) {
-	patch, err := MergePatch(c)
-	if err != nil {
-		return nil, err
+	out := proto.Clone(cfg).(*irsv1.WorkerConfig)
+	if out == nil {
+		out = &irsv1.WorkerConfig{}
 	}
-	doc, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(cfg)
-	if err != nil {
-		return nil, err
+	if set := c.GetSet(); set != nil {
+		set = proto.Clone(set).(*irsv1.WorkerConfig) // the action is applied again later: never share its parts
+		if set.GetLoad() != nil {
+			out.Load = MergeLoad(out.GetLoad(), set.GetLoad())
+			set.Load = nil
+		}
+		mergeReplacing(out.ProtoReflect(), set.ProtoReflect())
 	}
-	var base map[string]any
-	if err := json.Unmarshal(doc, &base); err != nil {
-		return nil, err
-	}
-	var p map[string]any
-	if err := json.Unmarshal(patch, &p); err != nil {
-		return nil, err
-	}
-	merged, err := json.Marshal(MergeJSON(base, p))
-	if err != nil {
-		return nil, err
-	}
-	out := &irsv1.WorkerConfig{}
-	if err := protojson.Unmarshal(merged, out); err != nil {
-		return nil, fmt.Errorf("apply: %w", err)
+	for _, path := range c.GetClear() {
+		if err := clearPath(out.ProtoReflect(), path); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
-// MergePatch returns the JSON merge patch (RFC 7386) of a configure action: its set fields, and null for each
-// field it clears.
-func MergePatch(c *irsv1.ConfigureAction) ([]byte, error) {
-	set := map[string]any{}
-	if c.GetSet() != nil {
-		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(c.GetSet())
-		if err != nil {
-			return nil, err
+// mergeReplacing sets every populated field of src in dst: singular messages merged recursively, everything else
+// (scalars, maps, lists) replaced.
+func mergeReplacing(dst, src protoreflect.Message) {
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Message() != nil && !fd.IsMap() && !fd.IsList() && dst.Has(fd) {
+			mergeReplacing(dst.Mutable(fd).Message(), v.Message())
+			return true
 		}
-		if err := json.Unmarshal(b, &set); err != nil {
-			return nil, err
-		}
-	}
-	for _, path := range c.GetClear() {
-		m := set
-		parts := strings.Split(path, ".")
-		for _, p := range parts[:len(parts)-1] {
-			next, ok := m[p].(map[string]any)
-			if !ok {
-				next = map[string]any{}
-				m[p] = next
-			}
-			m = next
-		}
-		m[parts[len(parts)-1]] = nil
-	}
-	return json.Marshal(set)
+		dst.Set(fd, v)
+		return true
+	})
 }
 
-// MergeJSON applies a merge patch to a document (RFC 7386).
-func MergeJSON(doc, patch map[string]any) map[string]any {
-	if doc == nil {
-		doc = map[string]any{}
+// clearPath removes the field a dotted path names ("serve.status").
+func clearPath(m protoreflect.Message, path string) error {
+	if err := checkPath(m.Interface(), path); err != nil {
+		return err
 	}
-	for k, v := range patch {
-		switch pv := v.(type) {
-		case nil:
-			delete(doc, k)
-		case map[string]any:
-			sub, _ := doc[k].(map[string]any)
-			doc[k] = MergeJSON(sub, pv)
-		default:
-			doc[k] = v
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		fd := m.Descriptor().Fields().ByName(protoreflect.Name(p))
+		if !m.Has(fd) {
+			return nil // nothing set under it: nothing to clear
 		}
+		m = m.Mutable(fd).Message()
 	}
-	return doc
+	m.Clear(m.Descriptor().Fields().ByName(protoreflect.Name(parts[len(parts)-1])))
+	return nil
+}
+
+// DescribeConfigure says what a configure action changes, e.g. `set {"serve":{"delay":"500ms"}} clear [serve.status]`.
+func DescribeConfigure(c *irsv1.ConfigureAction) string {
+	var parts []string
+	if c.GetSet() != nil {
+		b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(c.GetSet())
+		var compact bytes.Buffer
+		if json.Compact(&compact, b) == nil {
+			b = compact.Bytes()
+		}
+		parts = append(parts, "set "+string(b))
+	}
+	if len(c.GetClear()) > 0 {
+		parts = append(parts, "clear ["+strings.Join(c.GetClear(), ", ")+"]")
+	}
+	return strings.Join(parts, " ")
 }

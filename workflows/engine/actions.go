@@ -2,9 +2,10 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,10 +73,45 @@ func (e *engine) startLoads(ctx context.Context) {
 // tagPhase tells every service the phase (the tag its DogStatsD metrics carry). It does not hold up the
 // timeline.
 func (e *engine) tagPhase(ctx context.Context, phase string) {
-	patch, _ := json.Marshal(map[string]any{"tags": map[string]string{"phase": phase}})
+	e.mu.Lock()
+	e.phase = phase
+	e.mu.Unlock()
 	for _, s := range e.o.Workflow.GetServices() {
-		go func() { _ = e.o.Backend.Configure(context.WithoutCancel(ctx), s.GetName(), patch) }()
+		go e.tagService(context.WithoutCancel(ctx), s.GetName())
 	}
+}
+
+// tagService sets a service's tags: its own (as configured) and the current phase.
+func (e *engine) tagService(ctx context.Context, svc string) {
+	e.mu.Lock()
+	tags := map[string]string{"phase": e.phase}
+	for k, v := range e.tags[svc] {
+		tags[k] = v
+	}
+	e.mu.Unlock()
+	_ = e.o.Backend.Configure(ctx, svc, &irsv1.ConfigureAction{Service: svc, Set: &irsv1.WorkerConfig{Tags: tags}})
+}
+
+// configureStep applies a configure action; when it changes the service's tags, the phase tag is put back.
+func (e *engine) configureStep(ctx context.Context, c *irsv1.ConfigureAction) error {
+	svc := c.GetService()
+	err := e.o.Backend.Configure(ctx, svc, c)
+	if err != nil {
+		return err
+	}
+	touched := c.GetSet().GetTags() != nil
+	e.mu.Lock()
+	if slices.Contains(c.GetClear(), "tags") {
+		e.tags[svc], touched = nil, true
+	}
+	if c.GetSet().GetTags() != nil {
+		e.tags[svc] = maps.Clone(c.GetSet().GetTags())
+	}
+	e.mu.Unlock()
+	if touched {
+		e.tagService(ctx, svc)
+	}
+	return nil
 }
 
 // step performs one action occurrence. A failing action is recorded as an event; the run goes on.
@@ -89,11 +125,8 @@ func (e *engine) step(ctx context.Context, st workflows.Step) {
 	case st.Kill != nil:
 		err = e.killStep(ctx, st.Kill)
 	case st.Configure != nil:
-		var patch []byte
-		if patch, err = workflows.MergePatch(st.Configure); err == nil {
-			err = e.o.Backend.Configure(ctx, svc, patch)
-			e.event(now, "configure", svc, "", string(patch))
-		}
+		e.event(now, "configure", svc, "", workflows.DescribeConfigure(st.Configure))
+		err = e.configureStep(ctx, st.Configure)
 	case st.Scale != nil:
 		err = e.o.Backend.Scale(ctx, svc, int(st.Scale.GetReplicas()))
 		e.event(now, "scale", svc, "", fmt.Sprintf("to %d replicas", st.Scale.GetReplicas()))

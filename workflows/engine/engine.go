@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -59,12 +58,15 @@ type engine struct {
 	res        *irsv1.WorkflowResult
 	t0         time.Time
 	buckets    map[int]map[key]*acc
+	closed     int // the last interval closed into the series
 	phaseAccs  map[string]map[key]*acc
 	totalAccs  map[key]*acc
 	primary    map[string]string    // service → the kind of its main point (load or served)
 	procs      map[int]*procHistory // pid → recent CPU samples
 	lastSample time.Time
 	loads      map[string]*irsv1.Load
+	tags       map[string]map[string]string // service → its own tags (the phase tag apart)
+	phase      string                       // the phase running
 	kills      int
 	lastTick   *irsv1.Tick
 }
@@ -96,23 +98,26 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 		}
 	}
 	e.sampleUsage(e.t0) // the baseline: start-up CPU is not the run's
-	var wg sync.WaitGroup
-	wg.Go(func() { e.consumeEvents(col) })
-	wg.Go(func() { e.consumeSamples(col) })
+	var events, samples, ticks sync.WaitGroup
+	events.Go(func() { e.consumeEvents(col) })
+	samples.Go(func() { e.consumeSamples(col) })
 	ticking := make(chan struct{})
-	wg.Go(func() { e.tickLoop(runCtx, ticking) })
+	ticks.Go(func() { e.tickLoop(ticking) })
 
 	interrupted := !e.execute(ctx)
-	// Let the last interval's windows arrive, then close the books.
+	// Let the last interval's windows arrive, then close the books: streams first, every window filed, then the
+	// last intervals closed.
 	if !interrupted {
 		sleepCtx(ctx, e.interval+e.interval/2+200*time.Millisecond)
 	}
-	close(ticking)
 	stopRun()
 	col.stop()
-	_ = o.Backend.Stop(context.Background(), false)
 	close(col.out)
-	wg.Wait()
+	samples.Wait()
+	close(ticking)
+	ticks.Wait()
+	_ = o.Backend.Stop(context.Background(), false)
+	events.Wait() // the backend closed its events
 
 	status := StatusPassed
 	if interrupted {
@@ -141,6 +146,10 @@ func newEngine(o Options) *engine {
 	}
 	for name, l := range o.Timeline.InitialLoads {
 		e.loads[name] = l
+	}
+	e.tags = map[string]map[string]string{}
+	for _, s := range o.Workflow.GetServices() {
+		e.tags[s.GetName()] = s.GetWorker().GetTags()
 	}
 	for _, s := range o.Workflow.GetServices() {
 		e.primary[s.GetName()] = kindServed
@@ -233,8 +242,15 @@ func (e *engine) consumeSamples(col *collector) {
 		start, end := s.stats.GetWindowStart().AsTime(), s.stats.GetWindowEnd().AsTime()
 		e.mu.Lock()
 		mid := start.Add(end.Sub(start) / 2).Sub(e.t0)
-		k := int(math.Floor(mid.Seconds()/e.interval.Seconds())) + 1
-		if mid >= 0 && time.Duration(k-1)*e.interval < e.o.Timeline.Total {
+		k := int(mid/e.interval) + 1 // intervals are [start, end)
+		switch {
+		case mid < 0 || time.Duration(k-1)*e.interval >= e.o.Timeline.Total:
+		case k <= e.closed:
+			// Late (a stalled worker): its interval's tick is out, but its phase and the run still count it.
+			late := map[key]*acc{}
+			addSnapshot(late, s.service, s.stats)
+			e.addToAggregates(e.o.Timeline.PhaseAt(time.Duration(k)*e.interval-e.interval/2), late)
+		default:
 			b, ok := e.buckets[k]
 			if !ok {
 				b = map[key]*acc{}
@@ -248,7 +264,7 @@ func (e *engine) consumeSamples(col *collector) {
 
 // tickLoop samples resource use at the end of every interval and closes the interval before it (whose windows
 // have all arrived by then), until done closes.
-func (e *engine) tickLoop(ctx context.Context, done <-chan struct{}) {
+func (e *engine) tickLoop(done <-chan struct{}) {
 	t0 := e.t0
 	for k := 1; ; k++ {
 		at := t0.Add(time.Duration(k) * e.interval)
@@ -285,7 +301,6 @@ func (e *engine) tickLoop(ctx context.Context, done <-chan struct{}) {
 		if k%max(1, int(2*time.Second/e.interval)) == 0 {
 			e.save()
 		}
-		_ = ctx
 	}
 }
 
@@ -383,34 +398,41 @@ func (e *engine) closeBuckets(k int) {
 	for _, i := range ks {
 		b := e.buckets[i]
 		delete(e.buckets, i)
+		e.closed = max(e.closed, i)
 		end := time.Duration(i) * e.interval
 		phase := e.o.Timeline.PhaseAt(end - e.interval/2)
 		tick := &irsv1.Tick{T: end.Seconds(), Phase: phase}
-		pa, ok := e.phaseAccs[phase]
-		if !ok {
-			pa = map[key]*acc{}
-			e.phaseAccs[phase] = pa
-		}
 		for _, k := range sortedKeys(b) {
-			a := b[k]
-			p := a.point(k, e.interval.Seconds(), false)
+			p := b[k].point(k, e.interval.Seconds(), false)
 			if k.kind == kindEdge {
 				tick.Edges = append(tick.Edges, p)
 			} else {
 				tick.Services = append(tick.Services, p)
 			}
-			for _, into := range []map[key]*acc{pa, e.totalAccs} {
-				t, ok := into[k]
-				if !ok {
-					t = newAcc()
-					into[k] = t
-				}
-				t.merge(a)
-				t.addUsage(a)
-			}
 		}
+		e.addToAggregates(phase, b)
 		e.res.Series = append(e.res.Series, tick)
 		e.lastTick = tick
+	}
+}
+
+// addToAggregates adds an interval's accumulators to its phase's and the run's. Callers hold e.mu.
+func (e *engine) addToAggregates(phase string, b map[key]*acc) {
+	pa, ok := e.phaseAccs[phase]
+	if !ok {
+		pa = map[key]*acc{}
+		e.phaseAccs[phase] = pa
+	}
+	for k, a := range b {
+		for _, into := range []map[key]*acc{pa, e.totalAccs} {
+			t, ok := into[k]
+			if !ok {
+				t = newAcc()
+				into[k] = t
+			}
+			t.merge(a)
+			t.addUsage(a)
+		}
 	}
 }
 

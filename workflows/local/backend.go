@@ -86,6 +86,10 @@ type replica struct {
 	// expected is set when the backend itself ended the replica (scale-down, stop): no replacement.
 	expected bool
 	exited   chan struct{}
+	// pushMu orders the configuration pushes and load changes sent to the replica: each resolves what it sends
+	// while holding it, so the last one to arrive carries the latest state (a phase's tag push must not undo
+	// the load change made at the same moment).
+	pushMu sync.Mutex
 }
 
 func (r *replica) alive() bool { return r.deadAt.IsZero() }
@@ -390,6 +394,7 @@ func (b *Backend) replace(s *service, dead string) {
 	}
 	r, err := b.startReplica(s)
 	if err != nil {
+		b.emit(workflows.Event{Kind: workflows.EventError, Service: s.spec.Name, Detail: "replace " + dead + ": " + err.Error()})
 		b.mu.Unlock()
 		b.cfg.Logger.Error("replace replica", "service", s.spec.Name, "err", err)
 		return
@@ -403,6 +408,9 @@ func (b *Backend) replace(s *service, dead string) {
 func (b *Backend) adopt(r *replica) {
 	if err := b.awaitReady(context.Background(), r); err != nil {
 		b.cfg.Logger.Error("replica not ready", "replica", r.id, "err", err)
+		b.mu.Lock()
+		b.emit(workflows.Event{Kind: workflows.EventError, Service: r.svc.spec.Name, Replica: r.id, Detail: err.Error()})
+		b.mu.Unlock()
 		return
 	}
 	b.mu.Lock()
@@ -469,6 +477,8 @@ func (b *Backend) pushAll(ctx context.Context, rs []*replica) error {
 // push replaces a replica's configuration with its service's current one. A replica that died meanwhile is
 // skipped: its replacement starts with the current configuration.
 func (b *Backend) push(ctx context.Context, r *replica) error {
+	r.pushMu.Lock()
+	defer r.pushMu.Unlock()
 	b.mu.Lock()
 	if !r.alive() || r.client == nil {
 		b.mu.Unlock()
@@ -591,14 +601,14 @@ func (b *Backend) stopDrained(r *replica) {
 }
 
 // Configure implements workflows.Backend.
-func (b *Backend) Configure(ctx context.Context, service string, patch []byte) error {
+func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.ConfigureAction) error {
 	b.mu.Lock()
 	s, ok := b.services[service]
 	if !ok {
 		b.mu.Unlock()
 		return fmt.Errorf("unknown service %q", service)
 	}
-	next, err := mergePatch(s.config, patch)
+	next, err := workflows.Configure(s.config, c)
 	if err != nil {
 		b.mu.Unlock()
 		return err
@@ -619,15 +629,19 @@ func (b *Backend) SetLoad(ctx context.Context, service string, load *irsv1.Load)
 	}
 	s.load = load
 	rs := b.liveReplicas(s)
-	var resolved *irsv1.Load
-	if load != nil {
-		resolved = b.resolved(s).GetLoad()
-	}
 	b.mu.Unlock()
 	errs := make([]error, len(rs))
 	var wg sync.WaitGroup
 	for i, r := range rs {
 		wg.Go(func() {
+			r.pushMu.Lock()
+			defer r.pushMu.Unlock()
+			b.mu.Lock()
+			var resolved *irsv1.Load
+			if s.load != nil {
+				resolved = b.resolved(s).GetLoad()
+			}
+			b.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			var err error
@@ -757,28 +771,4 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 	}
 	b.mu.Unlock()
 	return nil
-}
-
-// mergePatch applies a JSON merge patch to a configuration.
-func mergePatch(cfg *irsv1.WorkerConfig, patch []byte) (*irsv1.WorkerConfig, error) {
-	doc, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(cfg)
-	if err != nil {
-		return nil, err
-	}
-	var base, p map[string]any
-	if err := json.Unmarshal(doc, &base); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(patch, &p); err != nil {
-		return nil, fmt.Errorf("patch: %w", err)
-	}
-	merged, err := json.Marshal(workflows.MergeJSON(base, p))
-	if err != nil {
-		return nil, err
-	}
-	out := &irsv1.WorkerConfig{}
-	if err := protojson.Unmarshal(merged, out); err != nil {
-		return nil, fmt.Errorf("patched configuration: %w", err)
-	}
-	return out, nil
 }

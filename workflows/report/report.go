@@ -85,11 +85,16 @@ func scope(a *irsv1.Assertion) string {
 	return s
 }
 
+// describeCalls lists a call script: steps in order joined by →, a parallel group's calls by | in brackets.
 func describeCalls(cs []*irsv1.Call) string {
 	var out []string
 	for _, c := range cs {
 		if len(c.GetParallel()) > 0 {
-			out = append(out, "("+describeCalls(c.GetParallel())+")")
+			var group []string
+			for _, p := range c.GetParallel() {
+				group = append(group, p.GetService())
+			}
+			out = append(out, "("+strings.Join(group, " | ")+")")
 			continue
 		}
 		out = append(out, c.GetService())
@@ -122,8 +127,7 @@ func describeStep(st workflows.Step, load *irsv1.Load) string {
 		}
 		return fmt.Sprintf("%s %s, SIG%s", n, sel, strings.ToUpper(sig))
 	case st.Configure != nil:
-		patch, _ := workflows.MergePatch(st.Configure)
-		return string(patch)
+		return workflows.DescribeConfigure(st.Configure)
 	}
 	return fmt.Sprintf("to %d replicas", st.Scale.GetReplicas())
 }
@@ -182,12 +186,11 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 			kills++
 		}
 	}
-	fmt.Fprintf(w, "\n%d replicas killed, %d events; ", kills, len(res.GetEvents()))
+	fmt.Fprintf(w, "\n%d replicas killed, %d events", kills, len(res.GetEvents()))
 	if resultPath != "" {
-		fmt.Fprintf(w, "result: %s\n", resultPath)
-	} else {
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "; result: %s", resultPath)
 	}
+	fmt.Fprintln(w)
 	if len(res.GetAssertions()) == 0 {
 		return
 	}

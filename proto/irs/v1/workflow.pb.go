@@ -193,7 +193,7 @@ func (x *Platform) GetReadyTimeout() string {
 // Service is a set of identical replicas of one worker.
 type Service struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Name of the service; callers name it in calls and load targets.
+	// Name of the service, a DNS label (a-z, 0-9, -); callers name it in calls and load targets.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Number of replicas at start. Default 1.
 	Replicas uint32 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
@@ -340,7 +340,8 @@ type Action struct {
 	Scale *ScaleAction `protobuf:"bytes,7,opt,name=scale,proto3" json:"scale,omitempty"`
 	// Do nothing for a while (in a serial group).
 	Wait string `protobuf:"bytes,8,opt,name=wait,proto3" json:"wait,omitempty"`
-	// Actions run one after the other; each one's `at` counts from the end of the previous.
+	// Actions run one after the other; each one's `at` counts from the end of the previous (a repeating action
+	// ends at its last occurrence).
 	Serial []*Action `protobuf:"bytes,9,rep,name=serial,proto3" json:"serial,omitempty"`
 	// Actions run together; the group ends when all have.
 	Parallel      []*Action `protobuf:"bytes,10,rep,name=parallel,proto3" json:"parallel,omitempty"`
@@ -605,7 +606,8 @@ func (x *KillAction) GetGrace() string {
 type ConfigureAction struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	// The fields to set, e.g. {serve: {delay: 500ms, status: {503: 5%}}}. Maps and lists are replaced whole.
+	// The fields to set, e.g. {serve: {delay: 500ms, status: {503: 5%}}}. Sections merge field by field; maps and
+	// lists are replaced whole; a new load schedule replaces the old one.
 	Set *WorkerConfig `protobuf:"bytes,2,opt,name=set,proto3" json:"set,omitempty"`
 	// Fields to remove, by path, e.g. [serve.status] to stop injecting errors.
 	Clear         []string `protobuf:"bytes,3,rep,name=clear,proto3" json:"clear,omitempty"`

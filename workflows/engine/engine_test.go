@@ -1,0 +1,526 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// usageBackend is a Backend whose processes' resource use the test sets (real CPU counters cannot be set).
+// Only Usage may be called: the embedded nil Backend panics on anything else.
+type usageBackend struct {
+	workflows.Backend
+	usage func() []workflows.Usage
+}
+
+func (b *usageBackend) Usage() []workflows.Usage { return b.usage() }
+
+// shopYAML is a small valid workflow: a load generator, a service with two replicas that calls a third.
+const shopYAML = `
+name: shop
+seed: 7
+services:
+  - name: shoppers
+    worker:
+      load: {target: storefront, rate: 25}
+  - name: storefront
+    replicas: 2
+    worker:
+      calls: [{service: checkout}]
+  - name: checkout
+    worker:
+      serve: {delay: 1ms}
+phases:
+  - name: warm-up
+    duration: 1s
+  - name: spike
+    duration: 1s
+`
+
+// testEngine builds an engine for a valid workflow document, as Run does, without starting anything.
+func testEngine(t *testing.T, doc string, scale float64, interval time.Duration, b workflows.Backend) *engine {
+	t.Helper()
+	d, err := workflows.Parse([]byte(doc), "")
+	if err != nil {
+		t.Fatalf("parse workflow: %v", err)
+	}
+	if err := workflows.Validate(d, nil); err != nil {
+		t.Fatalf("validate workflow: %v", err)
+	}
+	tl, err := workflows.NewTimeline(d.Workflow, scale)
+	if err != nil {
+		t.Fatalf("timeline: %v", err)
+	}
+	return newEngine(Options{Workflow: d.Workflow, Timeline: tl, Backend: b, Interval: interval})
+}
+
+// t0 is the start of the first phase in tests.
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func proc(service string, pid int, cpuSeconds float64, rssMiB int64) workflows.Usage {
+	return workflows.Usage{Service: service, Replica: fmt.Sprintf("%s-%d", service, pid), Kind: "worker", PID: pid,
+		CPUSeconds: cpuSeconds, RSSBytes: rssMiB << 20}
+}
+
+func usageClose(a, b serviceUsage) bool {
+	near := func(x, y float64) bool { return math.Abs(x-y) < 1e-6 }
+	return a.replicas == b.replicas && near(a.mcores, b.mcores) && near(a.mcoresMax, b.mcoresMax) &&
+		near(a.rssMB, b.rssMB) && near(a.rssMBMax, b.rssMBMax)
+}
+
+func TestSampleUsage(t *testing.T) {
+	type sampleStep struct {
+		at    time.Duration
+		procs []workflows.Usage
+		want  map[string]serviceUsage
+	}
+	tests := []struct {
+		name     string
+		interval time.Duration
+		steps    []sampleStep
+	}{
+		{
+			name:     "the first sample is a baseline: memory but no CPU",
+			interval: 250 * time.Millisecond,
+			steps: []sampleStep{{at: 0,
+				procs: []workflows.Usage{proc("storefront", 101, 5, 100), proc("storefront", 102, 7, 120), proc("checkout", 201, 1, 50)},
+				want: map[string]serviceUsage{
+					"storefront": {replicas: 2, rssMB: 220, rssMBMax: 120},
+					"checkout":   {replicas: 1, rssMB: 50, rssMBMax: 50},
+				}}},
+		},
+		{
+			name:     "CPU over the interval is summed over a service's replicas",
+			interval: 250 * time.Millisecond,
+			steps: []sampleStep{
+				{at: 0, procs: []workflows.Usage{proc("storefront", 101, 1, 100), proc("storefront", 102, 2, 300), proc("checkout", 201, 1, 50)},
+					want: map[string]serviceUsage{"storefront": {replicas: 2, rssMB: 400, rssMBMax: 300}, "checkout": {replicas: 1, rssMB: 50, rssMBMax: 50}}},
+				{at: 250 * time.Millisecond,
+					procs: []workflows.Usage{proc("storefront", 101, 1.05, 100), proc("storefront", 102, 2.025, 310), proc("checkout", 201, 1.25, 60)},
+					want: map[string]serviceUsage{
+						"storefront": {mcores: 300, mcoresMax: 200, replicas: 2, rssMB: 410, rssMBMax: 310},
+						"checkout":   {mcores: 1000, mcoresMax: 1000, replicas: 1, rssMB: 60, rssMBMax: 60},
+					}},
+				{at: 500 * time.Millisecond,
+					procs: []workflows.Usage{proc("storefront", 101, 1.1, 100), proc("storefront", 102, 2.05, 310), proc("checkout", 201, 1.25, 60)},
+					want: map[string]serviceUsage{
+						// The busiest replica over what is kept of the last second: 0.1 s of CPU in 0.5 s.
+						"storefront": {mcores: 300, mcoresMax: 200, replicas: 2, rssMB: 410, rssMBMax: 310},
+						"checkout":   {mcores: 0, mcoresMax: 500, replicas: 1, rssMB: 60, rssMBMax: 60},
+					}},
+			},
+		},
+		{
+			name:     "the busiest replica is measured over about a second: four 250ms samples",
+			interval: 250 * time.Millisecond,
+			steps: []sampleStep{
+				// Replica 101 burns 0.1 s of CPU in the first interval, then nothing; 102 runs at 100m throughout.
+				{at: 0, procs: []workflows.Usage{proc("storefront", 101, 0, 10), proc("storefront", 102, 0, 10)},
+					want: map[string]serviceUsage{"storefront": {replicas: 2, rssMB: 20, rssMBMax: 10}}},
+				{at: 250 * time.Millisecond, procs: []workflows.Usage{proc("storefront", 101, 0.1, 10), proc("storefront", 102, 0.025, 10)},
+					want: map[string]serviceUsage{"storefront": {mcores: 500, mcoresMax: 400, replicas: 2, rssMB: 20, rssMBMax: 10}}},
+				{at: 500 * time.Millisecond, procs: []workflows.Usage{proc("storefront", 101, 0.1, 10), proc("storefront", 102, 0.05, 10)},
+					want: map[string]serviceUsage{"storefront": {mcores: 100, mcoresMax: 200, replicas: 2, rssMB: 20, rssMBMax: 10}}},
+				{at: 750 * time.Millisecond, procs: []workflows.Usage{proc("storefront", 101, 0.1, 10), proc("storefront", 102, 0.075, 10)},
+					want: map[string]serviceUsage{"storefront": {mcores: 100, mcoresMax: 100.0 / 0.75, replicas: 2, rssMB: 20, rssMBMax: 10}}},
+				{at: time.Second, procs: []workflows.Usage{proc("storefront", 101, 0.1, 10), proc("storefront", 102, 0.1, 10)},
+					want: map[string]serviceUsage{"storefront": {mcores: 100, mcoresMax: 100, replicas: 2, rssMB: 20, rssMBMax: 10}}},
+				// The burst is now more than a second old: the busiest replica is 102 at 100m.
+				{at: 1250 * time.Millisecond, procs: []workflows.Usage{proc("storefront", 101, 0.1, 10), proc("storefront", 102, 0.125, 10)},
+					want: map[string]serviceUsage{"storefront": {mcores: 100, mcoresMax: 100, replicas: 2, rssMB: 20, rssMBMax: 10}}},
+				{at: 1500 * time.Millisecond, procs: []workflows.Usage{proc("storefront", 101, 0.5, 10), proc("storefront", 102, 0.15, 10)},
+					want: map[string]serviceUsage{"storefront": {mcores: 1700, mcoresMax: 400, replicas: 2, rssMB: 20, rssMBMax: 10}}},
+			},
+		},
+		{
+			name:     "with a 1s interval the busiest second is the interval",
+			interval: time.Second,
+			steps: []sampleStep{
+				{at: 0, procs: []workflows.Usage{proc("checkout", 201, 3, 64)},
+					want: map[string]serviceUsage{"checkout": {replicas: 1, rssMB: 64, rssMBMax: 64}}},
+				{at: time.Second, procs: []workflows.Usage{proc("checkout", 201, 3.5, 64)},
+					want: map[string]serviceUsage{"checkout": {mcores: 500, mcoresMax: 500, replicas: 1, rssMB: 64, rssMBMax: 64}}},
+				{at: 2 * time.Second, procs: []workflows.Usage{proc("checkout", 201, 3.75, 64)},
+					want: map[string]serviceUsage{"checkout": {mcores: 250, mcoresMax: 250, replicas: 1, rssMB: 64, rssMBMax: 64}}},
+			},
+		},
+		{
+			name:     "a process first seen later counts from zero at the previous sample",
+			interval: 250 * time.Millisecond,
+			steps: []sampleStep{
+				{at: 0, procs: []workflows.Usage{proc("storefront", 101, 1, 100)},
+					want: map[string]serviceUsage{"storefront": {replicas: 1, rssMB: 100, rssMBMax: 100}}},
+				{at: 250 * time.Millisecond, procs: []workflows.Usage{proc("storefront", 101, 1.05, 100), proc("storefront", 103, 0.1, 40)},
+					want: map[string]serviceUsage{"storefront": {mcores: 600, mcoresMax: 400, replicas: 2, rssMB: 140, rssMBMax: 100}}},
+				{at: 500 * time.Millisecond, procs: []workflows.Usage{proc("storefront", 101, 1.1, 100), proc("storefront", 103, 0.125, 40)},
+					want: map[string]serviceUsage{"storefront": {mcores: 300, mcoresMax: 250, replicas: 2, rssMB: 140, rssMBMax: 100}}},
+			},
+		},
+		{
+			name:     "a vanished process is forgotten: its pid seen again is a new process",
+			interval: 250 * time.Millisecond,
+			steps: []sampleStep{
+				{at: 0, procs: []workflows.Usage{proc("storefront", 101, 1, 100), proc("storefront", 102, 2, 200)},
+					want: map[string]serviceUsage{"storefront": {replicas: 2, rssMB: 300, rssMBMax: 200}}},
+				{at: 250 * time.Millisecond, procs: []workflows.Usage{proc("storefront", 101, 1.05, 100)},
+					want: map[string]serviceUsage{"storefront": {mcores: 200, mcoresMax: 200, replicas: 1, rssMB: 100, rssMBMax: 100}}},
+				{at: 500 * time.Millisecond, procs: []workflows.Usage{proc("storefront", 101, 1.1, 100), proc("storefront", 102, 0.05, 30)},
+					want: map[string]serviceUsage{"storefront": {mcores: 400, mcoresMax: 200, replicas: 2, rssMB: 130, rssMBMax: 100}}},
+			},
+		},
+		{
+			name:     "a service whose every process is gone is absent",
+			interval: 250 * time.Millisecond,
+			steps: []sampleStep{
+				{at: 0, procs: []workflows.Usage{proc("checkout", 201, 1, 50)},
+					want: map[string]serviceUsage{"checkout": {replicas: 1, rssMB: 50, rssMBMax: 50}}},
+				{at: 250 * time.Millisecond, procs: nil, want: map[string]serviceUsage{}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var procs []workflows.Usage
+			e := testEngine(t, shopYAML, 1, tt.interval, &usageBackend{usage: func() []workflows.Usage { return procs }})
+			for _, st := range tt.steps {
+				procs = st.procs
+				got := e.sampleUsage(t0.Add(st.at))
+				if len(got) != len(st.want) {
+					t.Errorf("at %v: services %v, want %v", st.at, got, st.want)
+				}
+				for svc, want := range st.want {
+					if g, ok := got[svc]; !ok || !usageClose(g, want) {
+						t.Errorf("at %v: %s = %+v, want %+v", st.at, svc, g, want)
+					}
+				}
+				var pids []int
+				for _, p := range st.procs {
+					pids = append(pids, p.PID)
+				}
+				if got := slices.Sorted(maps.Keys(e.procs)); !slices.Equal(got, pids) {
+					t.Errorf("at %v: tracked pids %v, want %v (those sampled)", st.at, got, pids)
+				}
+			}
+		})
+	}
+}
+
+// window is a replica's stats over [from, to) after t0: every route served ok, and failed 503s.
+func window(from, to time.Duration, ok, failed int64) *irsv1.StatsSnapshot {
+	return &irsv1.StatsSnapshot{WindowStart: timestamppb.New(t0.Add(from)), WindowEnd: timestamppb.New(t0.Add(to)),
+		Inbound: []*irsv1.RouteStats{{Route: "/", Outcomes: outcomes(map[int32]int64{200: ok, 503: failed}, nil),
+			Latency: &irsv1.Histogram{}}}}
+}
+
+// feed passes samples through consumeSamples as the collector would, and returns when all are filed.
+func feed(e *engine, samples ...sample) {
+	col := &collector{out: make(chan sample, len(samples))}
+	for _, s := range samples {
+		col.out <- s
+	}
+	close(col.out)
+	e.consumeSamples(col)
+}
+
+func TestConsumeSamplesBuckets(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tests := []struct {
+		name     string
+		interval time.Duration
+		from, to time.Duration
+		want     int // the bucket, 0 for none
+	}{
+		{"a whole first interval", ms(250), 0, ms(250), 1},
+		{"the end of an interval: a replica that just started", ms(250), ms(100), ms(250), 1},
+		{"a whole later interval", ms(250), ms(1000), ms(1250), 5},
+		{"the last interval of the timeline", ms(250), ms(1750), ms(2000), 8},
+		{"a stalled stream's window of two intervals: the one its middle starts", ms(250), ms(250), ms(750), 3},
+		{"a window straddling a boundary goes where its middle is", ms(250), ms(400), ms(550), 2},
+		{"a window after the timeline is dropped", ms(250), ms(2000), ms(2250), 0},
+		{"a window before the start is dropped", ms(250), -ms(250), 0, 0},
+		{"a 100ms interval", ms(100), ms(700), ms(800), 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := testEngine(t, shopYAML, 1, tt.interval, nil)
+			e.t0 = t0
+			feed(e, sample{service: "storefront", replica: "storefront-1", stats: window(tt.from, tt.to, 10, 0)})
+			var want []int
+			if tt.want > 0 {
+				want = []int{tt.want}
+			}
+			if got := slices.Sorted(maps.Keys(e.buckets)); !slices.Equal(got, want) {
+				t.Fatalf("window [%v, %v) with interval %v filed in buckets %v, want %v", tt.from, tt.to, tt.interval, got, want)
+			}
+			if tt.want > 0 {
+				k := key{service: "storefront", kind: kindServed}
+				if got := e.buckets[tt.want][k].requests; got != 10 {
+					t.Errorf("bucket %d: storefront served %d requests, want 10", tt.want, got)
+				}
+			}
+		})
+	}
+}
+
+// TestConsumeSamplesBoundary: a window whose middle is exactly on an interval boundary belongs to the interval
+// that starts there, whatever the interval (intervals are [start, end)). A stalled stream makes such windows: it
+// skips a boundary and sends one window of two intervals.
+func TestConsumeSamplesBoundary(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tests := []struct {
+		name     string
+		from, to time.Duration
+		want     int
+	}{
+		{"middle at 300ms", ms(200), ms(400), 4},
+		{"middle at 500ms", ms(400), ms(600), 6},
+		{"middle at 700ms", ms(600), ms(800), 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := testEngine(t, shopYAML, 1, ms(100), nil)
+			e.t0 = t0
+			feed(e, sample{service: "storefront", replica: "storefront-1", stats: window(tt.from, tt.to, 10, 0)})
+			if got := slices.Sorted(maps.Keys(e.buckets)); !slices.Equal(got, []int{tt.want}) {
+				t.Errorf("window [%v, %v) with a 100ms interval filed in buckets %v, want [%d]", tt.from, tt.to, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCloseBuckets: closed intervals become ticks (at their end, with the phase of their middle) and add up in
+// their phase's and the run's accumulators, counts and resource samples alike.
+func TestCloseBuckets(t *testing.T) {
+	const interval = 250 * time.Millisecond
+	e := testEngine(t, shopYAML, 1, interval, nil)
+	e.t0 = t0
+	var samples []sample
+	for k := 1; k <= 8; k++ {
+		from, to := time.Duration(k-1)*interval, time.Duration(k)*interval
+		rate := 200.0
+		if k > 4 {
+			rate = 400
+		}
+		for _, r := range []string{"storefront-1", "storefront-2"} {
+			s := window(from, to, 99, 1)
+			s.Upstreams = []*irsv1.UpstreamStats{{Service: "checkout", Outcomes: outcomes(map[int32]int64{200: 50}, nil)}}
+			samples = append(samples, sample{service: "storefront", replica: r, stats: s})
+		}
+		samples = append(samples, sample{service: "shoppers", replica: "shoppers-1", stats: &irsv1.StatsSnapshot{
+			WindowStart: timestamppb.New(t0.Add(from)), WindowEnd: timestamppb.New(t0.Add(to)),
+			Load: []*irsv1.LoadStats{{Target: "storefront", Running: true, TargetRate: rate, Sent: 200,
+				Outcomes: outcomes(map[int32]int64{200: 198}, map[string]int64{"refused": 2})}},
+		}})
+	}
+	feed(e, samples...)
+	served, load := key{service: "storefront", kind: kindServed}, key{service: "shoppers", kind: kindLoad}
+	for k := 1; k <= 8; k++ { // resource samples as tickLoop adds them: 100m×k in interval k
+		a := e.buckets[k][served]
+		a.cpu, a.cpuMax, a.rss, a.rssMax, a.replicas = []float64{100 * float64(k)}, []float64{60 * float64(k)}, []float64{float64(k)}, []float64{1}, 2
+	}
+
+	e.closeBuckets(4)
+	ticks := func() (ts []float64, phases []string) {
+		for _, tick := range e.res.Series {
+			ts, phases = append(ts, tick.GetT()), append(phases, tick.GetPhase())
+		}
+		return ts, phases
+	}
+	ts, phases := ticks()
+	if want := []float64{0.25, 0.5, 0.75, 1}; !slices.Equal(ts, want) {
+		t.Errorf("after closing 4 intervals: tick times %v, want %v", ts, want)
+	}
+	if want := slices.Repeat([]string{"warm-up"}, 4); !slices.Equal(phases, want) {
+		t.Errorf("after closing 4 intervals: tick phases %v, want %v", phases, want)
+	}
+	if got := slices.Sorted(maps.Keys(e.buckets)); !slices.Equal(got, []int{5, 6, 7, 8}) {
+		t.Errorf("open intervals after closing 4: %v, want [5 6 7 8]", got)
+	}
+	if _, ok := e.phaseAccs["spike"]; ok {
+		t.Errorf("spike has accumulators before any of its intervals closed")
+	}
+
+	e.closeBuckets(8)
+	e.closeBuckets(8) // nothing left to close
+	ts, phases = ticks()
+	if want := []float64{0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2}; !slices.Equal(ts, want) {
+		t.Errorf("tick times %v, want %v", ts, want)
+	}
+	if want := append(slices.Repeat([]string{"warm-up"}, 4), slices.Repeat([]string{"spike"}, 4)...); !slices.Equal(phases, want) {
+		t.Errorf("tick phases %v, want %v", phases, want)
+	}
+	if len(e.buckets) != 0 {
+		t.Errorf("open intervals after closing all: %v, want none", slices.Sorted(maps.Keys(e.buckets)))
+	}
+
+	tick := e.res.Series[4]
+	var names []string
+	for _, p := range append(slices.Clone(tick.GetServices()), tick.GetEdges()...) {
+		names = append(names, p.GetService()+">"+p.GetCallee()+":"+p.GetKind())
+	}
+	if want := []string{"shoppers>:load", "storefront>:served", "shoppers>storefront:edge", "storefront>checkout:edge"}; !slices.Equal(names, want) {
+		t.Errorf("tick 5 points %v, want %v", names, want)
+	}
+	if p := tick.GetServices()[1]; p.GetRequests() != 200 || p.GetRps() != 800 || p.GetFailureRate() != 0.01 || p.GetCpuMcores() != 500 || p.GetReplicas() != 2 {
+		t.Errorf("tick 5 storefront: requests %d, rps %v, failure rate %v, cpu %vm, replicas %d; want 200, 800, 0.01, 500m, 2",
+			p.GetRequests(), p.GetRps(), p.GetFailureRate(), p.GetCpuMcores(), p.GetReplicas())
+	}
+	if p := tick.GetServices()[0]; p.GetTargetRate() != 400 || p.GetRps() != 800 {
+		t.Errorf("tick 5 shoppers: target rate %v, rps %v; want 400, 800", p.GetTargetRate(), p.GetRps())
+	}
+
+	scopes := []struct {
+		name                 string
+		accs                 map[key]*acc
+		requests, failures   int64
+		cpu, cpuMax, rss     float64
+		loadRequests, target float64
+	}{
+		{"warm-up", e.phaseAccs["warm-up"], 800, 8, 250, 240, 4, 800, 200},
+		{"spike", e.phaseAccs["spike"], 800, 8, 650, 480, 8, 800, 400},
+		{"total", e.totalAccs, 1600, 16, 450, 480, 8, 1600, 400},
+	}
+	for _, s := range scopes {
+		t.Run(s.name, func(t *testing.T) {
+			p := s.accs[served].point(served, 1, false)
+			if p.GetRequests() != s.requests || p.GetFailures() != s.failures {
+				t.Errorf("storefront requests, failures = %d, %d; want %d, %d", p.GetRequests(), p.GetFailures(), s.requests, s.failures)
+			}
+			if p.GetCpuMcores() != s.cpu || p.GetCpuMcoresMax() != s.cpuMax || p.GetRssMb() != s.rss {
+				t.Errorf("storefront cpu, cpu max, rss = %v, %v, %v; want %v, %v, %v", p.GetCpuMcores(), p.GetCpuMcoresMax(),
+					p.GetRssMb(), s.cpu, s.cpuMax, s.rss)
+			}
+			l := s.accs[load].point(load, 1, false)
+			if float64(l.GetRequests()) != s.loadRequests || l.GetTargetRate() != s.target || l.GetErrors()["refused"] != int64(s.loadRequests)/100 {
+				t.Errorf("shoppers requests, target rate, refused = %d, %v, %d; want %v, %v, %v", l.GetRequests(), l.GetTargetRate(),
+					l.GetErrors()["refused"], s.loadRequests, s.target, s.loadRequests/100)
+			}
+			edge := key{service: "storefront", callee: "checkout", kind: kindEdge}
+			if got, want := s.accs[edge].requests, s.requests/2; got != want {
+				t.Errorf("storefront->checkout requests = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestCloseBucketsPhase: a tick carries the phase its interval's middle is in, also where phases do not end on
+// interval boundaries.
+func TestCloseBucketsPhase(t *testing.T) {
+	doc := strings.Replace(strings.Replace(shopYAML, "duration: 1s", "duration: 300ms", 1), "duration: 1s", "duration: 700ms", 1)
+	e := testEngine(t, doc, 1, 250*time.Millisecond, nil)
+	e.t0 = t0
+	for k := 1; k <= 4; k++ {
+		feed(e, sample{service: "storefront", stats: window(time.Duration(k-1)*250*time.Millisecond, time.Duration(k)*250*time.Millisecond, 10*int64(k), 0)})
+	}
+	e.closeBuckets(4)
+	var phases []string
+	for _, tick := range e.res.Series {
+		phases = append(phases, tick.GetPhase())
+	}
+	if want := []string{"warm-up", "spike", "spike", "spike"}; !slices.Equal(phases, want) {
+		t.Errorf("tick phases %v, want %v (warm-up 0-300ms, spike 300ms-1s)", phases, want)
+	}
+	served := key{service: "storefront", kind: kindServed}
+	if got := e.phaseAccs["warm-up"][served].requests; got != 10 {
+		t.Errorf("warm-up requests = %d, want 10 (interval 1)", got)
+	}
+	if got := e.phaseAccs["spike"][served].requests; got != 20+30+40 {
+		t.Errorf("spike requests = %d, want 90 (intervals 2-4)", got)
+	}
+}
+
+// TestTickLoop: at each interval's end the loop samples resource use into that interval and closes the one
+// before it; when done closes, the last interval is closed too. Time is synctest's.
+func TestTickLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		// Each storefront replica runs at 100m during warm-up (the first second) and 300m during the spike.
+		cpu := func() float64 {
+			s := time.Since(start).Seconds()
+			return 0.1*min(s, 1) + 0.3*max(s-1, 0)
+		}
+		b := &usageBackend{usage: func() []workflows.Usage {
+			return []workflows.Usage{proc("storefront", 101, cpu(), 100), proc("storefront", 102, cpu(), 50)}
+		}}
+		e := testEngine(t, shopYAML, 1, 250*time.Millisecond, b)
+		e.t0 = start
+		e.sampleUsage(start)
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { e.tickLoop(done) })
+		time.Sleep(2*time.Second + 100*time.Millisecond)
+		close(done)
+		wg.Wait()
+
+		if len(e.res.Series) != 8 {
+			t.Fatalf("%d ticks, want 8", len(e.res.Series))
+		}
+		for i, tick := range e.res.Series {
+			want := 200.0
+			if i >= 4 {
+				want = 600
+			}
+			if len(tick.GetServices()) != 1 {
+				t.Errorf("tick %d: services %v, want storefront alone", i+1, tick.GetServices())
+				continue
+			}
+			p := tick.GetServices()[0]
+			if p.GetService() != "storefront" || p.GetKind() != kindServed || math.Abs(p.GetCpuMcores()-want) > 1e-6 ||
+				p.GetReplicas() != 2 || p.GetRssMb() != 150 || p.GetRssMbMax() != 100 {
+				t.Errorf("tick %d: %s %s cpu %vm, replicas %d, rss %vMB, rss max %vMB; want storefront served %vm, 2, 150MB, 100MB",
+					i+1, p.GetService(), p.GetKind(), p.GetCpuMcores(), p.GetReplicas(), p.GetRssMb(), p.GetRssMbMax(), want)
+			}
+		}
+		served := key{service: "storefront", kind: kindServed}
+		for _, s := range []struct {
+			name        string
+			accs        map[key]*acc
+			cpu, cpuMax float64
+		}{
+			{"warm-up", e.phaseAccs["warm-up"], 200, 100},
+			{"spike", e.phaseAccs["spike"], 600, 300},
+			{"total", e.totalAccs, 400, 300},
+		} {
+			p := s.accs[served].point(served, 1, false)
+			if math.Abs(p.GetCpuMcores()-s.cpu) > 1e-6 || math.Abs(p.GetCpuMcoresMax()-s.cpuMax) > 1e-6 {
+				t.Errorf("%s: cpu %vm, cpu max %vm; want %vm, %vm", s.name, p.GetCpuMcores(), p.GetCpuMcoresMax(), s.cpu, s.cpuMax)
+			}
+		}
+	})
+}
+
+// TestCloseBucketsLateWindow: a window that arrives after its interval was closed still counts in its phase and
+// the run, and the series keeps one tick per interval (result.proto: "One point per interval").
+func TestCloseBucketsLateWindow(t *testing.T) {
+	const interval = 250 * time.Millisecond
+	e := testEngine(t, shopYAML, 1, interval, nil)
+	e.t0 = t0
+	for k := 1; k <= 4; k++ {
+		feed(e, sample{service: "storefront", stats: window(time.Duration(k-1)*interval, time.Duration(k)*interval, 100, 0)})
+	}
+	e.closeBuckets(3)
+	feed(e, sample{service: "storefront", stats: window(2*interval, 3*interval, 7, 0)}) // interval 3, late
+	e.closeBuckets(4)
+
+	var ts []float64
+	for _, tick := range e.res.Series {
+		ts = append(ts, tick.GetT())
+	}
+	if want := []float64{0.25, 0.5, 0.75, 1}; !slices.Equal(ts, want) {
+		t.Errorf("tick times %v, want %v (one per interval)", ts, want)
+	}
+	served := key{service: "storefront", kind: kindServed}
+	if got := e.totalAccs[served].requests; got != 407 {
+		t.Errorf("run total: %d requests, want 407 (the late window counts)", got)
+	}
+}
