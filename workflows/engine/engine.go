@@ -140,7 +140,7 @@ func newEngine(o Options) *engine {
 		interval = min(max(interval, 100*time.Millisecond), time.Second)
 	}
 	e := &engine{o: o, interval: interval, logger: o.Logger,
-		rng:     rand.New(rand.NewPCG(o.Workflow.GetSeed(), 0x6b696c6c)),
+		rng:     newKillRand(o.Workflow.GetSeed()),
 		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{}, totalAccs: map[key]*acc{},
 		primary: map[string]string{}, procs: map[int]*procHistory{}, loads: map[string]*irsv1.Load{},
 	}
@@ -168,6 +168,9 @@ func newEngine(o Options) *engine {
 	}
 	return e
 }
+
+// newKillRand returns the generator of a run's random choices (kill victims), from its seed.
+func newKillRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x6b696c6c)) }
 
 // specs returns the services as the backend starts them: loads removed (they start with the first phase).
 func (e *engine) specs() []workflows.ServiceSpec {

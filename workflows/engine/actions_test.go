@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+)
+
+// killBackend records kills; its replicas are what the test says are live (which a real backend reports from
+// processes the test would have to start and kill by the dozen).
+type killBackend struct {
+	workflows.Backend
+	live   []workflows.Replica
+	killed [][]string
+	sig    workflows.Signal
+	grace  time.Duration
+}
+
+func (b *killBackend) Replicas(string) []workflows.Replica { return b.live }
+
+func (b *killBackend) Kill(_ context.Context, _ string, ids []string, sig workflows.Signal, grace time.Duration) error {
+	b.killed = append(b.killed, ids)
+	b.sig, b.grace = sig, grace
+	return nil
+}
+
+func replicas(n int) []workflows.Replica {
+	out := make([]workflows.Replica, n)
+	for i := range out {
+		out[i] = workflows.Replica{Service: "storefront", ID: "storefront-" + string(rune('a'+i))}
+	}
+	return out
+}
+
+func TestKillStep(t *testing.T) {
+	tests := []struct {
+		name      string
+		live      int
+		kill      *irsv1.KillAction
+		wantCount int
+		wantIDs   []string // when the choice is not random
+		wantSig   workflows.Signal
+		wantGrace time.Duration
+	}{
+		{name: "default: one, SIGKILL", live: 3, kill: &irsv1.KillAction{}, wantCount: 1, wantSig: workflows.SignalKill},
+		{name: "count", live: 5, kill: &irsv1.KillAction{Count: 2}, wantCount: 2},
+		{name: "count above the live replicas", live: 2, kill: &irsv1.KillAction{Count: 5}, wantCount: 2},
+		{name: "percent rounds up", live: 3, kill: &irsv1.KillAction{Percent: "50%"}, wantCount: 2},
+		{name: "a small percent still kills one", live: 3, kill: &irsv1.KillAction{Percent: "1%"}, wantCount: 1},
+		{name: "oldest", live: 4, kill: &irsv1.KillAction{Count: 2, Select: "oldest"}, wantCount: 2,
+			wantIDs: []string{"storefront-a", "storefront-b"}},
+		{name: "term with grace", live: 2, kill: &irsv1.KillAction{Signal: "term", Grace: "3s"}, wantCount: 1,
+			wantSig: workflows.SignalTerm, wantGrace: 3 * time.Second},
+		{name: "term, default grace", live: 2, kill: &irsv1.KillAction{Signal: "term"}, wantCount: 1,
+			wantSig: workflows.SignalTerm, wantGrace: 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &killBackend{live: replicas(tt.live)}
+			e := testEngine(t, shopYAML, 1, time.Second, b)
+			tt.kill.Service = "storefront"
+			if err := e.killStep(t.Context(), tt.kill); err != nil {
+				t.Fatal(err)
+			}
+			if len(b.killed) != 1 || len(b.killed[0]) != tt.wantCount {
+				t.Fatalf("killed %v, want one call killing %d", b.killed, tt.wantCount)
+			}
+			ids := b.killed[0]
+			if tt.wantIDs != nil && !slices.Equal(ids, tt.wantIDs) {
+				t.Errorf("killed %v, want %v", ids, tt.wantIDs)
+			}
+			if seen := slices.Compact(slices.Sorted(slices.Values(ids))); len(seen) != len(ids) {
+				t.Errorf("killed %v: a replica twice", ids)
+			}
+			if b.sig != tt.wantSig || tt.wantGrace != 0 && b.grace != tt.wantGrace {
+				t.Errorf("signal %v grace %v, want %v %v", b.sig, b.grace, tt.wantSig, tt.wantGrace)
+			}
+			if n := len(events(e, "kill")); n != tt.wantCount || e.kills != tt.wantCount {
+				t.Errorf("%d kill events, %d kills counted; want %d", n, e.kills, tt.wantCount)
+			}
+		})
+	}
+	t.Run("no live replica: an event, no kill", func(t *testing.T) {
+		b := &killBackend{}
+		e := testEngine(t, shopYAML, 1, time.Second, b)
+		if err := e.killStep(t.Context(), &irsv1.KillAction{Service: "storefront"}); err != nil || len(b.killed) != 0 {
+			t.Errorf("killStep = %v, kills %v; want nil, none", err, b.killed)
+		}
+	})
+}
+
+// TestKillVictimsAreSeeded: the same seed picks the same victims, another seed other ones.
+func TestKillVictimsAreSeeded(t *testing.T) {
+	victims := func(seed uint64) []string {
+		b := &killBackend{live: replicas(8)}
+		e := testEngine(t, shopYAML, 1, time.Second, b)
+		e.rng = newKillRand(seed)
+		var out []string
+		for range 5 {
+			if err := e.killStep(t.Context(), &irsv1.KillAction{Service: "storefront", Count: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, ids := range b.killed {
+			out = append(out, ids...)
+		}
+		return out
+	}
+	a, b, c := victims(1), victims(1), victims(2)
+	if !slices.Equal(a, b) {
+		t.Errorf("seed 1 killed %v, then %v: not reproducible", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("seeds 1 and 2 both killed %v", a)
+	}
+}
+
+func events(e *engine, kind string) []*irsv1.RunEvent {
+	var out []*irsv1.RunEvent
+	for _, ev := range e.res.GetEvents() {
+		if ev.GetKind() == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
