@@ -572,15 +572,20 @@ func (b *Backend) Scale(ctx context.Context, service string, n int) error {
 	}
 	// Scaling down drains the newest replicas as a well-behaved pod is: out of the endpoints first, stopped
 	// (SIGTERM, in-flight requests finish) once every caller has learnt it, so no request is sent to it after.
-	var drained bool
+	var drained []*replica
 	for i := len(s.replicas) - 1; i >= 0 && b.alive(s) > n; i-- {
 		if r := s.replicas[i]; r.alive() && !r.expected {
-			r.expected, r.drainAt, drained = true, time.Now(), true
-			b.later(b.cfg.DiscoveryDelay, func() { b.stopDrained(r) })
+			r.expected, r.drainAt = true, time.Now()
+			drained = append(drained, r)
 		}
 	}
-	if drained {
-		b.later(b.cfg.DiscoveryDelay, func() { b.publish(s) })
+	if len(drained) > 0 {
+		b.later(b.cfg.DiscoveryDelay, func() {
+			b.publish(s) // returns once every caller has the new list
+			for _, r := range drained {
+				b.stopDrained(r)
+			}
+		})
 	}
 	b.mu.Unlock()
 	for _, r := range started {
