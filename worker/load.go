@@ -127,8 +127,7 @@ func sender(ctx context.Context, target *atomic.Pointer[upstream.Target], name s
 		defer loadRequests.Put(r)
 		r.prop = upstream.Propagation{RequestID: upstream.AppendRequestID(r.id[:0]), Hops: hops}
 		if tracer == nil {
-			resp := t.Send(ctx, &r.prop, start.Add(timeout))
-			return loadgen.Result{Status: resp.Status, Err: resp.Err}
+			return loadResult(t.Send(ctx, &r.prop, start.Add(timeout)))
 		}
 		_, span := tracer.Start(ctx, "irs.load", trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start),
 			trace.WithAttributes(attribute.String("irs.target", t.Config().Service)))
@@ -142,6 +141,11 @@ func sender(ctx context.Context, target *atomic.Pointer[upstream.Target], name s
 			span.SetStatus(codes.Error, "")
 		}
 		span.End()
-		return loadgen.Result{Status: resp.Status, Err: resp.Err}
+		return loadResult(resp)
 	}
+}
+
+func loadResult(resp upstream.Response) loadgen.Result {
+	return loadgen.Result{Status: resp.Status, Err: resp.Err, FromProxy: resp.Status != 0 && !resp.FromWorker,
+		ServerTime: resp.ServerTime, HasServerTime: resp.HasServerTime}
 }

@@ -14,6 +14,11 @@ import (
 type Result struct {
 	Status int
 	Err    stats.ErrorKind
+	// FromProxy is set when the status did not come from an IRS worker (see stats.Outcomes.ProxyStatus).
+	FromProxy bool
+	// ServerTime is the service time the target reported, when HasServerTime.
+	ServerTime    time.Duration
+	HasServerTime bool
 }
 
 // SendFunc performs one request, which starts at start, and reports how it ended. It must return when ctx is
@@ -270,9 +275,15 @@ func (g *Generator) sendOne(ctx context.Context, intended time.Time) {
 	end := time.Now()
 	g.rec.Latency.Record(end.Sub(intended))
 	g.rec.Uncorrected.Record(end.Sub(sent))
-	if res.Status != 0 {
+	if res.HasServerTime {
+		g.rec.Hop.Record(end.Sub(sent) - res.ServerTime)
+	}
+	switch {
+	case res.Status != 0 && res.FromProxy:
+		g.rec.Outcomes.ProxyStatus(res.Status)
+	case res.Status != 0:
 		g.rec.Outcomes.Status(res.Status)
-	} else {
+	default:
 		g.rec.Outcomes.Error(res.Err)
 	}
 }

@@ -129,3 +129,41 @@ func TestClosedLoop(t *testing.T) {
 		t.Errorf("closed loop sent %d, want 600-1200", sent)
 	}
 }
+
+// TestResultsRecorded: a proxy's status is counted apart, and the hop time (latency minus the target's service
+// time) is recorded when the target reported one.
+func TestResultsRecorded(t *testing.T) {
+	var n atomic.Int64
+	send := func(context.Context, time.Time) Result {
+		time.Sleep(2 * time.Millisecond)
+		if n.Add(1)%2 == 0 {
+			return Result{Status: 503, FromProxy: true}
+		}
+		return Result{Status: 200, ServerTime: time.Millisecond, HasServerTime: true}
+	}
+	reg := stats.NewRegistry("t", 1)
+	g := Start(context.Background(), Config{Schedule: must(Constant(100)), Duration: 300 * time.Millisecond,
+		Connections: 4, LateAfter: time.Second}, send, reg.Load("target"))
+	select {
+	case <-g.Done():
+	case <-time.After(10 * time.Second):
+		g.Stop()
+		t.Fatal("generator did not end after its duration")
+	}
+	ls := reg.Snapshot().GetLoad()[0]
+	sent := ls.GetSent()
+	if sent < 10 {
+		t.Fatalf("%d requests sent, want about 30", sent)
+	}
+	if got := ls.GetOutcomes().GetProxyStatuses()[503]; got != sent/2 {
+		t.Errorf("%d proxy 503s of %d requests, want %d", got, sent, sent/2)
+	}
+	hop := ls.GetHop()
+	if want := sent - sent/2; hop.GetCount() != want {
+		t.Errorf("%d hop times recorded, want %d (the responses with a service time)", hop.GetCount(), want)
+	}
+	// Each took at least 2ms and reported 1ms of service time: every hop is at least ~1ms.
+	if hop.GetMinMs() < 0.9 {
+		t.Errorf("shortest hop %.3fms, want at least ~1ms", hop.GetMinMs())
+	}
+}

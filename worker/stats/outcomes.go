@@ -33,6 +33,8 @@ func (k ErrorKind) String() string { return errorKindNames[k] }
 type Outcomes struct {
 	statuses [500]atomic.Int64 // index: status - 100
 	errors   [numErrorKinds]atomic.Int64
+	// proxy counts the 5xx responses that did not come from a worker (index: status - 500).
+	proxy [100]atomic.Int64
 }
 
 // Status counts a response. Codes outside 100-599 are counted as 500.
@@ -43,6 +45,18 @@ func (o *Outcomes) Status(code int) {
 	o.statuses[code-100].Add(1)
 }
 
+// ProxyStatus counts a response that did not come from an IRS worker (it carried no x-irs-worker header): made
+// by a proxy on the way, such as Envoy's 503 when no upstream answers. Its 5xx are also counted apart.
+func (o *Outcomes) ProxyStatus(code int) {
+	if code < 100 || code > 599 {
+		code = 500
+	}
+	o.statuses[code-100].Add(1)
+	if code >= 500 {
+		o.proxy[code-500].Add(1)
+	}
+}
+
 // Error counts a request that ended without a response.
 func (o *Outcomes) Error(k ErrorKind) { o.errors[k].Add(1) }
 
@@ -50,6 +64,7 @@ func (o *Outcomes) Error(k ErrorKind) { o.errors[k].Add(1) }
 type outcomeCounts struct {
 	statuses [500]int64
 	errors   [numErrorKinds]int64
+	proxy    [100]int64
 }
 
 func (o *Outcomes) read(into *outcomeCounts) {
@@ -58,6 +73,9 @@ func (o *Outcomes) read(into *outcomeCounts) {
 	}
 	for i := range o.errors {
 		into.errors[i] = o.errors[i].Load()
+	}
+	for i := range o.proxy {
+		into.proxy[i] = o.proxy[i].Load()
 	}
 }
 
@@ -94,6 +112,18 @@ func (c *outcomeCounts) since(prev *outcomeCounts) *irsv1.Outcomes {
 		out.Errors[errorKindNames[k]] = n
 		out.Requests += n
 		out.Failures += n
+	}
+	for i, n := range c.proxy {
+		if prev != nil {
+			n -= prev.proxy[i]
+		}
+		if n == 0 {
+			continue
+		}
+		if out.ProxyStatuses == nil {
+			out.ProxyStatuses = map[int32]int64{}
+		}
+		out.ProxyStatuses[int32(i+500)] = n
 	}
 	return out
 }

@@ -34,8 +34,9 @@ type Upstream struct {
 type Load struct {
 	Target   string
 	Outcomes Outcomes
-	// Latency is measured from the intended send time, Uncorrected from the actual one.
-	Latency, Uncorrected             *Histogram
+	// Latency is measured from the intended send time, Uncorrected from the actual one; Hop is Uncorrected minus
+	// the target's reported service time.
+	Latency, Uncorrected, Hop        *Histogram
 	Due, Sent, Late, Blocked, Unsent atomic.Int64
 	targetRate                       atomic.Uint64 // float64 bits
 
@@ -197,7 +198,7 @@ func (r *Registry) Load(target string) *Load {
 			return s
 		}
 	}
-	s := &Load{Target: target, Latency: newHistogram(), Uncorrected: newHistogram()}
+	s := &Load{Target: target, Latency: newHistogram(), Uncorrected: newHistogram(), Hop: newHistogram()}
 	r.loads = append(r.loads, s)
 	return s
 }
@@ -231,6 +232,7 @@ func (r *Registry) histograms(fn func(*Histogram)) {
 	for _, s := range r.loads {
 		fn(s.Latency)
 		fn(s.Uncorrected)
+		fn(s.Hop)
 	}
 }
 
@@ -315,7 +317,7 @@ func (r *Registry) build(cur, prev *counters, hist func(*Histogram) *hdrhistogra
 		}
 		ls := &irsv1.LoadStats{
 			Target: s.Target, Outcomes: c.outcomes.since(po),
-			Latency: summary(s.Latency), Uncorrected: summary(s.Uncorrected),
+			Latency: summary(s.Latency), Uncorrected: summary(s.Uncorrected), Hop: summary(s.Hop),
 			Due: c.due - p.due, Sent: c.sent - p.sent, Late: c.late - p.late, Blocked: c.blocked - p.blocked,
 			Unsent:     c.unsent - p.unsent,
 			TargetRate: math.Float64frombits(s.targetRate.Load()),

@@ -192,6 +192,34 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
+// TestProxyStatus: a response that did not come from a worker counts as any other status, and its 5xx apart.
+func TestProxyStatus(t *testing.T) {
+	var o Outcomes
+	o.Status(503)
+	o.ProxyStatus(503)
+	o.ProxyStatus(503)
+	o.ProxyStatus(404) // counted, but only 5xx are told apart
+	o.ProxyStatus(700) // out of range: a 500
+	var c outcomeCounts
+	o.read(&c)
+	got := c.since(nil)
+	if want := map[int32]int64{503: 3, 404: 1, 500: 1}; !maps.Equal(got.Statuses, want) {
+		t.Errorf("statuses = %v, want %v", got.Statuses, want)
+	}
+	if want := map[int32]int64{503: 2, 500: 1}; !maps.Equal(got.ProxyStatuses, want) {
+		t.Errorf("proxy statuses = %v, want %v", got.ProxyStatuses, want)
+	}
+	if got.Failures != 4 || got.Requests != 5 {
+		t.Errorf("failures %d of %d requests, want 4 of 5", got.Failures, got.Requests)
+	}
+	o.ProxyStatus(502)
+	var later outcomeCounts
+	o.read(&later)
+	if d := later.since(&c); !maps.Equal(d.ProxyStatuses, map[int32]int64{502: 1}) {
+		t.Errorf("proxy statuses since the first read = %v, want one 502", d.ProxyStatuses)
+	}
+}
+
 func TestErrorKindString(t *testing.T) {
 	want := map[ErrorKind]string{
 		ErrTimeout: "timeout", ErrRefused: "refused", ErrReset: "reset", ErrCanceled: "canceled", ErrOther: "other",

@@ -52,6 +52,9 @@ type Request struct {
 type Response struct {
 	Status int
 	Err    stats.ErrorKind
+	// FromWorker is set when the response came from an IRS worker (it named itself in x-irs-worker); a status
+	// without it was made by something on the way, such as a proxy.
+	FromWorker bool
 	// ServerTime is the service time the upstream reported; HasServerTime is false when it reported none.
 	ServerTime    time.Duration
 	HasServerTime bool

@@ -58,13 +58,14 @@ func (c *grpcClient) do(ctx context.Context, deadline time.Time, r *Request, pro
 			out.ServerTime, out.HasServerTime = time.Duration(us)*time.Microsecond, true
 		}
 	}
+	out.FromWorker = len(trailer.Get(HeaderWorker)) > 0
 	if err == nil {
 		out.Status = 200
 		return out
 	}
 	st := status.Convert(err)
 	// A status the upstream worker produced comes with its trailers; anything else is the transport's.
-	if len(trailer.Get(HeaderWorker)) > 0 {
+	if out.FromWorker {
 		out.Status = behavior.HTTPFromGRPC(uint32(st.Code()))
 		return out
 	}

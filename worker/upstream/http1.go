@@ -85,7 +85,8 @@ func (c *http1Client) call(deadline time.Time, r *Request, prop *Propagation) Re
 		return Response{Err: classifyHTTP1(err)}
 	}
 	out := Response{Status: resp.StatusCode()}
-	// Header names are not normalised (it costs every response): a worker sends "Server-Timing", Envoy lower case.
+	// Header names are not normalised (it costs every response): a worker sends "X-Irs-Worker", Envoy lower case.
+	out.FromWorker = len(resp.Header.Peek("X-Irs-Worker")) > 0 || len(resp.Header.Peek(HeaderWorker)) > 0
 	v := resp.Header.Peek("Server-Timing")
 	if v == nil {
 		v = resp.Header.Peek(HeaderServerTiming)

@@ -55,7 +55,7 @@ func (c *http2Client) do(ctx context.Context, deadline time.Time, r *Request, pr
 	if err != nil {
 		return Response{Err: Classify(err)}
 	}
-	out := Response{Status: resp.StatusCode}
+	out := Response{Status: resp.StatusCode, FromWorker: resp.Header.Get(HeaderWorker) != ""}
 	out.ServerTime, out.HasServerTime = ParseServerTiming([]byte(resp.Header.Get(HeaderServerTiming)))
 	return out
 }

@@ -2,7 +2,10 @@ package upstream_test
 
 import (
 	"context"
+	"maps"
 	"math"
+	"net"
+	"net/http"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -403,4 +406,53 @@ func TestReleasedPlanStillServesRequestsInFlight(t *testing.T) {
 			t.Errorf("protocol %v: upstream answered %d requests, want 1", proto, n)
 		}
 	}
+}
+
+// TestProxyStatuses: a 5xx from a worker is the worker's; the same status from something that is not a worker
+// (a plain HTTP server standing in for a proxy) is counted as the proxy's.
+func TestProxyStatuses(t *testing.T) {
+	for _, p := range []upstream.Protocol{upstream.HTTP1, upstream.HTTP2} {
+		t.Run(p.String(), func(t *testing.T) {
+			worker := startIRS(t, "worker", failing(t, "503"), nil)
+			proxy := plainServer(t, http.StatusServiceUnavailable)
+			reg := stats.NewRegistry("t", 1)
+			plan := newPlan(t, newPool(t), []upstream.CallConfig{
+				call("from-worker", p, worker.addr),
+			}, reg)
+			proxied := newPlan(t, newPool(t), []upstream.CallConfig{
+				call("from-proxy", p, proxy),
+			}, reg)
+			for range 3 {
+				plan.Run(t.Context(), nil, nil)
+				proxied.Run(t.Context(), nil, nil)
+			}
+			for _, u := range reg.Snapshot().GetUpstreams() {
+				o := u.GetOutcomes()
+				want := map[int32]int64(nil)
+				if u.GetService() == "from-proxy" {
+					want = map[int32]int64{503: 3}
+				}
+				if o.GetStatuses()[503] != 3 || !maps.Equal(o.GetProxyStatuses(), want) {
+					t.Errorf("%s: statuses %v, proxy statuses %v; want three 503s, proxy %v", u.GetService(),
+						o.GetStatuses(), o.GetProxyStatuses(), want)
+				}
+			}
+		})
+	}
+}
+
+// plainServer is an HTTP/1.1 and h2c server that is not a worker: it answers every request with code.
+func plainServer(t *testing.T, code int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) })}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
 }

@@ -185,9 +185,12 @@ func (t *Target) invoke(ctx context.Context, prop *Propagation) (resp Response) 
 		}
 	}
 	t.stats.Latency.Record(time.Since(start))
-	if resp.Status != 0 {
+	switch {
+	case resp.Status != 0 && !resp.FromWorker:
+		t.stats.Outcomes.ProxyStatus(resp.Status)
+	case resp.Status != 0:
 		t.stats.Outcomes.Status(resp.Status)
-	} else {
+	default:
 		t.stats.Outcomes.Error(resp.Err)
 	}
 	return resp

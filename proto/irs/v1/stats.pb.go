@@ -260,7 +260,10 @@ type Outcomes struct {
 	// Requests that ended without a response, by kind: "timeout", "refused", "reset", "canceled", "other".
 	Errors map[string]int64 `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Requests that ended with a 5xx status or an error.
-	Failures      int64 `protobuf:"varint,4,opt,name=failures,proto3" json:"failures,omitempty"`
+	Failures int64 `protobuf:"varint,4,opt,name=failures,proto3" json:"failures,omitempty"`
+	// 5xx responses that carried no x-irs-worker header (also counted in statuses): made not by the upstream worker
+	// but by something between, typically a proxy (Envoy's 503 when no upstream host answers). Callers only.
+	ProxyStatuses map[int32]int64 `protobuf:"bytes,5,rep,name=proxy_statuses,json=proxyStatuses,proto3" json:"proxy_statuses,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,6 +324,13 @@ func (x *Outcomes) GetFailures() int64 {
 		return x.Failures
 	}
 	return 0
+}
+
+func (x *Outcomes) GetProxyStatuses() map[int32]int64 {
+	if x != nil {
+		return x.ProxyStatuses
+	}
+	return nil
 }
 
 // RouteStats is one inbound route of the simulated service.
@@ -508,7 +518,9 @@ type LoadStats struct {
 	// Completed requests per second over the window.
 	AchievedRate float64 `protobuf:"fixed64,11,opt,name=achieved_rate,json=achievedRate,proto3" json:"achieved_rate,omitempty"`
 	// Whether the generator is running at window_end.
-	Running       bool `protobuf:"varint,12,opt,name=running,proto3" json:"running,omitempty"`
+	Running bool `protobuf:"varint,12,opt,name=running,proto3" json:"running,omitempty"`
+	// Latency of each request minus the service time the target reported: network and proxy time.
+	Hop           *Histogram `protobuf:"bytes,13,opt,name=hop,proto3" json:"hop,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -627,6 +639,13 @@ func (x *LoadStats) GetRunning() bool {
 	return false
 }
 
+func (x *LoadStats) GetHop() *Histogram {
+	if x != nil {
+		return x.Hop
+	}
+	return nil
+}
+
 var File_irs_v1_stats_proto protoreflect.FileDescriptor
 
 const file_irs_v1_stats_proto_rawDesc = "" +
@@ -652,17 +671,21 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"\x06p90_ms\x18\x06 \x01(\x01R\x05p90Ms\x12\x15\n" +
 	"\x06p99_ms\x18\a \x01(\x01R\x05p99Ms\x12\x17\n" +
 	"\ap999_ms\x18\b \x01(\x01R\x06p999Ms\x12\x15\n" +
-	"\x06max_ms\x18\t \x01(\x01R\x05maxMs\"\xac\x02\n" +
+	"\x06max_ms\x18\t \x01(\x01R\x05maxMs\"\xba\x03\n" +
 	"\bOutcomes\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\v2\x1e.irs.v1.Outcomes.StatusesEntryR\bstatuses\x124\n" +
 	"\x06errors\x18\x03 \x03(\v2\x1c.irs.v1.Outcomes.ErrorsEntryR\x06errors\x12\x1a\n" +
-	"\bfailures\x18\x04 \x01(\x03R\bfailures\x1a;\n" +
+	"\bfailures\x18\x04 \x01(\x03R\bfailures\x12J\n" +
+	"\x0eproxy_statuses\x18\x05 \x03(\v2#.irs.v1.Outcomes.ProxyStatusesEntryR\rproxyStatuses\x1a;\n" +
 	"\rStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
 	"\vErrorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
+	"\x12ProxyStatusesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x9a\x01\n" +
 	"\n" +
 	"RouteStats\x12\x14\n" +
@@ -676,7 +699,7 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"\alatency\x18\x03 \x01(\v2\x11.irs.v1.HistogramR\alatency\x12#\n" +
 	"\x03hop\x18\x04 \x01(\v2\x11.irs.v1.HistogramR\x03hop\x12\x18\n" +
 	"\aretries\x18\x05 \x01(\x03R\aretries\x12\x18\n" +
-	"\askipped\x18\x06 \x01(\x03R\askipped\"\xff\x02\n" +
+	"\askipped\x18\x06 \x01(\x03R\askipped\"\xa4\x03\n" +
 	"\tLoadStats\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12,\n" +
 	"\boutcomes\x18\x02 \x01(\v2\x10.irs.v1.OutcomesR\boutcomes\x12+\n" +
@@ -691,7 +714,8 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	" \x01(\x01R\n" +
 	"targetRate\x12#\n" +
 	"\rachieved_rate\x18\v \x01(\x01R\fachievedRate\x12\x18\n" +
-	"\arunning\x18\f \x01(\bR\arunningB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
+	"\arunning\x18\f \x01(\bR\arunning\x12#\n" +
+	"\x03hop\x18\r \x01(\v2\x11.irs.v1.HistogramR\x03hopB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
 
 var (
 	file_irs_v1_stats_proto_rawDescOnce sync.Once
@@ -705,7 +729,7 @@ func file_irs_v1_stats_proto_rawDescGZIP() []byte {
 	return file_irs_v1_stats_proto_rawDescData
 }
 
-var file_irs_v1_stats_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_irs_v1_stats_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_irs_v1_stats_proto_goTypes = []any{
 	(*StatsSnapshot)(nil),         // 0: irs.v1.StatsSnapshot
 	(*Histogram)(nil),             // 1: irs.v1.Histogram
@@ -715,30 +739,33 @@ var file_irs_v1_stats_proto_goTypes = []any{
 	(*LoadStats)(nil),             // 5: irs.v1.LoadStats
 	nil,                           // 6: irs.v1.Outcomes.StatusesEntry
 	nil,                           // 7: irs.v1.Outcomes.ErrorsEntry
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	nil,                           // 8: irs.v1.Outcomes.ProxyStatusesEntry
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_irs_v1_stats_proto_depIdxs = []int32{
-	8,  // 0: irs.v1.StatsSnapshot.window_start:type_name -> google.protobuf.Timestamp
-	8,  // 1: irs.v1.StatsSnapshot.window_end:type_name -> google.protobuf.Timestamp
+	9,  // 0: irs.v1.StatsSnapshot.window_start:type_name -> google.protobuf.Timestamp
+	9,  // 1: irs.v1.StatsSnapshot.window_end:type_name -> google.protobuf.Timestamp
 	3,  // 2: irs.v1.StatsSnapshot.inbound:type_name -> irs.v1.RouteStats
 	4,  // 3: irs.v1.StatsSnapshot.upstreams:type_name -> irs.v1.UpstreamStats
 	5,  // 4: irs.v1.StatsSnapshot.load:type_name -> irs.v1.LoadStats
-	8,  // 5: irs.v1.StatsSnapshot.config_changed_at:type_name -> google.protobuf.Timestamp
+	9,  // 5: irs.v1.StatsSnapshot.config_changed_at:type_name -> google.protobuf.Timestamp
 	6,  // 6: irs.v1.Outcomes.statuses:type_name -> irs.v1.Outcomes.StatusesEntry
 	7,  // 7: irs.v1.Outcomes.errors:type_name -> irs.v1.Outcomes.ErrorsEntry
-	2,  // 8: irs.v1.RouteStats.outcomes:type_name -> irs.v1.Outcomes
-	1,  // 9: irs.v1.RouteStats.latency:type_name -> irs.v1.Histogram
-	2,  // 10: irs.v1.UpstreamStats.outcomes:type_name -> irs.v1.Outcomes
-	1,  // 11: irs.v1.UpstreamStats.latency:type_name -> irs.v1.Histogram
-	1,  // 12: irs.v1.UpstreamStats.hop:type_name -> irs.v1.Histogram
-	2,  // 13: irs.v1.LoadStats.outcomes:type_name -> irs.v1.Outcomes
-	1,  // 14: irs.v1.LoadStats.latency:type_name -> irs.v1.Histogram
-	1,  // 15: irs.v1.LoadStats.uncorrected:type_name -> irs.v1.Histogram
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	8,  // 8: irs.v1.Outcomes.proxy_statuses:type_name -> irs.v1.Outcomes.ProxyStatusesEntry
+	2,  // 9: irs.v1.RouteStats.outcomes:type_name -> irs.v1.Outcomes
+	1,  // 10: irs.v1.RouteStats.latency:type_name -> irs.v1.Histogram
+	2,  // 11: irs.v1.UpstreamStats.outcomes:type_name -> irs.v1.Outcomes
+	1,  // 12: irs.v1.UpstreamStats.latency:type_name -> irs.v1.Histogram
+	1,  // 13: irs.v1.UpstreamStats.hop:type_name -> irs.v1.Histogram
+	2,  // 14: irs.v1.LoadStats.outcomes:type_name -> irs.v1.Outcomes
+	1,  // 15: irs.v1.LoadStats.latency:type_name -> irs.v1.Histogram
+	1,  // 16: irs.v1.LoadStats.uncorrected:type_name -> irs.v1.Histogram
+	1,  // 17: irs.v1.LoadStats.hop:type_name -> irs.v1.Histogram
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_stats_proto_init() }
@@ -752,7 +779,7 @@ func file_irs_v1_stats_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_stats_proto_rawDesc), len(file_irs_v1_stats_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
