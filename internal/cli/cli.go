@@ -22,7 +22,9 @@ const (
 	ExitInvalidConfig = 2 // bad flags, environment, configuration file or workflow document
 	// ExitAssertionFailed is the exit code of a workflow run whose assertions did not all hold.
 	ExitAssertionFailed = 3
-	ExitInterrupted     = 130
+	// ExitInvalidEnvironment: the machine lacks what the command needs (Envoy, for a mesh).
+	ExitInvalidEnvironment = 4
+	ExitInterrupted        = 130
 )
 
 // Env is the process state the CLI may touch. Tests build one with buffers.
@@ -112,7 +114,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		},
 	}
 	a.log.register(root)
-	root.AddCommand(a.newWorkerCmd(), a.newWorkflowCmd(), a.newVersionCmd())
+	root.AddCommand(a.newWorkerCmd(), a.newWorkflowCmd(), a.newMeshCmd(), a.newVersionCmd())
 	return root
 }
 

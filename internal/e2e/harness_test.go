@@ -72,7 +72,13 @@ type readyInfo struct {
 // command prepares an irs process that dies with the test and is reaped at cleanup.
 func command(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(irsBin, args...)
+	return commandOf(t, irsBin, env, args...)
+}
+
+// commandOf prepares a process of any binary that dies with the test and is reaped at cleanup.
+func commandOf(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	// Own process group (so that cleanup kills anything it starts) and death with the test binary.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -1,0 +1,191 @@
+// Package controlplane is the mesh control plane a run starts (`irs mesh control-plane`), in its own process
+// so that its CPU and memory are measured apart, as istiod's would be. The runner tells it what the mesh is
+// (irs.v1.MeshControlService/SetState); it makes every sidecar's configuration (package xds) and serves it over
+// ADS with go-control-plane, certificates included (SDS, from a CA it makes at start), and it reports which
+// version each sidecar has acknowledged (GetStatus), so the runner knows when an endpoint change has landed.
+package controlplane
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	server "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/irs-sim/irs/mesh/ca"
+	"github.com/irs-sim/irs/mesh/policy"
+	"github.com/irs-sim/irs/mesh/xds"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Server serves xDS to sidecars and the mesh control API to the runner.
+type Server struct {
+	irsv1.UnimplementedMeshControlServiceServer
+	logger *slog.Logger
+	ca     *ca.CA
+	cache  cache.SnapshotCache
+	xds    server.Server
+
+	mu      sync.Mutex
+	version uint64
+	known   map[string][]string    // the nodes of the current state → the resource types they have
+	nodes   map[string]*nodeStatus // every node seen or known
+	streams map[int64]string       // ADS stream → node id
+}
+
+type nodeStatus struct {
+	connected int // open streams
+	acked     map[string]uint64
+}
+
+// New returns a server whose certificates have trustDomain.
+func New(ctx context.Context, logger *slog.Logger, trustDomain string) (*Server, error) {
+	if trustDomain == "" {
+		trustDomain = policy.DefaultTrustDomain
+	}
+	authority, err := ca.New(trustDomain)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{logger: logger, ca: authority, known: map[string][]string{}, nodes: map[string]*nodeStatus{},
+		streams: map[int64]string{}}
+	s.cache = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
+	s.xds = server.NewServer(ctx, s.cache, server.CallbackFuncs{
+		StreamRequestFunc: s.onRequest,
+		StreamClosedFunc:  s.onClosed,
+	})
+	return s, nil
+}
+
+// Register adds the ADS service and the mesh control service to g.
+func (s *Server) Register(g *grpc.Server) {
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, s.xds)
+	irsv1.RegisterMeshControlServiceServer(g, s)
+}
+
+// SetState implements irsv1.MeshControlServiceServer.
+func (s *Server) SetState(ctx context.Context, req *irsv1.SetStateRequest) (*irsv1.SetStateResponse, error) {
+	state := req.GetState()
+	state.Policy = policy.Resolve(state.GetPolicy())
+	if errs := policy.Validate(state.GetPolicy()); len(errs) > 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "policy: %v", errs.Err())
+	}
+	snaps, err := xds.Build(state, s.ca)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "state: %v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state.GetVersion() <= s.version && s.version > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "version %d is not after %d", state.GetVersion(), s.version)
+	}
+	for id, snap := range snaps {
+		if err := s.cache.SetSnapshot(ctx, id, snap); err != nil {
+			return nil, status.Errorf(codes.Internal, "node %s: %v", id, err)
+		}
+	}
+	for id := range s.known {
+		if _, ok := snaps[id]; !ok {
+			s.cache.ClearSnapshot(id)
+			delete(s.known, id)
+		}
+	}
+	for id, snap := range snaps {
+		var kinds []string
+		for _, t := range []string{resource.ListenerType, resource.ClusterType, resource.EndpointType, resource.SecretType} {
+			if len(snap.GetResources(t)) > 0 {
+				kinds = append(kinds, t)
+			}
+		}
+		s.known[id] = kinds
+		if s.nodes[id] == nil {
+			s.nodes[id] = &nodeStatus{acked: map[string]uint64{}}
+		}
+	}
+	s.version = state.GetVersion()
+	return &irsv1.SetStateResponse{}, nil
+}
+
+// GetStatus implements irsv1.MeshControlServiceServer.
+func (s *Server) GetStatus(context.Context, *irsv1.GetStatusRequest) (*irsv1.GetStatusResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &irsv1.GetStatusResponse{Version: s.version}
+	ids := make([]string, 0, len(s.known))
+	for id := range s.known {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		n := s.nodes[id]
+		acked := ^uint64(0)
+		for _, t := range s.known[id] {
+			acked = min(acked, n.acked[t])
+		}
+		out.Nodes = append(out.Nodes, &irsv1.NodeStatus{Id: id, Connected: n.connected > 0,
+			Listeners: n.acked[resource.ListenerType], Clusters: n.acked[resource.ClusterType],
+			Endpoints: n.acked[resource.EndpointType], Secrets: n.acked[resource.SecretType], Acked: acked})
+	}
+	return out, nil
+}
+
+// onRequest records acknowledgements: a request that names a version and carries no error accepts it.
+func (s *Server) onRequest(stream int64, req *discovery.DiscoveryRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.streams[stream]
+	if req.GetNode().GetId() != "" && id == "" {
+		id = req.GetNode().GetId()
+		s.streams[stream] = id
+		if s.nodes[id] == nil {
+			s.nodes[id] = &nodeStatus{acked: map[string]uint64{}}
+		}
+		s.nodes[id].connected++
+	}
+	if id == "" {
+		return nil
+	}
+	if req.GetErrorDetail() != nil {
+		s.logger.Warn("sidecar rejected its configuration", "node", id, "type", req.GetTypeUrl(),
+			"version", req.GetVersionInfo(), "error", req.GetErrorDetail().GetMessage())
+		return nil
+	}
+	if v, err := strconv.ParseUint(req.GetVersionInfo(), 10, 64); err == nil {
+		s.nodes[id].acked[req.GetTypeUrl()] = v
+	}
+	return nil
+}
+
+func (s *Server) onClosed(stream int64, _ *core.Node) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id, ok := s.streams[stream]; ok {
+		delete(s.streams, stream)
+		if n := s.nodes[id]; n != nil && n.connected > 0 {
+			n.connected--
+		}
+	}
+}
+
+// Acked reports whether every connected node of the current state has acknowledged all of its configuration at
+// version v or later. A node not connected yet (its Envoy still starting) will get the latest when it connects.
+func Acked(st *irsv1.GetStatusResponse, v uint64) bool {
+	if st.GetVersion() < v {
+		return false
+	}
+	for _, n := range st.GetNodes() {
+		if n.GetConnected() && n.GetAcked() < v {
+			return false
+		}
+	}
+	return true
+}
