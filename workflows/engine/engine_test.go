@@ -199,7 +199,7 @@ func TestSampleUsage(t *testing.T) {
 					t.Errorf("at %v: services %v, want %v", st.at, got, st.want)
 				}
 				for svc, want := range st.want {
-					if g, ok := got[svc]; !ok || !usageClose(g, want) {
+					if g, ok := got[usageKey{service: svc, kind: workflows.UsageWorker}]; !ok || !usageClose(g, want) {
 						t.Errorf("at %v: %s = %+v, want %+v", st.at, svc, g, want)
 					}
 				}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/prometheus/procfs"
@@ -36,6 +38,10 @@ type Config struct {
 	// WorkerArgs are added to every worker's command line (telemetry flags, tags).
 	WorkerArgs []string
 	Logger     *slog.Logger
+	// Mesh is the mesh policy, defaults applied (policy.Resolve); of type none or nil, no sidecars.
+	Mesh *irsv1.Mesh
+	// Envoy is the Envoy binary the sidecars run (when Mesh has them).
+	Envoy string
 }
 
 // Backend runs services as local processes.
@@ -50,6 +56,8 @@ type Backend struct {
 	timers   []*time.Timer
 	events   chan workflows.Event
 	closed   bool
+	mesh     *meshRuntime // nil without sidecars
+	cpAddr   string       // the mesh control plane's address
 
 	wg sync.WaitGroup // replica monitors, replacements, pushes
 }
@@ -65,6 +73,8 @@ type service struct {
 	// replicas are every replica started, alive or dead; dead ones matter to discovery until it forgets them.
 	replicas  []*replica
 	published []string // the endpoints callers were last given
+	// serves is set when another service calls it or sends it load; sidecars when its replicas have one.
+	serves, sidecars bool
 }
 
 type replica struct {
@@ -90,6 +100,17 @@ type replica struct {
 	// while holding it, so the last one to arrive carries the latest state (a phase's tag push must not undo
 	// the load change made at the same moment).
 	pushMu sync.Mutex
+	// ip is the replica's own loopback address under a mesh (its "pod IP"); sidecar its Envoy, if it has one.
+	ip      string
+	sidecar *sidecar
+}
+
+// endpoint is where callers send to the replica: its sidecar's inbound listener, or its worker.
+func (r *replica) endpoint() string {
+	if r.sidecar != nil && r.svc.serves {
+		return net.JoinHostPort(r.ip, strconv.Itoa(inboundPort))
+	}
+	return r.data
 }
 
 func (r *replica) alive() bool { return r.deadAt.IsZero() }
@@ -113,8 +134,15 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{cfg: cfg, spawn: newSpawner(), services: map[string]*service{},
-		events: make(chan workflows.Event, 4096)}, nil
+	b := &Backend{cfg: cfg, spawn: newSpawner(), services: map[string]*service{},
+		events: make(chan workflows.Event, 4096)}
+	if policy.Enabled(cfg.Mesh) {
+		if cfg.Envoy == "" {
+			return nil, errors.New("local backend: a mesh needs the Envoy binary")
+		}
+		b.mesh = &meshRuntime{policy: cfg.Mesh, envoy: cfg.Envoy, ips: newIPBlock()}
+	}
+	return b, nil
 }
 
 // Events implements workflows.Backend.
@@ -144,6 +172,14 @@ func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) erro
 		s.config.Load = nil
 		b.services[spec.Name] = s
 		b.order = append(b.order, spec.Name)
+	}
+	b.placeSidecars()
+	if b.mesh != nil {
+		b.mu.Unlock()
+		if err := b.startControlPlane(ctx); err != nil {
+			return err
+		}
+		b.mu.Lock()
 	}
 	for _, name := range b.order {
 		s := b.services[name]
@@ -180,6 +216,11 @@ func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) erro
 		}
 	}
 	b.mu.Unlock()
+	if b.mesh != nil {
+		if _, err := b.syncMesh(ctx, b.cfg.ReadyTimeout, true); err != nil {
+			return fmt.Errorf("start services: %w", err)
+		}
+	}
 	return b.pushAll(ctx, pushes)
 }
 
@@ -187,7 +228,14 @@ func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) erro
 func (b *Backend) startReplica(s *service) (*replica, error) {
 	r := &replica{svc: s, index: s.next, id: s.spec.Name + "-" + strconv.Itoa(s.next), exited: make(chan struct{})}
 	s.next++
-	cfg := b.resolved(s)
+	if b.mesh != nil {
+		ip, err := b.mesh.ips.alloc()
+		if err != nil {
+			return nil, err
+		}
+		r.ip = ip
+	}
+	cfg := b.resolved(r)
 	doc, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -213,6 +261,12 @@ func (b *Backend) startReplica(s *service) (*replica, error) {
 	}
 	r.pid, r.started = r.cmd.Process.Pid, time.Now()
 	s.replicas = append(s.replicas, r)
+	if s.sidecars {
+		if err := b.startSidecar(r); err != nil {
+			_ = syscall.Kill(-r.pid, syscall.SIGKILL)
+			return nil, err
+		}
+	}
 	b.wg.Go(func() {
 		err := r.cmd.Wait()
 		logf.Close()
@@ -229,19 +283,25 @@ func replicaSeed(seed uint64, index int) uint64 {
 	return x ^ (x >> 31)
 }
 
-// resolved is the configuration a replica of s runs now: listen on a free loopback port, endpoints as the
-// callers know them, the current load. Callers hold b.mu.
-func (b *Backend) resolved(s *service) *irsv1.WorkerConfig {
+// resolved is the configuration a replica runs now: listen on a free loopback port, the current load, and
+// endpoints as the callers know them, or, when the replica has a sidecar, its sidecar's outbound listener for
+// each service (the sidecar learns the endpoints over xDS). Callers hold b.mu.
+func (b *Backend) resolved(r *replica) *irsv1.WorkerConfig {
+	s := r.svc
 	cfg := proto.Clone(s.config).(*irsv1.WorkerConfig)
 	cfg.Listen = "127.0.0.1:0"
 	if s.load != nil {
 		cfg.Load = proto.Clone(s.load).(*irsv1.Load)
 	}
 	endpoints := func(name string) []string {
-		if t, ok := b.services[name]; ok {
-			return slices.Clone(t.published)
+		t, ok := b.services[name]
+		switch {
+		case !ok:
+			return nil
+		case s.sidecars:
+			return []string{net.JoinHostPort(r.ip, strconv.Itoa(int(b.outboundPort(name))))}
 		}
-		return nil
+		return slices.Clone(t.published)
 	}
 	var walk func([]*irsv1.Call)
 	walk = func(cs []*irsv1.Call) {
@@ -276,7 +336,7 @@ func (b *Backend) awaitReady(ctx context.Context, r *replica) error {
 		if raw, err := os.ReadFile(path); err == nil {
 			var rf readyFile
 			if json.Unmarshal(raw, &rf) == nil && rf.Control != "" {
-				return b.ready(r, rf)
+				return b.ready(ctx, r, rf, deadline)
 			}
 		}
 		select {
@@ -292,18 +352,32 @@ func (b *Backend) awaitReady(ctx context.Context, r *replica) error {
 	}
 }
 
-func (b *Backend) ready(r *replica, rf readyFile) error {
+// ready takes a replica whose worker listens: it connects to its control API and, with a sidecar, gives the
+// control plane the new node and waits for its Envoy to be configured; then the replica is ready.
+func (b *Backend) ready(ctx context.Context, r *replica, rf readyFile, deadline time.Time) error {
 	conn, err := grpc.NewClient("passthrough:///"+rf.Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("%s control: %w", r.id, err)
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	r.data, r.control, r.conn = rf.Data, rf.Control, conn
 	r.client = irsv1.NewWorkerControlServiceClient(conn)
+	b.mu.Unlock()
+	detail := "pid " + strconv.Itoa(r.pid) + ", " + r.data
+	if r.sidecar != nil {
+		if _, err := b.syncMesh(ctx, time.Until(deadline), false); err != nil {
+			return fmt.Errorf("%s: %w", r.id, err)
+		}
+		if err := b.awaitSidecar(ctx, r, deadline); err != nil {
+			return err
+		}
+		detail += fmt.Sprintf(", sidecar pid %d on %s", r.sidecar.pid, r.ip)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	r.readyAt = time.Now()
 	b.emit(workflows.Event{At: r.readyAt, Kind: workflows.EventReady, Service: r.svc.spec.Name, Replica: r.id,
-		Control: r.control, Detail: "pid " + strconv.Itoa(r.pid) + ", " + r.data})
+		Control: r.control, Detail: detail})
 	return nil
 }
 
@@ -318,7 +392,7 @@ func (b *Backend) discoverable(s *service, now time.Time, delay time.Duration) [
 		if gone := r.goneAt(); !gone.IsZero() && !now.Before(gone.Add(delay)) {
 			continue
 		}
-		eps = append(eps, r.data)
+		eps = append(eps, r.endpoint())
 	}
 	return eps
 }
@@ -331,6 +405,9 @@ func (b *Backend) exited(r *replica, waitErr error) {
 	close(r.exited)
 	if r.conn != nil {
 		_ = r.conn.Close()
+	}
+	if r.sidecar != nil {
+		_ = syscall.Kill(-r.sidecar.pid, syscall.SIGKILL) // the pod is gone, its proxy with it
 	}
 	detail := "exit status 0"
 	var ee *exec.ExitError
@@ -430,7 +507,7 @@ func (b *Backend) publish(s *service) {
 	var callers []*replica
 	for _, name := range b.order {
 		c := b.services[name]
-		if !calls(c, s.spec.Name) {
+		if !calls(c, s.spec.Name) || c.sidecars { // callers with sidecars learn it over xDS
 			continue
 		}
 		for _, r := range c.replicas {
@@ -439,7 +516,19 @@ func (b *Backend) publish(s *service) {
 			}
 		}
 	}
-	b.emit(workflows.Event{Kind: workflows.EventEndpoints, Service: s.spec.Name, Detail: fmt.Sprintf("%d endpoints", len(eps))})
+	detail := fmt.Sprintf("%d endpoints", len(eps))
+	b.mu.Unlock()
+	if b.mesh != nil {
+		took, err := b.syncMesh(context.Background(), 5*time.Second, true)
+		if err != nil {
+			b.cfg.Logger.Warn("push endpoints to sidecars", "service", s.spec.Name, "err", err)
+			detail += "; sidecars: " + err.Error()
+		} else {
+			detail += fmt.Sprintf(", every sidecar configured in %v", took.Round(time.Millisecond))
+		}
+	}
+	b.mu.Lock()
+	b.emit(workflows.Event{Kind: workflows.EventEndpoints, Service: s.spec.Name, Detail: detail})
 	b.mu.Unlock()
 	if err := b.pushAll(context.Background(), callers); err != nil {
 		b.cfg.Logger.Warn("push endpoints", "service", s.spec.Name, "err", err)
@@ -484,7 +573,7 @@ func (b *Backend) push(ctx context.Context, r *replica) error {
 		b.mu.Unlock()
 		return nil
 	}
-	cfg := b.resolved(r.svc)
+	cfg := b.resolved(r)
 	client := r.client
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -536,10 +625,14 @@ func (b *Backend) Kill(ctx context.Context, service string, ids []string, sig wo
 	return nil
 }
 
-// signal ends a replica's process group: SIGKILL, or SIGTERM and SIGKILL after grace. Callers hold b.mu.
+// signal ends a replica's process group: SIGKILL, or SIGTERM and SIGKILL after grace. Callers hold b.mu. Its
+// sidecar dies with the worker (exited).
 func (b *Backend) signal(r *replica, sig workflows.Signal, grace time.Duration) {
 	if sig == workflows.SignalKill {
 		_ = syscall.Kill(-r.pid, syscall.SIGKILL)
+		if r.sidecar != nil {
+			_ = syscall.Kill(-r.sidecar.pid, syscall.SIGKILL)
+		}
 		return
 	}
 	_ = syscall.Kill(-r.pid, syscall.SIGTERM)
@@ -621,7 +714,20 @@ func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.Config
 	s.config = next
 	rs := b.liveReplicas(s)
 	b.mu.Unlock()
+	if err := b.syncRoutes(ctx, s); err != nil {
+		return err
+	}
 	return b.pushAll(ctx, rs)
+}
+
+// syncRoutes makes sure a service's sidecars have an outbound listener for everything its workers now call
+// before they call it.
+func (b *Backend) syncRoutes(ctx context.Context, s *service) error {
+	if b.mesh == nil || !s.sidecars {
+		return nil
+	}
+	_, err := b.syncMesh(ctx, 5*time.Second, true)
+	return err
 }
 
 // SetLoad implements workflows.Backend.
@@ -635,6 +741,9 @@ func (b *Backend) SetLoad(ctx context.Context, service string, load *irsv1.Load)
 	s.load = load
 	rs := b.liveReplicas(s)
 	b.mu.Unlock()
+	if err := b.syncRoutes(ctx, s); err != nil {
+		return err
+	}
 	errs := make([]error, len(rs))
 	var wg sync.WaitGroup
 	for i, r := range rs {
@@ -644,7 +753,7 @@ func (b *Backend) SetLoad(ctx context.Context, service string, load *irsv1.Load)
 			b.mu.Lock()
 			var resolved *irsv1.Load
 			if s.load != nil {
-				resolved = b.resolved(s).GetLoad()
+				resolved = b.resolved(r).GetLoad()
 			}
 			b.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -686,19 +795,32 @@ func (b *Backend) Usage() []workflows.Usage {
 			}
 		}
 	}
+	cp := 0
+	if b.mesh != nil && b.mesh.cp != nil && b.mesh.cp.Process != nil {
+		cp = b.mesh.cp.Process.Pid
+	}
 	b.mu.Unlock()
-	out := make([]workflows.Usage, 0, len(rs))
-	for _, r := range rs {
-		p, err := procfs.NewProc(r.pid)
+	out := make([]workflows.Usage, 0, 2*len(rs)+1)
+	add := func(pid int, service, replica, kind string) {
+		p, err := procfs.NewProc(pid)
 		if err != nil {
-			continue
+			return
 		}
 		st, err := p.Stat()
 		if err != nil {
-			continue // exited just now
+			return // exited just now
 		}
-		out = append(out, workflows.Usage{Service: r.svc.spec.Name, Replica: r.id, Kind: "worker", PID: r.pid,
-			CPUSeconds: cpuSeconds(r.pid, st), RSSBytes: int64(st.ResidentMemory())})
+		out = append(out, workflows.Usage{Service: service, Replica: replica, Kind: kind, PID: pid,
+			CPUSeconds: cpuSeconds(pid, st), RSSBytes: int64(st.ResidentMemory())})
+	}
+	for _, r := range rs {
+		add(r.pid, r.svc.spec.Name, r.id, workflows.UsageWorker)
+		if r.sidecar != nil {
+			add(r.sidecar.pid, r.svc.spec.Name, r.id, workflows.UsageSidecar)
+		}
+	}
+	if cp != 0 {
+		add(cp, "", "control-plane", workflows.UsageControlPlane)
 	}
 	return out
 }
@@ -767,6 +889,7 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 	for _, r := range alive {
 		<-r.exited
 	}
+	b.stopControlPlane(force)
 	b.wg.Wait()
 	b.mu.Lock()
 	if !b.closed {
@@ -776,4 +899,26 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 	}
 	b.mu.Unlock()
 	return nil
+}
+
+// stopControlPlane stops the mesh control plane, once its sidecars are gone.
+func (b *Backend) stopControlPlane(force bool) {
+	m := b.mesh
+	if m == nil || m.cp == nil || m.cp.Process == nil {
+		return
+	}
+	if m.conn != nil {
+		_ = m.conn.Close()
+	}
+	sig := syscall.SIGTERM
+	if force {
+		sig = syscall.SIGKILL
+	}
+	_ = syscall.Kill(-m.cp.Process.Pid, sig)
+	select {
+	case <-m.cpExited:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-m.cp.Process.Pid, syscall.SIGKILL)
+		<-m.cpExited
+	}
 }

@@ -167,15 +167,18 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 				fmt.Sprintf("%.1f", pt.GetRssMb()), fmt.Sprintf("%.1f", pt.GetRssMbMax()))
 		}
 	}
-	svc.write(w)
-	fmt.Fprintln(w, "  (CPU in millicores and RSS: the service's replicas summed; MAX: its busiest or largest replica)")
+	if len(svc.rows) > 0 {
+		svc.write(w)
+		fmt.Fprintln(w, "  (CPU in millicores and RSS: the service's replicas summed; MAX: its busiest or largest replica)")
+	}
+	sidecars(w, phases)
 	if t := res.GetTotal(); t != nil && len(t.GetEdges()) > 0 {
 		fmt.Fprintln(w)
-		edges := table{header: []string{"EDGE (WHOLE RUN)", "REQ/S", "5XX %", "P50 MS", "P99 MS", "MAX MS",
-			"HOP P50 MS", "HOP P99 MS", "FAILURES"}, align: "lrrrrrrrl"}
+		edges := table{header: []string{"EDGE (WHOLE RUN)", "REQ/S", "5XX %", "BY PROXY %", "P50 MS", "P99 MS", "MAX MS",
+			"HOP P50 MS", "HOP P99 MS", "FAILURES"}, align: "lrrrrrrrrl"}
 		for _, e := range t.GetEdges() {
 			edges.add(e.GetService()+"->"+e.GetCallee(), fmt.Sprintf("%.1f", e.GetRps()),
-				fmt.Sprintf("%.2f", 100*e.GetFailureRate()), ms(e, e.GetP50Ms()), ms(e, e.GetP99Ms()),
+				fmt.Sprintf("%.2f", 100*e.GetFailureRate()), proxyRate(e), ms(e, e.GetP50Ms()), ms(e, e.GetP99Ms()),
 				ms(e, e.GetMaxMs()), hop(e, e.GetHopP50Ms()), hop(e, e.GetHopP99Ms()), failures(e))
 		}
 		edges.write(w)
@@ -216,6 +219,48 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 	}
 }
 
+// sidecars prints what the sidecars of each service cost per phase, and the control plane, under a mesh.
+func sidecars(w io.Writer, phases []*irsv1.PhaseResult) {
+	t := table{header: []string{"PHASE", "SERVICE", "SIDECARS", "CPU M", "CPU MAX M", "M PER 1K RPS", "RSS MB",
+		"RSS MAX MB"}, align: "llrrrrrr"}
+	for _, p := range phases {
+		for _, pt := range p.GetServices() {
+			if pt.GetSidecars() == 0 {
+				continue
+			}
+			perK := "-"
+			if pt.GetSidecarMcoresPerKrps() > 0 {
+				perK = fmt.Sprintf("%.0f", pt.GetSidecarMcoresPerKrps())
+			}
+			t.add(p.GetName(), pt.GetService(), fmt.Sprint(pt.GetSidecars()), fmt.Sprintf("%.0f", pt.GetSidecarCpuMcores()),
+				fmt.Sprintf("%.0f", pt.GetSidecarCpuMcoresMax()), perK, fmt.Sprintf("%.1f", pt.GetSidecarRssMb()),
+				fmt.Sprintf("%.1f", pt.GetSidecarRssMbMax()))
+		}
+		if cp := p.GetControlPlane(); cp != nil {
+			t.add(p.GetName(), "(control plane)", "-", fmt.Sprintf("%.0f", cp.GetCpuMcores()),
+				fmt.Sprintf("%.0f", cp.GetCpuMcoresMax()), "-", fmt.Sprintf("%.1f", cp.GetRssMb()), "-")
+		}
+	}
+	if len(t.rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	t.write(w)
+	fmt.Fprintln(w, "  (sidecar CPU in millicores and RSS: the service's sidecars summed; MAX: its busiest or largest sidecar)")
+}
+
+// proxyRate is the share of an edge's requests that failed with a 5xx no worker made.
+func proxyRate(p *irsv1.Point) string {
+	var n int64
+	for _, c := range p.GetProxyStatuses() {
+		n += c
+	}
+	if p.GetRequests() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", 100*float64(n)/float64(p.GetRequests()))
+}
+
 // hop renders a hop latency: "-" where none was measured (a load generator's requests carry no callee time).
 func hop(p *irsv1.Point, v float64) string {
 	if p.GetHopP50Ms() == 0 && p.GetHopP99Ms() == 0 {
@@ -232,7 +277,14 @@ func failures(p *irsv1.Point) string {
 	}
 	var all []kv
 	for code, n := range p.GetStatuses() {
-		if code >= 500 {
+		if code < 500 {
+			continue
+		}
+		if byProxy := p.GetProxyStatuses()[code]; byProxy > 0 {
+			all = append(all, kv{fmt.Sprintf("%d(proxy)", code), byProxy})
+			n -= byProxy
+		}
+		if n > 0 {
 			all = append(all, kv{fmt.Sprint(code), n})
 		}
 	}

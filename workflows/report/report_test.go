@@ -270,12 +270,12 @@ func TestSummary(t *testing.T) {
 		{"spike", "checkout", "served", "0.0", "0.00", "-", "-", "-", "3", "2", "30.0", "15.0"},
 		{"total", "storefront", "served", "436.4", "0.48", "4.90", "19.50", "95.50", "0", "0", "0.0", "0.0"},
 	})
-	checkTable(t, s, []string{"EDGE (WHOLE RUN)", "REQ/S", "5XX %", "P50 MS", "P99 MS", "MAX MS", "HOP P50 MS", "HOP P99 MS",
-		"FAILURES"}, "lrrrrrrrl", [][]string{
-		{"shoppers->storefront", "109.1", "0.00", "5.50", "30.25", "120.00", "-", "-", "-"},
-		{"storefront->checkout", "109.1", "0.05", "1.50", "9.25", "31.00", "0.12", "0.50", "502:3 reset:3 timeout:3"},
-		{"checkout->inventory", "90.9", "0.16", "1.20", "14.50", "250.00", "0.10", "0.75", "503:12 refused:4"},
-		{"checkout->payments", "0.0", "0.00", "-", "-", "-", "-", "-", "-"},
+	checkTable(t, s, []string{"EDGE (WHOLE RUN)", "REQ/S", "5XX %", "BY PROXY %", "P50 MS", "P99 MS", "MAX MS", "HOP P50 MS",
+		"HOP P99 MS", "FAILURES"}, "lrrrrrrrrl", [][]string{
+		{"shoppers->storefront", "109.1", "0.00", "0.00", "5.50", "30.25", "120.00", "-", "-", "-"},
+		{"storefront->checkout", "109.1", "0.05", "0.00", "1.50", "9.25", "31.00", "0.12", "0.50", "502:3 reset:3 timeout:3"},
+		{"checkout->inventory", "90.9", "0.16", "0.00", "1.20", "14.50", "250.00", "0.10", "0.75", "503:12 refused:4"},
+		{"checkout->payments", "0.0", "0.00", "-", "-", "-", "-", "-", "-", "-"},
 	})
 	for _, line := range []string{
 		"2 replicas killed, 5 events; result: results/flash-sale.json",
@@ -367,7 +367,7 @@ func TestSummaryAlignment(t *testing.T) {
 		columns, wantRows int
 	}{
 		{header: "PHASE", first: 3, last: 11, columns: 12, wantRows: 6},
-		{header: "EDGE (WHOLE RUN)", first: 1, last: 7, columns: 9, wantRows: 4},
+		{header: "EDGE (WHOLE RUN)", first: 1, last: 8, columns: 10, wantRows: 4},
 	}
 	lines := strings.Split(out.String(), "\n")
 	for _, tb := range tables {
@@ -525,4 +525,43 @@ func TestReadResult(t *testing.T) {
 			t.Errorf("ReadResult of a missing file: %v, want a not-exist error", err)
 		}
 	})
+}
+
+// TestSummaryMesh: under a mesh the summary shows each service's sidecars and the control plane, and tells the
+// 5xx a proxy made from the workers'.
+func TestSummaryMesh(t *testing.T) {
+	res := flashResult()
+	spike := res.GetPhases()[1]
+	for _, p := range spike.GetServices() {
+		if p.GetService() == "storefront" {
+			p.Sidecars, p.SidecarCpuMcores, p.SidecarCpuMcoresMax, p.SidecarMcoresPerKrps = 2, 120, 70, 300
+			p.SidecarRssMb, p.SidecarRssMbMax = 130, 66
+		}
+	}
+	spike.ControlPlane = &irsv1.Point{Kind: "control-plane", CpuMcores: 9, CpuMcoresMax: 50, RssMb: 36}
+	for _, e := range res.GetTotal().GetEdges() {
+		if e.GetService() == "checkout" && e.GetCallee() == "inventory" {
+			e.ProxyStatuses = map[int32]int64{503: 10}
+		}
+	}
+	var out bytes.Buffer
+	report.Summary(&out, res, "")
+	lines := strings.Split(out.String(), "\n")
+	for _, want := range []string{
+		"  spike  storefront              2    120         70           300   130.0        66.0",
+		"  spike  (control plane)         -      9         50             -    36.0           -",
+	} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("no line %q in:\n%s", want, out.String())
+		}
+	}
+	var edge string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "  checkout->inventory") {
+			edge = l
+		}
+	}
+	if !strings.Contains(edge, "  0.10  ") || !strings.HasSuffix(edge, "503(proxy):10 refused:4 503:2") {
+		t.Errorf("edge line %q: want 0.10%% by proxy (10 of 10000) and failures 503(proxy):10 refused:4 503:2", edge)
+	}
 }

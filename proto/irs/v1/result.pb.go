@@ -202,7 +202,10 @@ type Environment struct {
 	Cpus       int32                  `protobuf:"varint,6,opt,name=cpus,proto3" json:"cpus,omitempty"`
 	Hostname   string                 `protobuf:"bytes,7,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	// local or kubernetes.
-	Backend       string `protobuf:"bytes,8,opt,name=backend,proto3" json:"backend,omitempty"`
+	Backend string `protobuf:"bytes,8,opt,name=backend,proto3" json:"backend,omitempty"`
+	// The mesh as run ("none", "envoy", "envoy/server-only") and, with Envoy, its version.
+	Mesh          string `protobuf:"bytes,9,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	EnvoyVersion  string `protobuf:"bytes,10,opt,name=envoy_version,json=envoyVersion,proto3" json:"envoy_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +292,20 @@ func (x *Environment) GetHostname() string {
 func (x *Environment) GetBackend() string {
 	if x != nil {
 		return x.Backend
+	}
+	return ""
+}
+
+func (x *Environment) GetMesh() string {
+	if x != nil {
+		return x.Mesh
+	}
+	return ""
+}
+
+func (x *Environment) GetEnvoyVersion() string {
+	if x != nil {
+		return x.EnvoyVersion
 	}
 	return ""
 }
@@ -383,11 +400,13 @@ func (x *RunEvent) GetDetail() string {
 
 // Tick is one interval of the time series, ending at t.
 type Tick struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	T             float64                `protobuf:"fixed64,1,opt,name=t,proto3" json:"t,omitempty"`
-	Phase         string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
-	Services      []*Point               `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
-	Edges         []*Point               `protobuf:"bytes,4,rep,name=edges,proto3" json:"edges,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	T        float64                `protobuf:"fixed64,1,opt,name=t,proto3" json:"t,omitempty"`
+	Phase    string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Services []*Point               `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
+	Edges    []*Point               `protobuf:"bytes,4,rep,name=edges,proto3" json:"edges,omitempty"`
+	// The mesh control plane's CPU and memory (cpu_mcores, cpu_mcores_max, rss_mb), under a mesh.
+	ControlPlane  *Point `protobuf:"bytes,5,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -450,6 +469,13 @@ func (x *Tick) GetEdges() []*Point {
 	return nil
 }
 
+func (x *Tick) GetControlPlane() *Point {
+	if x != nil {
+		return x.ControlPlane
+	}
+	return nil
+}
+
 // Point is what a service (or edge) measured over an interval or a phase. For a service that generates load it
 // is the load it sent (latency from the intended send time); for one that serves, what it served (service time);
 // for an edge caller->callee, what the caller observed calling the callee.
@@ -489,9 +515,22 @@ type Point struct {
 	HopP50Ms float64 `protobuf:"fixed64,21,opt,name=hop_p50_ms,json=hopP50Ms,proto3" json:"hop_p50_ms,omitempty"`
 	HopP99Ms float64 `protobuf:"fixed64,22,opt,name=hop_p99_ms,json=hopP99Ms,proto3" json:"hop_p99_ms,omitempty"`
 	// For phases and the total: the full latency histogram, to merge across runs.
-	Latency       *Histogram `protobuf:"bytes,23,opt,name=latency,proto3" json:"latency,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Latency *Histogram `protobuf:"bytes,23,opt,name=latency,proto3" json:"latency,omitempty"`
+	// 5xx that no worker made (no x-irs-worker header: a proxy's, e.g. Envoy's 503 when no host answers), by
+	// status; also counted in statuses. For load and edges.
+	ProxyStatuses map[int32]int64 `protobuf:"bytes,25,rep,name=proxy_statuses,json=proxyStatuses,proto3" json:"proxy_statuses,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The service's sidecars (under a mesh): CPU in millicores summed over replicas (mean), the busiest sidecar's
+	// busiest second, memory summed and the largest, and how many.
+	SidecarCpuMcores    float64 `protobuf:"fixed64,26,opt,name=sidecar_cpu_mcores,json=sidecarCpuMcores,proto3" json:"sidecar_cpu_mcores,omitempty"`
+	SidecarCpuMcoresMax float64 `protobuf:"fixed64,27,opt,name=sidecar_cpu_mcores_max,json=sidecarCpuMcoresMax,proto3" json:"sidecar_cpu_mcores_max,omitempty"`
+	SidecarRssMb        float64 `protobuf:"fixed64,28,opt,name=sidecar_rss_mb,json=sidecarRssMb,proto3" json:"sidecar_rss_mb,omitempty"`
+	SidecarRssMbMax     float64 `protobuf:"fixed64,29,opt,name=sidecar_rss_mb_max,json=sidecarRssMbMax,proto3" json:"sidecar_rss_mb_max,omitempty"`
+	Sidecars            int32   `protobuf:"varint,30,opt,name=sidecars,proto3" json:"sidecars,omitempty"`
+	// sidecar_cpu_mcores per 1000 requests per second of the service (served, or sent by a load generator): the
+	// figure mesh benchmarks quote.
+	SidecarMcoresPerKrps float64 `protobuf:"fixed64,31,opt,name=sidecar_mcores_per_krps,json=sidecarMcoresPerKrps,proto3" json:"sidecar_mcores_per_krps,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Point) Reset() {
@@ -692,14 +731,65 @@ func (x *Point) GetLatency() *Histogram {
 	return nil
 }
 
+func (x *Point) GetProxyStatuses() map[int32]int64 {
+	if x != nil {
+		return x.ProxyStatuses
+	}
+	return nil
+}
+
+func (x *Point) GetSidecarCpuMcores() float64 {
+	if x != nil {
+		return x.SidecarCpuMcores
+	}
+	return 0
+}
+
+func (x *Point) GetSidecarCpuMcoresMax() float64 {
+	if x != nil {
+		return x.SidecarCpuMcoresMax
+	}
+	return 0
+}
+
+func (x *Point) GetSidecarRssMb() float64 {
+	if x != nil {
+		return x.SidecarRssMb
+	}
+	return 0
+}
+
+func (x *Point) GetSidecarRssMbMax() float64 {
+	if x != nil {
+		return x.SidecarRssMbMax
+	}
+	return 0
+}
+
+func (x *Point) GetSidecars() int32 {
+	if x != nil {
+		return x.Sidecars
+	}
+	return 0
+}
+
+func (x *Point) GetSidecarMcoresPerKrps() float64 {
+	if x != nil {
+		return x.SidecarMcoresPerKrps
+	}
+	return 0
+}
+
 // PhaseResult is what was measured during a phase.
 type PhaseResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Start         float64                `protobuf:"fixed64,2,opt,name=start,proto3" json:"start,omitempty"`
-	End           float64                `protobuf:"fixed64,3,opt,name=end,proto3" json:"end,omitempty"`
-	Services      []*Point               `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
-	Edges         []*Point               `protobuf:"bytes,5,rep,name=edges,proto3" json:"edges,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Start    float64                `protobuf:"fixed64,2,opt,name=start,proto3" json:"start,omitempty"`
+	End      float64                `protobuf:"fixed64,3,opt,name=end,proto3" json:"end,omitempty"`
+	Services []*Point               `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
+	Edges    []*Point               `protobuf:"bytes,5,rep,name=edges,proto3" json:"edges,omitempty"`
+	// The mesh control plane's CPU and memory, under a mesh.
+	ControlPlane  *Point `protobuf:"bytes,6,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -765,6 +855,13 @@ func (x *PhaseResult) GetServices() []*Point {
 func (x *PhaseResult) GetEdges() []*Point {
 	if x != nil {
 		return x.Edges
+	}
+	return nil
+}
+
+func (x *PhaseResult) GetControlPlane() *Point {
+	if x != nil {
+		return x.ControlPlane
 	}
 	return nil
 }
@@ -899,7 +996,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"assertions\x18\r \x03(\v2\x17.irs.v1.AssertionResultR\n" +
 	"assertions\x12)\n" +
 	"\x05total\x18\x0e \x01(\v2\x13.irs.v1.PhaseResultR\x05total\x12\x18\n" +
-	"\astartup\x18\x0f \x01(\x01R\astartup\"\xd3\x01\n" +
+	"\astartup\x18\x0f \x01(\x01R\astartup\"\x8c\x02\n" +
 	"\vEnvironment\x12\x1f\n" +
 	"\virs_version\x18\x01 \x01(\tR\n" +
 	"irsVersion\x12\x1d\n" +
@@ -910,19 +1007,23 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06kernel\x18\x05 \x01(\tR\x06kernel\x12\x12\n" +
 	"\x04cpus\x18\x06 \x01(\x05R\x04cpus\x12\x1a\n" +
 	"\bhostname\x18\a \x01(\tR\bhostname\x12\x18\n" +
-	"\abackend\x18\b \x01(\tR\abackend\"\x8e\x01\n" +
+	"\abackend\x18\b \x01(\tR\abackend\x12\x12\n" +
+	"\x04mesh\x18\t \x01(\tR\x04mesh\x12#\n" +
+	"\renvoy_version\x18\n" +
+	" \x01(\tR\fenvoyVersion\"\x8e\x01\n" +
 	"\bRunEvent\x12\f\n" +
 	"\x01t\x18\x01 \x01(\x01R\x01t\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
 	"\aservice\x18\x03 \x01(\tR\aservice\x12\x18\n" +
 	"\areplica\x18\x04 \x01(\tR\areplica\x12\x14\n" +
 	"\x05phase\x18\x05 \x01(\tR\x05phase\x12\x16\n" +
-	"\x06detail\x18\x06 \x01(\tR\x06detail\"z\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\"\xae\x01\n" +
 	"\x04Tick\x12\f\n" +
 	"\x01t\x18\x01 \x01(\x01R\x01t\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12)\n" +
 	"\bservices\x18\x03 \x03(\v2\r.irs.v1.PointR\bservices\x12#\n" +
-	"\x05edges\x18\x04 \x03(\v2\r.irs.v1.PointR\x05edges\"\xcc\x06\n" +
+	"\x05edges\x18\x04 \x03(\v2\r.irs.v1.PointR\x05edges\x122\n" +
+	"\rcontrol_plane\x18\x05 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\"\xe0\t\n" +
 	"\x05Point\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06callee\x18\x02 \x01(\tR\x06callee\x12\x12\n" +
@@ -953,19 +1054,30 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"hop_p50_ms\x18\x15 \x01(\x01R\bhopP50Ms\x12\x1c\n" +
 	"\n" +
 	"hop_p99_ms\x18\x16 \x01(\x01R\bhopP99Ms\x12+\n" +
-	"\alatency\x18\x17 \x01(\v2\x11.irs.v1.HistogramR\alatency\x1a;\n" +
+	"\alatency\x18\x17 \x01(\v2\x11.irs.v1.HistogramR\alatency\x12G\n" +
+	"\x0eproxy_statuses\x18\x19 \x03(\v2 .irs.v1.Point.ProxyStatusesEntryR\rproxyStatuses\x12,\n" +
+	"\x12sidecar_cpu_mcores\x18\x1a \x01(\x01R\x10sidecarCpuMcores\x123\n" +
+	"\x16sidecar_cpu_mcores_max\x18\x1b \x01(\x01R\x13sidecarCpuMcoresMax\x12$\n" +
+	"\x0esidecar_rss_mb\x18\x1c \x01(\x01R\fsidecarRssMb\x12+\n" +
+	"\x12sidecar_rss_mb_max\x18\x1d \x01(\x01R\x0fsidecarRssMbMax\x12\x1a\n" +
+	"\bsidecars\x18\x1e \x01(\x05R\bsidecars\x125\n" +
+	"\x17sidecar_mcores_per_krps\x18\x1f \x01(\x01R\x14sidecarMcoresPerKrps\x1a;\n" +
 	"\rStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
 	"\vErrorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x99\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
+	"\x12ProxyStatusesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xcd\x01\n" +
 	"\vPhaseResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x01R\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\x01R\x03end\x12)\n" +
 	"\bservices\x18\x04 \x03(\v2\r.irs.v1.PointR\bservices\x12#\n" +
-	"\x05edges\x18\x05 \x03(\v2\r.irs.v1.PointR\x05edges\"\xd8\x01\n" +
+	"\x05edges\x18\x05 \x03(\v2\r.irs.v1.PointR\x05edges\x122\n" +
+	"\rcontrol_plane\x18\x06 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\"\xd8\x01\n" +
 	"\x0fAssertionResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06expect\x18\x02 \x01(\tR\x06expect\x12\x14\n" +
@@ -988,7 +1100,7 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
 	(*Environment)(nil),           // 1: irs.v1.Environment
@@ -999,15 +1111,16 @@ var file_irs_v1_result_proto_goTypes = []any{
 	(*AssertionResult)(nil),       // 6: irs.v1.AssertionResult
 	nil,                           // 7: irs.v1.Point.StatusesEntry
 	nil,                           // 8: irs.v1.Point.ErrorsEntry
-	(*Workflow)(nil),              // 9: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 11: irs.v1.Histogram
+	nil,                           // 9: irs.v1.Point.ProxyStatusesEntry
+	(*Workflow)(nil),              // 10: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 12: irs.v1.Histogram
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	9,  // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	10, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
 	1,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	10, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	10, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	11, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	11, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
 	5,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
 	2,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
 	3,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
@@ -1015,16 +1128,19 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	5,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
 	4,  // 9: irs.v1.Tick.services:type_name -> irs.v1.Point
 	4,  // 10: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	7,  // 11: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	8,  // 12: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	11, // 13: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	4,  // 14: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	4,  // 15: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	4,  // 11: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	7,  // 12: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	8,  // 13: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	12, // 14: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	9,  // 15: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	4,  // 16: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	4,  // 17: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	4,  // 18: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -1040,7 +1156,7 @@ func file_irs_v1_result_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -40,7 +40,9 @@ type Workflow struct {
 	// The timeline: phases run in order.
 	Phases []*Phase `protobuf:"bytes,6,rep,name=phases,proto3" json:"phases,omitempty"`
 	// What must hold for the run to pass.
-	Assertions    []*Assertion `protobuf:"bytes,7,rep,name=assertions,proto3" json:"assertions,omitempty"`
+	Assertions []*Assertion `protobuf:"bytes,7,rep,name=assertions,proto3" json:"assertions,omitempty"`
+	// A service mesh around the services: sidecar proxies and their policy. Default none.
+	Mesh          *Mesh `protobuf:"bytes,8,opt,name=mesh,proto3" json:"mesh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -120,6 +122,13 @@ func (x *Workflow) GetPhases() []*Phase {
 func (x *Workflow) GetAssertions() []*Assertion {
 	if x != nil {
 		return x.Assertions
+	}
+	return nil
+}
+
+func (x *Workflow) GetMesh() *Mesh {
+	if x != nil {
+		return x.Mesh
 	}
 	return nil
 }
@@ -816,7 +825,7 @@ var File_irs_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x15irs/v1/workflow.proto\x12\x06irs.v1\x1a\x13irs/v1/config.proto\"\x89\x02\n" +
+	"\x15irs/v1/workflow.proto\x12\x06irs.v1\x1a\x13irs/v1/config.proto\x1a\x11irs/v1/mesh.proto\"\xab\x02\n" +
 	"\bWorkflow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x12\n" +
@@ -826,7 +835,8 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x06phases\x18\x06 \x03(\v2\r.irs.v1.PhaseR\x06phases\x121\n" +
 	"\n" +
 	"assertions\x18\a \x03(\v2\x11.irs.v1.AssertionR\n" +
-	"assertions\"}\n" +
+	"assertions\x12 \n" +
+	"\x04mesh\x18\b \x01(\v2\f.irs.v1.MeshR\x04mesh\"}\n" +
 	"\bPlatform\x12#\n" +
 	"\rrestart_delay\x18\x01 \x01(\tR\frestartDelay\x12'\n" +
 	"\x0fdiscovery_delay\x18\x02 \x01(\tR\x0ediscoveryDelay\x12#\n" +
@@ -903,29 +913,31 @@ var file_irs_v1_workflow_proto_goTypes = []any{
 	(*ConfigureAction)(nil), // 7: irs.v1.ConfigureAction
 	(*ScaleAction)(nil),     // 8: irs.v1.ScaleAction
 	(*Assertion)(nil),       // 9: irs.v1.Assertion
-	(*WorkerConfig)(nil),    // 10: irs.v1.WorkerConfig
-	(*Load)(nil),            // 11: irs.v1.Load
+	(*Mesh)(nil),            // 10: irs.v1.Mesh
+	(*WorkerConfig)(nil),    // 11: irs.v1.WorkerConfig
+	(*Load)(nil),            // 12: irs.v1.Load
 }
 var file_irs_v1_workflow_proto_depIdxs = []int32{
 	1,  // 0: irs.v1.Workflow.platform:type_name -> irs.v1.Platform
 	2,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
 	3,  // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
 	9,  // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
-	10, // 4: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
-	4,  // 5: irs.v1.Phase.actions:type_name -> irs.v1.Action
-	5,  // 6: irs.v1.Action.load:type_name -> irs.v1.LoadAction
-	6,  // 7: irs.v1.Action.kill:type_name -> irs.v1.KillAction
-	7,  // 8: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
-	8,  // 9: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
-	4,  // 10: irs.v1.Action.serial:type_name -> irs.v1.Action
-	4,  // 11: irs.v1.Action.parallel:type_name -> irs.v1.Action
-	11, // 12: irs.v1.LoadAction.set:type_name -> irs.v1.Load
-	10, // 13: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
+	11, // 5: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
+	4,  // 6: irs.v1.Phase.actions:type_name -> irs.v1.Action
+	5,  // 7: irs.v1.Action.load:type_name -> irs.v1.LoadAction
+	6,  // 8: irs.v1.Action.kill:type_name -> irs.v1.KillAction
+	7,  // 9: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
+	8,  // 10: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
+	4,  // 11: irs.v1.Action.serial:type_name -> irs.v1.Action
+	4,  // 12: irs.v1.Action.parallel:type_name -> irs.v1.Action
+	12, // 13: irs.v1.LoadAction.set:type_name -> irs.v1.Load
+	11, // 14: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_workflow_proto_init() }
@@ -934,6 +946,7 @@ func file_irs_v1_workflow_proto_init() {
 		return
 	}
 	file_irs_v1_config_proto_init()
+	file_irs_v1_mesh_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
