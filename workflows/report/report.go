@@ -5,6 +5,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/compare"
 )
 
 // Plan prints a workflow's resolved topology and timeline (irs workflow run --dry-run).
@@ -340,4 +342,80 @@ func (t *table) write(w io.Writer) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
+}
+
+// Comparison prints the side-by-side table of a comparison: a row per figure, a column per variant, each cell
+// the median over the runs kept and, with repetitions, ± the standard deviation.
+func Comparison(w io.Writer, c *irsv1.Comparison, path string) {
+	fmt.Fprintf(w, "\nworkflow %s compared: %s  (%s, %d run(s) per variant", c.GetWorkflow().GetName(),
+		strings.ToUpper(c.GetStatus()), phaseLabel(c.GetPhase()), c.GetRepeat())
+	if c.GetDiscard() == compare.DiscardWorst {
+		fmt.Fprint(w, ", the worst run of each left out")
+	}
+	fmt.Fprint(w, ")\n\n")
+	header := []string{"FIGURE"}
+	align := "l"
+	for _, v := range c.GetVariants() {
+		header = append(header, strings.ToUpper(v.GetName()))
+		align += "r"
+	}
+	t := table{header: header, align: align}
+	for _, name := range compare.Names(c) {
+		row := []string{name}
+		for _, v := range c.GetVariants() {
+			f := compare.Find(v, name)
+			if f == nil || math.IsNaN(f.GetMedian()) {
+				row = append(row, "-")
+				continue
+			}
+			cell := formatFigure(f.GetMedian(), f.GetUnit())
+			if len(f.GetValues()) > 1 {
+				cell += " ± " + formatFigure(f.GetStddev(), "")
+			}
+			row = append(row, cell)
+		}
+		t.add(row...)
+	}
+	t.write(w)
+	var runs []string
+	for _, v := range c.GetVariants() {
+		for i, r := range v.GetRuns() {
+			if r.GetStatus() != "passed" {
+				runs = append(runs, fmt.Sprintf("%s#%d %s", v.GetName(), i+1, r.GetStatus()))
+			}
+		}
+	}
+	if len(runs) > 0 {
+		fmt.Fprintf(w, "\nruns that did not pass: %s\n", strings.Join(runs, ", "))
+	}
+	if path != "" {
+		fmt.Fprintf(w, "\ncomparison: %s\n", path)
+	}
+}
+
+func phaseLabel(p string) string {
+	if p == "" || p == compare.TotalPhase {
+		return "whole run"
+	}
+	return "phase " + p
+}
+
+// formatFigure renders a figure with its unit and a precision that suits its size.
+func formatFigure(v float64, unit string) string {
+	var s string
+	switch {
+	case v == 0:
+		s = "0"
+	case math.Abs(v) >= 100:
+		s = fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 10:
+		s = fmt.Sprintf("%.1f", v)
+	default:
+		s = fmt.Sprintf("%.2f", v)
+	}
+	switch unit {
+	case "", "%":
+		return s + unit
+	}
+	return s + " " + unit
 }

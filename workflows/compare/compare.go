@@ -1,0 +1,223 @@
+// Package compare turns runs of one workflow under several meshes into the figures mesh benchmarks publish:
+// client-side latency percentiles, 5xx, sidecar CPU and memory per service, the control plane's; per variant
+// the median and standard deviation over the repetitions, the worst run left out on request (the method of
+// the 2021 Linkerd/Istio benchmark).
+package compare
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+)
+
+// Schema is the version of the comparison format.
+const Schema = "irs.workflow.comparison/v1"
+
+// Discard policies.
+const (
+	DiscardNone  = "none"
+	DiscardWorst = "worst"
+)
+
+// TotalPhase names the whole run as the phase of the figures.
+const TotalPhase = "total"
+
+// Figures computes every figure of every variant, and which runs are left out. A run that did not complete
+// (no phases) gives no values.
+func Figures(c *irsv1.Comparison) {
+	for _, v := range c.GetVariants() {
+		var perRun []map[string]float64
+		var names []figureName
+		for _, r := range v.GetRuns() {
+			vals, ns := figuresOf(r, c.GetPhase())
+			perRun = append(perRun, vals)
+			names = mergeNames(names, ns)
+		}
+		v.Discarded = nil
+		if c.GetDiscard() == DiscardWorst && len(perRun) > 1 {
+			worst, worstP99 := -1, -1.0
+			for i, vals := range perRun {
+				if p, ok := vals[figClientP99]; ok && p > worstP99 {
+					worst, worstP99 = i, p
+				}
+			}
+			if worst >= 0 {
+				v.Discarded = []uint32{uint32(worst)}
+			}
+		}
+		v.Figures = nil
+		for _, n := range names {
+			f := &irsv1.Figure{Name: n.name, Unit: n.unit}
+			var kept []float64
+			for i, vals := range perRun {
+				x, ok := vals[n.name]
+				if !ok {
+					x = math.NaN()
+				}
+				f.Values = append(f.Values, x)
+				if ok && !slices.Contains(v.Discarded, uint32(i)) {
+					kept = append(kept, x)
+				}
+			}
+			f.Median, f.Stddev = median(kept), stddev(kept)
+			v.Figures = append(v.Figures, f)
+		}
+	}
+}
+
+type figureName struct{ name, unit string }
+
+// The client-side figures (what the load generators measured).
+const (
+	figClientP50  = "client-side p50"
+	figClientP99  = "client-side p99"
+	figClientP999 = "client-side p99.9"
+	figClientMax  = "client-side max"
+	figClient5xx  = "client-side 5xx"
+	figClientRPS  = "client-side rps"
+)
+
+// figuresOf extracts a run's figures from a phase (or the total).
+func figuresOf(r *irsv1.WorkflowResult, phase string) (map[string]float64, []figureName) {
+	var pr *irsv1.PhaseResult
+	if phase == TotalPhase || phase == "" {
+		pr = r.GetTotal()
+	}
+	for _, p := range r.GetPhases() {
+		if p.GetName() == phase {
+			pr = p
+		}
+	}
+	vals := map[string]float64{}
+	var names []figureName
+	set := func(name, unit string, v float64) {
+		vals[name] = v
+		names = append(names, figureName{name, unit})
+	}
+	if pr == nil {
+		return vals, nil
+	}
+	// Client side: every load generator's requests, histograms merged.
+	var merged *hdrhistogram.Histogram
+	var reqs, fails int64
+	var rps float64
+	for _, p := range pr.GetServices() {
+		if p.GetKind() != "load" {
+			continue
+		}
+		reqs, fails, rps = reqs+p.GetRequests(), fails+p.GetFailures(), rps+p.GetRps()
+		if h := p.GetLatency(); h.GetHdr() != "" {
+			if d, err := hdrhistogram.Decode([]byte(h.GetHdr())); err == nil {
+				if merged == nil {
+					merged = hdrhistogram.New(1, 3_600_000_000, 3)
+				}
+				merged.Merge(d)
+			}
+		}
+	}
+	if reqs > 0 {
+		set(figClientRPS, "req/s", rps)
+		set(figClient5xx, "%", 100*float64(fails)/float64(reqs))
+	}
+	if merged != nil && merged.TotalCount() > 0 {
+		ms := func(us int64) float64 { return float64(us) / 1000 }
+		set(figClientP50, "ms", ms(merged.ValueAtQuantile(50)))
+		set(figClientP99, "ms", ms(merged.ValueAtQuantile(99)))
+		set(figClientP999, "ms", ms(merged.ValueAtQuantile(99.9)))
+		set(figClientMax, "ms", ms(merged.Max()))
+	}
+	services := slices.Clone(pr.GetServices())
+	sort.SliceStable(services, func(i, j int) bool { return services[i].GetService() < services[j].GetService() })
+	for _, p := range services {
+		if p.GetSidecars() == 0 {
+			continue
+		}
+		s := p.GetService()
+		set(s+" sidecars CPU", "mcores", p.GetSidecarCpuMcores())
+		set(s+" sidecar CPU max", "mcores", p.GetSidecarCpuMcoresMax())
+		set(s+" sidecars CPU per 1k rps", "mcores", p.GetSidecarMcoresPerKrps())
+		set(s+" sidecar memory max", "MB", p.GetSidecarRssMbMax())
+	}
+	if cp := pr.GetControlPlane(); cp != nil {
+		set("control plane CPU", "mcores", cp.GetCpuMcores())
+		set("control plane CPU max", "mcores", cp.GetCpuMcoresMax())
+		set("control plane memory", "MB", cp.GetRssMb())
+	}
+	for _, p := range services {
+		set(p.GetService()+" workers CPU", "mcores", p.GetCpuMcores())
+	}
+	for _, e := range pr.GetEdges() {
+		if e.GetHopP50Ms() == 0 && e.GetHopP99Ms() == 0 {
+			continue
+		}
+		name := e.GetService() + "->" + e.GetCallee()
+		set(name+" hop p50", "ms", e.GetHopP50Ms())
+		set(name+" hop p99", "ms", e.GetHopP99Ms())
+	}
+	return vals, names
+}
+
+// mergeNames adds the names not yet listed, keeping the first order seen.
+func mergeNames(into, names []figureName) []figureName {
+	for _, n := range names {
+		if !slices.Contains(into, n) {
+			into = append(into, n)
+		}
+	}
+	return into
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// stddev is the sample standard deviation (0 for fewer than two values).
+func stddev(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	var mean float64
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(ss / float64(len(xs)-1))
+}
+
+// Names returns the figure names of a comparison in the order of its first variant that has them, then the rest.
+func Names(c *irsv1.Comparison) []string {
+	var out []string
+	for _, v := range c.GetVariants() {
+		for _, f := range v.GetFigures() {
+			if !slices.Contains(out, f.GetName()) {
+				out = append(out, f.GetName())
+			}
+		}
+	}
+	return out
+}
+
+// Find returns a variant's figure by name (nil when it has none: a figure of sidecars under mesh none).
+func Find(v *irsv1.Variant, name string) *irsv1.Figure {
+	for _, f := range v.GetFigures() {
+		if f.GetName() == name {
+			return f
+		}
+	}
+	return nil
+}
