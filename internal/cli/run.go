@@ -82,6 +82,11 @@ func (o runOptions) variants(own *irsv1.Mesh) ([]*irsv1.Mesh, error) {
 	if len(o.meshes) == 0 && len(o.sidecars) == 0 {
 		return []*irsv1.Mesh{policy.Resolve(own)}, nil
 	}
+	for _, sc := range o.sidecars {
+		if !slices.Contains(policy.Placements, sc) {
+			return nil, fmt.Errorf("--sidecars %q: want %s", sc, strings.Join(policy.Placements, ", "))
+		}
+	}
 	meshes := o.meshes
 	if len(meshes) == 0 {
 		meshes = []string{policy.Resolve(own).GetType()}
@@ -96,9 +101,6 @@ func (o runOptions) variants(own *irsv1.Mesh) ([]*irsv1.Mesh, error) {
 			placements = []string{""}
 		}
 		for _, sc := range placements {
-			if sc != "" && !slices.Contains(policy.Placements, sc) {
-				return nil, fmt.Errorf("--sidecars %q: want %s", sc, strings.Join(policy.Placements, ", "))
-			}
 			v := proto.Clone(own).(*irsv1.Mesh)
 			if v == nil {
 				v = &irsv1.Mesh{}

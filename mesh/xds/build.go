@@ -13,6 +13,7 @@ package xds
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -255,7 +256,7 @@ func (b *builder) outboundCluster(svc *irsv1.MeshService, up *irsv1.MeshUpstream
 			Consecutive_5Xx:    wrapperspb.UInt32(od.GetConsecutive_5Xx()),
 			Interval:           durationpb.New(duration(od.GetInterval())),
 			BaseEjectionTime:   durationpb.New(duration(od.GetBaseEjectionTime())),
-			MaxEjectionPercent: wrapperspb.UInt32(uint32(pct * 100)),
+			MaxEjectionPercent: wrapperspb.UInt32(uint32(math.Round(pct * 100))),
 		}
 	}
 	if svc.GetSidecars() && b.mtls() {

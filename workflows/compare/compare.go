@@ -37,7 +37,13 @@ func Figures(c *irsv1.Comparison) {
 			names = mergeNames(names, ns)
 		}
 		v.Discarded = nil
-		if c.GetDiscard() == DiscardWorst && len(perRun) > 1 {
+		complete := 0
+		for _, vals := range perRun {
+			if _, ok := vals[figClientP99]; ok {
+				complete++
+			}
+		}
+		if c.GetDiscard() == DiscardWorst && complete > 1 {
 			worst, worstP99 := -1, -1.0
 			for i, vals := range perRun {
 				if p, ok := vals[figClientP99]; ok && p > worstP99 {

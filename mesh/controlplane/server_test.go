@@ -1,0 +1,130 @@
+package controlplane
+
+import (
+	"log/slog"
+	"testing"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/genproto/googleapis/rpc/status"
+)
+
+func state(version uint64, mtls bool) *irsv1.MeshState {
+	m := &irsv1.Mesh{Type: "envoy", Mtls: &mtls}
+	return &irsv1.MeshState{Version: version, Policy: m,
+		Nodes: []*irsv1.MeshNode{
+			{Id: "server-0", Service: "server", Ip: "127.150.0.1", InboundPort: 15006, AppAddress: "127.0.0.1:9000"},
+			{Id: "client-0", Service: "client", Ip: "127.150.0.2",
+				Upstreams: []*irsv1.MeshUpstream{{Service: "server", Port: 15101, Protocol: "http1"}}},
+		},
+		Services: []*irsv1.MeshService{
+			{Name: "server", Endpoints: []string{"127.150.0.1:15006"}, Sidecars: true},
+			{Name: "client", Sidecars: true},
+		},
+	}
+}
+
+// TestStatusTracksAcknowledgements drives the xDS callbacks as Envoy's requests would and checks what
+// GetStatus and Acked make of them: an acknowledgement is a request naming the version without an error.
+func TestStatusTracksAcknowledgements(t *testing.T) {
+	s, err := New(t.Context(), slog.New(slog.DiscardHandler), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetState(t.Context(), &irsv1.SetStateRequest{State: state(1, false)}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	if st.GetVersion() != 1 || len(st.GetNodes()) != 2 || !Acked(st, 1) {
+		t.Fatalf("before any sidecar connects: %v; want version 1, two nodes, acked (nobody connected)", st)
+	}
+	ack := func(stream int64, node, typ, version string, nack bool) {
+		req := &discovery.DiscoveryRequest{TypeUrl: typ, VersionInfo: version}
+		if node != "" {
+			req.Node = &core.Node{Id: node}
+		}
+		if nack {
+			req.ErrorDetail = &status.Status{Message: "bad"}
+		}
+		if err := s.onRequest(stream, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// client-0 connects (the node is named on the first request only) and acknowledges its listeners, not yet
+	// its clusters and endpoints.
+	ack(7, "client-0", resource.ListenerType, "", false)
+	ack(7, "", resource.ListenerType, "1", false)
+	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	if Acked(st, 1) {
+		t.Errorf("acked while client-0 has acknowledged listeners only: %v", st.GetNodes())
+	}
+	ack(7, "", resource.ClusterType, "1", false)
+	ack(7, "", resource.EndpointType, "1", true) // a rejection acknowledges nothing
+	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	if Acked(st, 1) {
+		t.Errorf("acked although client-0 rejected its endpoints")
+	}
+	ack(7, "", resource.EndpointType, "1", false)
+	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	if !Acked(st, 1) {
+		t.Errorf("not acked after every kind was acknowledged: %v", st.GetNodes())
+	}
+	for _, n := range st.GetNodes() {
+		if n.GetId() == "client-0" && (!n.GetConnected() || n.GetAcked() != 1 || n.GetSecrets() != 0) {
+			t.Errorf("client-0 status %v: want connected, acked 1, no secrets (mTLS off)", n)
+		}
+	}
+	// A new version is not acked until acknowledged; a closed stream no longer holds it up.
+	if _, err := s.SetState(t.Context(), &irsv1.SetStateRequest{State: state(2, false)}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	if Acked(st, 2) {
+		t.Error("version 2 acked before anyone acknowledged it")
+	}
+	s.onClosed(7, nil)
+	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	if !Acked(st, 2) {
+		t.Error("a disconnected sidecar holds up the acknowledgement")
+	}
+}
+
+// TestSetStateRejects: versions only go forward, and a state that does not build is refused whole.
+func TestSetStateRejects(t *testing.T) {
+	s, err := New(t.Context(), slog.New(slog.DiscardHandler), "irs.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetState(t.Context(), &irsv1.SetStateRequest{State: state(5, true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetState(t.Context(), &irsv1.SetStateRequest{State: state(5, true)}); err == nil {
+		t.Error("the same version was accepted twice")
+	}
+	bad := state(6, true)
+	bad.Services[0].Endpoints = []string{"no-port"}
+	if _, err := s.SetState(t.Context(), &irsv1.SetStateRequest{State: bad}); err == nil {
+		t.Error("a state with a bad endpoint was accepted")
+	}
+	st, _ := s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	if st.GetVersion() != 5 {
+		t.Errorf("version %d after the rejections, want 5 (the last good state)", st.GetVersion())
+	}
+	badPolicy := state(7, true)
+	badPolicy.Policy.Protocol = "http3"
+	if _, err := s.SetState(t.Context(), &irsv1.SetStateRequest{State: badPolicy}); err == nil {
+		t.Error("a state with an invalid policy was accepted")
+	}
+	// A node that leaves the state leaves the status.
+	smaller := state(8, true)
+	smaller.Nodes = smaller.Nodes[:1]
+	if _, err := s.SetState(t.Context(), &irsv1.SetStateRequest{State: smaller}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	if len(st.GetNodes()) != 1 || st.GetNodes()[0].GetId() != "server-0" {
+		t.Errorf("nodes %v after client-0 left, want server-0 only", st.GetNodes())
+	}
+}
