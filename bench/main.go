@@ -41,7 +41,7 @@ func main() {
 	flag.StringVar(&o.fortio, "fortio", "", "fortio binary (default: fortio on PATH or in $(go env GOPATH)/bin)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported)")
-	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow,mesh (default all)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
@@ -105,6 +105,7 @@ func (o *options) run(ctx context.Context) error {
 		{"telemetry", o.telemetryCost},
 		{"rss", o.idleRSS},
 		{"workflow", o.workflowRunner},
+		{"mesh", o.meshCost},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

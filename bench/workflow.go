@@ -48,23 +48,29 @@ type cpuSample struct {
 	cpu float64
 }
 
-// workflowRunner measures the workflow runner: how fast a 30-worker topology is up, how fast a killed replica's
-// replacement serves, and the runner's own CPU while it collects from 30 workers.
-func (o *options) workflowRunner(ctx context.Context) error {
-	dir := filepath.Join(o.tmp, "workflow")
+// measuredRun is a workflow run and the runner's own CPU over its timeline.
+type measuredRun struct {
+	res *irsv1.WorkflowResult
+	// runnerCPU is in cores, from 2 s after the first phase began (every stream open) to the end.
+	runnerCPU float64
+}
+
+// runMeasured runs `irs workflow run` on doc, sampling the runner's own CPU (not its children's) meanwhile.
+func (o *options) runMeasured(ctx context.Context, name, doc string, args ...string) (measuredRun, error) {
+	dir := filepath.Join(o.tmp, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return measuredRun{}, err
 	}
-	file := filepath.Join(dir, "bench-30.yaml")
-	if err := os.WriteFile(file, []byte(benchWorkflow), 0o644); err != nil {
-		return err
+	file := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+		return measuredRun{}, err
 	}
 	result := filepath.Join(dir, "run", "result.json")
-	p, err := start(-1, nil, o.irs, "workflow", "run", file, "--run-dir", filepath.Join(dir, "run"), "--progress", "off")
+	argv := append([]string{o.irs, "workflow", "run", file, "--run-dir", filepath.Join(dir, "run"), "--progress", "off"}, args...)
+	p, err := start(-1, nil, argv...)
 	if err != nil {
-		return err
+		return measuredRun{}, err
 	}
-	// Sample the runner's own CPU (not its children's) every 100 ms until it exits.
 	var samples []cpuSample
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
@@ -75,7 +81,7 @@ wait:
 		select {
 		case err := <-done:
 			if err != nil {
-				return fmt.Errorf("workflow run: %w\n%s", err, p.out.String())
+				return measuredRun{}, fmt.Errorf("workflow run: %w\n%s", err, p.out.String())
 			}
 			break wait
 		case <-tick.C:
@@ -84,19 +90,17 @@ wait:
 			}
 		case <-ctx.Done():
 			p.stop()
-			return ctx.Err()
+			return measuredRun{}, ctx.Err()
 		}
 	}
 	b, err := os.ReadFile(result)
 	if err != nil {
-		return err
+		return measuredRun{}, err
 	}
 	res := &irsv1.WorkflowResult{}
 	if err := protojson.Unmarshal(b, res); err != nil {
-		return err
+		return measuredRun{}, err
 	}
-
-	// The runner's CPU over the timeline (from 2 s after the first phase, when every stream is open, to its end).
 	t0 := res.GetStartedAt().AsTime().Add(time.Duration(res.GetStartup() * float64(time.Second)))
 	from, to := t0.Add(2*time.Second), t0.Add(time.Duration(res.GetTotal().GetEnd()*float64(time.Second)))
 	var first, last *cpuSample
@@ -111,9 +115,19 @@ wait:
 		last = s
 	}
 	if first == nil || last == first {
-		return fmt.Errorf("no CPU samples of the runner during the run")
+		return measuredRun{}, fmt.Errorf("no CPU samples of the runner during the run")
 	}
-	runnerCPU := (last.cpu - first.cpu) / last.at.Sub(first.at).Seconds()
+	return measuredRun{res: res, runnerCPU: (last.cpu - first.cpu) / last.at.Sub(first.at).Seconds()}, nil
+}
+
+// workflowRunner measures the workflow runner: how fast a 30-worker topology is up, how fast a killed replica's
+// replacement serves, and the runner's own CPU while it collects from 30 workers.
+func (o *options) workflowRunner(ctx context.Context) error {
+	m, err := o.runMeasured(ctx, "bench-30", benchWorkflow)
+	if err != nil {
+		return err
+	}
+	res, runnerCPU := m.res, m.runnerCPU
 
 	// Each replacement: from its start (the restart delay over) to ready (listening, control API up).
 	started := map[string]float64{}
