@@ -3,6 +3,7 @@ package workflows
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -19,26 +20,46 @@ func Resolve(s *irsv1.Service, endpoints func(service string) []string) *irsv1.W
 		cfg = &irsv1.WorkerConfig{}
 	}
 	cfg.Name = s.GetName()
-	fillEndpoints(cfg, endpoints)
+	FillEndpoints(cfg, endpoints)
 	return cfg
 }
 
-// fillEndpoints sets every call's and the load's endpoints from the services they name.
-func fillEndpoints(cfg *irsv1.WorkerConfig, endpoints func(service string) []string) {
-	var walk func([]*irsv1.Call)
-	walk = func(cs []*irsv1.Call) {
-		for _, c := range cs {
-			if len(c.GetParallel()) > 0 {
-				walk(c.GetParallel())
-				continue
-			}
-			c.Endpoints = endpoints(c.GetService())
-		}
+// FillEndpoints sets every call's and the load's endpoints from the services they name.
+func FillEndpoints(cfg *irsv1.WorkerConfig, endpoints func(service string) []string) {
+	for _, c := range Calls(cfg.GetCalls()) {
+		c.Endpoints = endpoints(c.GetService())
 	}
-	walk(cfg.GetCalls())
 	if cfg.GetLoad() != nil {
 		cfg.Load.Endpoints = endpoints(cfg.GetLoad().GetTarget())
 	}
+}
+
+// Calls returns the calls of a script with its parallel groups flattened: every call that names a service.
+func Calls(cs []*irsv1.Call) []*irsv1.Call {
+	var out []*irsv1.Call
+	for _, c := range cs {
+		if len(c.GetParallel()) > 0 {
+			out = append(out, Calls(c.GetParallel())...)
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Callees returns the services a configuration calls or sends load to, each once, in order.
+func Callees(cfg *irsv1.WorkerConfig) []string {
+	var out []string
+	add := func(s string) {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	for _, c := range Calls(cfg.GetCalls()) {
+		add(c.GetService())
+	}
+	add(cfg.GetLoad().GetTarget())
+	return out
 }
 
 // Configure returns cfg with a configure action applied: every field set in c.Set replaces cfg's, except that

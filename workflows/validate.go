@@ -489,7 +489,7 @@ func (v *validator) configureAction(path string, c *irsv1.ConfigureAction) {
 		v.errs.Add(path, err)
 		return
 	}
-	fillEndpoints(patched, func(string) []string { return []string{"127.0.0.1:1"} })
+	FillEndpoints(patched, func(string) []string { return []string{"127.0.0.1:1"} })
 	for _, e := range field.Flatten(v.compile(patched)) {
 		e.Path = field.Join(path, "set", e.Path)
 		v.errs = append(v.errs, e)
@@ -568,15 +568,9 @@ func perService(m Metric) bool {
 
 // addEdges records the calls and load target a configuration adds to a service.
 func (v *validator) addEdges(caller string, cfg *irsv1.WorkerConfig) {
-	var walk func([]*irsv1.Call)
-	walk = func(cs []*irsv1.Call) {
-		for _, c := range cs {
-			v.addEdge(caller, c.GetService())
-			walk(c.GetParallel())
-		}
+	for _, callee := range Callees(cfg) {
+		v.addEdge(caller, callee)
 	}
-	walk(cfg.GetCalls())
-	v.addEdge(caller, cfg.GetLoad().GetTarget())
 }
 
 func (v *validator) addEdge(caller, callee string) {
@@ -591,17 +585,5 @@ func (v *validator) addEdge(caller, callee string) {
 
 // calls reports whether a service calls another (directly, in any step) or sends it load.
 func calls(s *irsv1.Service, callee string) bool {
-	if s.GetWorker().GetLoad().GetTarget() == callee {
-		return true
-	}
-	var walk func([]*irsv1.Call) bool
-	walk = func(cs []*irsv1.Call) bool {
-		for _, c := range cs {
-			if c.GetService() == callee || walk(c.GetParallel()) {
-				return true
-			}
-		}
-		return false
-	}
-	return walk(s.GetWorker().GetCalls())
+	return slices.Contains(Callees(s.GetWorker()), callee)
 }

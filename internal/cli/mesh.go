@@ -54,7 +54,7 @@ CPU and memory are measured as the control plane's.`,
 			served := make(chan error, 1)
 			go func() { served <- g.Serve(ln) }()
 			if readyFile != "" {
-				if err := writeFileAtomic(readyFile, controlPlaneReady{Address: ln.Addr().String(), PID: os.Getpid()}); err != nil {
+				if err := writeJSONFile(readyFile, controlPlaneReady{Address: ln.Addr().String(), PID: os.Getpid()}); err != nil {
 					g.Stop()
 					return fmt.Errorf("--ready-file: %w", err)
 				}

@@ -8,12 +8,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/irs-sim/irs/internal/atomicfile"
 	"github.com/irs-sim/irs/internal/field"
 	"github.com/irs-sim/irs/internal/memtrim"
 	"github.com/irs-sim/irs/worker"
@@ -205,7 +205,7 @@ func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptio
 
 	if opts.readyFile != "" {
 		info := readyInfo{Name: spec.Name, PID: os.Getpid(), Data: w.DataAddr(), Control: ctrlLn.Addr().String(), Seed: w.Seed()}
-		if err := writeFileAtomic(opts.readyFile, info); err != nil {
+		if err := writeJSONFile(opts.readyFile, info); err != nil {
 			cancel()
 			w.Wait()
 			return fmt.Errorf("ready file: %w", err)
@@ -298,25 +298,13 @@ func role(spec *worker.Spec) string {
 	return strings.Join(roles, "+")
 }
 
-func writeFileAtomic(path string, v any) error {
+// writeJSONFile writes v as JSON to path, whole or not at all (a runner polls ready files).
+func writeJSONFile(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ready-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
 // describeUnreachable formats endpoint check failures like configuration errors.

@@ -13,10 +13,7 @@ import (
 	"os"
 
 	"github.com/irs-sim/irs/internal/protoschema"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 func main() {
@@ -27,17 +24,9 @@ func main() {
 }
 
 func run(in io.Reader, out io.Writer) error {
-	raw, err := io.ReadAll(in)
+	files, err := protoschema.ReadImage(in)
 	if err != nil {
 		return err
-	}
-	var set descriptorpb.FileDescriptorSet
-	if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, &set); err != nil {
-		return fmt.Errorf("read image: %w", err)
-	}
-	files, err := protodesc.NewFiles(&set)
-	if err != nil {
-		return fmt.Errorf("descriptors: %w", err)
 	}
 	msg := func(name string) protoreflect.MessageDescriptor {
 		d, err := files.FindDescriptorByName(protoreflect.FullName("irs.v1." + name))

@@ -423,15 +423,7 @@ func (e *engine) closeBuckets(k int) {
 		phase := e.o.Timeline.PhaseAt(end - e.interval/2)
 		tick := &irsv1.Tick{T: end.Seconds(), Phase: phase}
 		for _, k := range sortedKeys(b) {
-			p := b[k].point(k, e.interval.Seconds(), false)
-			switch k.kind {
-			case kindEdge:
-				tick.Edges = append(tick.Edges, p)
-			case kindControlPlane:
-				tick.ControlPlane = p
-			default:
-				tick.Services = append(tick.Services, p)
-			}
+			place(k, b[k].point(k, e.interval.Seconds(), false), &tick.Services, &tick.Edges, &tick.ControlPlane)
 		}
 		e.addToAggregates(phase, b)
 		e.res.Series = append(e.res.Series, tick)
@@ -456,6 +448,18 @@ func (e *engine) addToAggregates(phase string, b map[key]*acc) {
 			t.merge(a)
 			t.addUsage(a)
 		}
+	}
+}
+
+// place puts a point where its kind goes in a tick or a phase.
+func place(k key, p *irsv1.Point, services, edges *[]*irsv1.Point, controlPlane **irsv1.Point) {
+	switch k.kind {
+	case kindEdge:
+		*edges = append(*edges, p)
+	case kindControlPlane:
+		*controlPlane = p
+	default:
+		*services = append(*services, p)
 	}
 }
 
@@ -497,29 +501,13 @@ func (e *engine) finish(status string) {
 		pr := &irsv1.PhaseResult{Name: span.Name, Start: span.Start.Seconds(), End: span.End.Seconds()}
 		secs := (span.End - span.Start).Seconds()
 		for _, k := range sortedKeys(e.phaseAccs[span.Name]) {
-			p := e.phaseAccs[span.Name][k].point(k, secs, true)
-			switch k.kind {
-			case kindEdge:
-				pr.Edges = append(pr.Edges, p)
-			case kindControlPlane:
-				pr.ControlPlane = p
-			default:
-				pr.Services = append(pr.Services, p)
-			}
+			place(k, e.phaseAccs[span.Name][k].point(k, secs, true), &pr.Services, &pr.Edges, &pr.ControlPlane)
 		}
 		e.res.Phases = append(e.res.Phases, pr)
 	}
 	total := &irsv1.PhaseResult{Name: "total", End: e.o.Timeline.Total.Seconds()}
 	for _, k := range sortedKeys(e.totalAccs) {
-		p := e.totalAccs[k].point(k, e.o.Timeline.Total.Seconds(), true)
-		switch k.kind {
-		case kindEdge:
-			total.Edges = append(total.Edges, p)
-		case kindControlPlane:
-			total.ControlPlane = p
-		default:
-			total.Services = append(total.Services, p)
-		}
+		place(k, e.totalAccs[k].point(k, e.o.Timeline.Total.Seconds(), true), &total.Services, &total.Edges, &total.ControlPlane)
 	}
 	e.res.Total = total
 	if e.res.Status != StatusError {

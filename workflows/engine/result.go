@@ -3,37 +3,19 @@ package engine
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
+	"github.com/irs-sim/irs/internal/atomicfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// writeResult writes a result atomically: a temporary file renamed over the old one.
+// writeResult writes a result atomically: a reader never sees half a file.
 func writeResult(path string, res *irsv1.WorkflowResult) error {
 	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}.Marshal(res)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".result-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
 // ReadResult reads a result file (of this schema, complete or partial).

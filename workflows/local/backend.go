@@ -303,20 +303,7 @@ func (b *Backend) resolved(r *replica) *irsv1.WorkerConfig {
 		}
 		return slices.Clone(t.published)
 	}
-	var walk func([]*irsv1.Call)
-	walk = func(cs []*irsv1.Call) {
-		for _, c := range cs {
-			if len(c.GetParallel()) > 0 {
-				walk(c.GetParallel())
-				continue
-			}
-			c.Endpoints = endpoints(c.GetService())
-		}
-	}
-	walk(cfg.GetCalls())
-	if cfg.GetLoad() != nil {
-		cfg.Load.Endpoints = endpoints(cfg.GetLoad().GetTarget())
-	}
+	workflows.FillEndpoints(cfg, endpoints)
 	return cfg
 }
 
@@ -537,19 +524,7 @@ func (b *Backend) publish(s *service) {
 
 // calls reports whether service c calls (or loads) service name.
 func calls(c *service, name string) bool {
-	if c.load != nil && c.load.GetTarget() == name {
-		return true
-	}
-	var walk func([]*irsv1.Call) bool
-	walk = func(cs []*irsv1.Call) bool {
-		for _, call := range cs {
-			if call.GetService() == name || walk(call.GetParallel()) {
-				return true
-			}
-		}
-		return false
-	}
-	return walk(c.config.GetCalls())
+	return c.load.GetTarget() == name || slices.Contains(workflows.Callees(c.config), name)
 }
 
 // pushAll gives each replica its service's current configuration (endpoints resolved), in parallel.
@@ -607,13 +582,21 @@ func (b *Backend) Replicas(service string) []workflows.Replica {
 	return out
 }
 
+// lookup returns a service by name. Callers hold b.mu.
+func (b *Backend) lookup(name string) (*service, error) {
+	if s, ok := b.services[name]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("unknown service %q", name)
+}
+
 // Kill implements workflows.Backend.
 func (b *Backend) Kill(ctx context.Context, service string, ids []string, sig workflows.Signal, grace time.Duration) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s, ok := b.services[service]
-	if !ok {
-		return fmt.Errorf("unknown service %q", service)
+	s, err := b.lookup(service)
+	if err != nil {
+		return err
 	}
 	for _, id := range ids {
 		i := slices.IndexFunc(s.replicas, func(r *replica) bool { return r.id == id && r.alive() })
@@ -648,10 +631,10 @@ func (b *Backend) signal(r *replica, sig workflows.Signal, grace time.Duration) 
 // Scale implements workflows.Backend.
 func (b *Backend) Scale(ctx context.Context, service string, n int) error {
 	b.mu.Lock()
-	s, ok := b.services[service]
-	if !ok {
+	s, err := b.lookup(service)
+	if err != nil {
 		b.mu.Unlock()
-		return fmt.Errorf("unknown service %q", service)
+		return err
 	}
 	s.desired = n
 	var started []*replica
@@ -701,10 +684,10 @@ func (b *Backend) stopDrained(r *replica) {
 // Configure implements workflows.Backend.
 func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.ConfigureAction) error {
 	b.mu.Lock()
-	s, ok := b.services[service]
-	if !ok {
+	s, err := b.lookup(service)
+	if err != nil {
 		b.mu.Unlock()
-		return fmt.Errorf("unknown service %q", service)
+		return err
 	}
 	next, err := workflows.Configure(s.config, c)
 	if err != nil {
@@ -733,10 +716,10 @@ func (b *Backend) syncRoutes(ctx context.Context, s *service) error {
 // SetLoad implements workflows.Backend.
 func (b *Backend) SetLoad(ctx context.Context, service string, load *irsv1.Load) error {
 	b.mu.Lock()
-	s, ok := b.services[service]
-	if !ok {
+	s, err := b.lookup(service)
+	if err != nil {
 		b.mu.Unlock()
-		return fmt.Errorf("unknown service %q", service)
+		return err
 	}
 	s.load = load
 	rs := b.liveReplicas(s)

@@ -21,6 +21,7 @@ import (
 	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -218,17 +219,9 @@ func (b *Backend) upstreams(s *service) []*irsv1.MeshUpstream {
 		}
 		out = append(out, &irsv1.MeshUpstream{Service: name, Port: b.outboundPort(name), Protocol: protocol})
 	}
-	var walk func([]*irsv1.Call)
-	walk = func(cs []*irsv1.Call) {
-		for _, c := range cs {
-			if len(c.GetParallel()) > 0 {
-				walk(c.GetParallel())
-				continue
-			}
-			add(c.GetService(), c.GetProtocol())
-		}
+	for _, c := range workflows.Calls(s.config.GetCalls()) {
+		add(c.GetService(), c.GetProtocol())
 	}
-	walk(s.config.GetCalls())
 	load := s.load
 	if load == nil {
 		load = s.spec.Load // the load the engine will start: its route is ready before it starts
