@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"sort"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+)
+
+// consumeSamples files each window in the interval that holds its middle: the streams cut their windows at
+// the intervals' ends, so a window is an interval, or the first part of one for a replica that just started.
+func (e *engine) consumeSamples(col *collector) {
+	for s := range col.out {
+		start, end := s.stats.GetWindowStart().AsTime(), s.stats.GetWindowEnd().AsTime()
+		e.mu.Lock()
+		mid := start.Add(end.Sub(start) / 2).Sub(e.t0)
+		k := int(mid/e.interval) + 1 // intervals are [start, end)
+		switch {
+		case mid < 0 || time.Duration(k-1)*e.interval >= e.o.Timeline.Total:
+		case k <= e.closed:
+			// Late (a stalled worker): its interval's tick is out, but its phase and the run still count it.
+			late := map[key]*acc{}
+			addSnapshot(late, s.service, s.stats)
+			e.addToAggregates(e.o.Timeline.PhaseAt(time.Duration(k)*e.interval-e.interval/2), late)
+		default:
+			b, ok := e.buckets[k]
+			if !ok {
+				b = map[key]*acc{}
+				e.buckets[k] = b
+			}
+			addSnapshot(b, s.service, s.stats)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// tickLoop samples resource use at the end of every interval and closes the interval before it (whose windows
+// have all arrived by then), until done closes.
+func (e *engine) tickLoop(done <-chan struct{}) {
+	t0 := e.t0
+	for k := 1; ; k++ {
+		at := t0.Add(time.Duration(k) * e.interval)
+		timer := time.NewTimer(time.Until(at))
+		select {
+		case <-timer.C:
+		case <-done:
+			timer.Stop()
+			e.closeBuckets(k - 1)
+			return
+		}
+		usage := e.sampleUsage(time.Now())
+		e.mu.Lock()
+		if time.Duration(k-1)*e.interval < e.o.Timeline.Total {
+			b, ok := e.buckets[k]
+			if !ok {
+				b = map[key]*acc{}
+				e.buckets[k] = b
+			}
+			for uk, u := range usage {
+				k := key{service: uk.service, kind: e.primary[uk.service]}
+				if uk.kind == workflows.UsageControlPlane {
+					k = key{kind: kindControlPlane}
+				}
+				a, ok := b[k]
+				if !ok {
+					a = newAcc()
+					b[k] = a
+				}
+				if uk.kind == workflows.UsageSidecar {
+					a.scCPU, a.scCPUMax = append(a.scCPU, u.mcores), append(a.scCPUMax, u.mcoresMax)
+					a.scRSS, a.scRSSMax = append(a.scRSS, u.rssMB), append(a.scRSSMax, u.rssMBMax)
+					a.sidecars = u.replicas
+					continue
+				}
+				a.cpu, a.cpuMax = append(a.cpu, u.mcores), append(a.cpuMax, u.mcoresMax)
+				a.rss, a.rssMax = append(a.rss, u.rssMB), append(a.rssMax, u.rssMBMax)
+				a.replicas = u.replicas
+			}
+		}
+		e.mu.Unlock()
+		e.closeBuckets(k - 1)
+		e.progress()
+		if k%max(1, int(2*time.Second/e.interval)) == 0 {
+			e.save()
+		}
+	}
+}
+
+// closeBuckets turns every interval up to k into a tick of the series, and adds it to its phase and the total.
+func (e *engine) closeBuckets(k int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ks []int
+	for i := range e.buckets {
+		if i <= k {
+			ks = append(ks, i)
+		}
+	}
+	sort.Ints(ks)
+	for _, i := range ks {
+		b := e.buckets[i]
+		delete(e.buckets, i)
+		e.closed = max(e.closed, i)
+		end := time.Duration(i) * e.interval
+		phase := e.o.Timeline.PhaseAt(end - e.interval/2)
+		tick := &irsv1.Tick{T: end.Seconds(), Phase: phase}
+		for _, k := range sortedKeys(b) {
+			place(k, b[k].point(k, e.interval.Seconds(), false), &tick.Services, &tick.Edges, &tick.ControlPlane)
+		}
+		e.addToAggregates(phase, b)
+		e.res.Series = append(e.res.Series, tick)
+		e.lastTick = tick
+	}
+}
+
+// addToAggregates adds an interval's accumulators to its phase's and the run's. Callers hold e.mu.
+func (e *engine) addToAggregates(phase string, b map[key]*acc) {
+	pa, ok := e.phaseAccs[phase]
+	if !ok {
+		pa = map[key]*acc{}
+		e.phaseAccs[phase] = pa
+	}
+	for k, a := range b {
+		for _, into := range []map[key]*acc{pa, e.totalAccs} {
+			t, ok := into[k]
+			if !ok {
+				t = newAcc()
+				into[k] = t
+			}
+			t.merge(a)
+			t.addUsage(a)
+		}
+	}
+}
+
+// place puts a point where its kind goes in a tick or a phase.
+func place(k key, p *irsv1.Point, services, edges *[]*irsv1.Point, controlPlane **irsv1.Point) {
+	switch k.kind {
+	case kindEdge:
+		*edges = append(*edges, p)
+	case kindControlPlane:
+		*controlPlane = p
+	default:
+		*services = append(*services, p)
+	}
+}
+
+func sortedKeys(m map[key]*acc) []key {
+	ks := make([]key, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		a, b := ks[i], ks[j]
+		if a.service != b.service {
+			return a.service < b.service
+		}
+		if a.kind != b.kind {
+			return a.kind < b.kind
+		}
+		return a.callee < b.callee
+	})
+	return ks
+}
