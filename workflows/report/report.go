@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/compare"
@@ -47,7 +48,8 @@ func Plan(w io.Writer, wf *irsv1.Workflow, t *workflows.Timeline) {
 			workflows.DescribeLoad(t.InitialLoads[s.GetName()]))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nplatform: restart delay %v, discovery delay %v, ready timeout %v\n\n", t.RestartDelay, t.DiscoveryDelay, t.ReadyTimeout)
+	fmt.Fprintf(w, "\nplatform: restart delay %v, discovery delay %v, ready timeout %v\n", t.RestartDelay, t.DiscoveryDelay, t.ReadyTimeout)
+	fmt.Fprintf(w, "mesh: %s\n\n", describeMesh(wf.GetMesh()))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tPHASE\tACTION\tSERVICE\tDETAIL")
 	si := 0
@@ -219,6 +221,32 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 		}
 		fmt.Fprintf(w, "  %s  %s%s: %s  (measured %s)\n", verdict, name, where, a.GetExpect(), measured)
 	}
+}
+
+// describeMesh says in a line what a mesh section amounts to, defaults applied.
+func describeMesh(m *irsv1.Mesh) string {
+	m = policy.Resolve(m)
+	if !policy.Enabled(m) {
+		return "none (workers call each other directly)"
+	}
+	parts := []string{fmt.Sprintf("%s sidecars (%s), concurrency %d, %s between sidecars", m.GetType(), m.GetSidecars(),
+		m.GetConcurrency(), m.GetProtocol())}
+	if m.GetMtls() {
+		parts = append(parts, "mutual TLS")
+	}
+	if r := m.GetRetries(); r.GetAttempts() > 0 {
+		parts = append(parts, fmt.Sprintf("%d retries on %s", r.GetAttempts(), strings.Join(r.GetRetryOn(), ",")))
+	} else {
+		parts = append(parts, "no retries")
+	}
+	if m.GetTimeout() != "" {
+		parts = append(parts, "timeout "+m.GetTimeout())
+	}
+	if od := m.GetOutlierDetection(); od != nil {
+		parts = append(parts, fmt.Sprintf("outlier detection after %d 5xx (every %s, ejected %s, at most %s)",
+			od.GetConsecutive_5Xx(), od.GetInterval(), od.GetBaseEjectionTime(), od.GetMaxEjectionPercent()))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // sidecars prints what the sidecars of each service cost per phase, and the control plane, under a mesh.

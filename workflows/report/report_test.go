@@ -106,7 +106,7 @@ func TestPlan(t *testing.T) {
 			name:     "real time",
 			scale:    1,
 			header:   "workflow flash-sale (seed 20261121, time scale 1): 5 services, 3 phases, 1m50s",
-			platform: "platform: restart delay 2s, discovery delay 1s, ready timeout 30s",
+			platform: "platform: restart delay 2s, discovery delay 1s, ready timeout 30s\nmesh: none (workers call each other directly)",
 			steps: [][]string{
 				{"AT", "PHASE", "ACTION", "SERVICE", "DETAIL"},
 				{"0s", "warm-up", "phase starts", "20s"},
@@ -129,7 +129,7 @@ func TestPlan(t *testing.T) {
 			name:     "a quarter of the time",
 			scale:    0.25,
 			header:   "workflow flash-sale (seed 20261121, time scale 0.25): 5 services, 3 phases, 27.5s",
-			platform: "platform: restart delay 500ms, discovery delay 250ms, ready timeout 30s",
+			platform: "platform: restart delay 500ms, discovery delay 250ms, ready timeout 30s\nmesh: none (workers call each other directly)",
 			steps: [][]string{
 				{"AT", "PHASE", "ACTION", "SERVICE", "DETAIL"},
 				{"0s", "warm-up", "phase starts", "5s"},
