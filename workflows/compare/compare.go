@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -205,7 +206,8 @@ func stddev(xs []float64) float64 {
 	return math.Sqrt(ss / float64(len(xs)-1))
 }
 
-// Names returns the figure names of a comparison in the order of its first variant that has them, then the rest.
+// Names returns the figure names of a comparison: client-side figures, sidecars, the control plane, workers,
+// hops, each group in the order first seen.
 func Names(c *irsv1.Comparison) []string {
 	var out []string
 	for _, v := range c.GetVariants() {
@@ -215,7 +217,23 @@ func Names(c *irsv1.Comparison) []string {
 			}
 		}
 	}
+	sort.SliceStable(out, func(i, j int) bool { return group(out[i]) < group(out[j]) })
 	return out
+}
+
+// group ranks a figure name for the table.
+func group(name string) int {
+	switch {
+	case strings.HasPrefix(name, "client-side "):
+		return 0
+	case strings.Contains(name, " sidecar"):
+		return 1
+	case strings.HasPrefix(name, "control plane"):
+		return 2
+	case strings.HasSuffix(name, " workers CPU"):
+		return 3
+	}
+	return 4 // hops
 }
 
 // Find returns a variant's figure by name (nil when it has none: a figure of sidecars under mesh none).

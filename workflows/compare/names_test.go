@@ -2,6 +2,7 @@ package compare_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -23,9 +24,10 @@ func TestNames(t *testing.T) {
 	}{
 		{name: "no variants", variants: nil, want: nil},
 		{name: "one", variants: []*irsv1.Variant{{Figures: fig("a", "b")}}, want: []string{"a", "b"}},
-		{name: "first variant's order, then the rest",
-			variants: []*irsv1.Variant{{Figures: fig(rps, p99)}, {Figures: fig("sidecars", p99, rps, "control plane")}},
-			want:     []string{rps, p99, "sidecars", "control plane"}},
+		{name: "grouped: client-side, sidecars, control plane, workers, hops; each in the order first seen",
+			variants: []*irsv1.Variant{{Figures: fig("a workers CPU", p99, "a->b hop p50")},
+				{Figures: fig("control plane CPU", "a sidecars CPU", rps, p99, "b workers CPU")}},
+			want: []string{p99, rps, "a sidecars CPU", "control plane CPU", "a workers CPU", "b workers CPU", "a->b hop p50"}},
 		{name: "first variant without figures",
 			variants: []*irsv1.Variant{{}, {Figures: fig("b", "a")}, {Figures: fig("c", "a")}},
 			want:     []string{"b", "a", "c"}},
@@ -39,8 +41,9 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// TestNamesAfterFigures checks the names of a none/envoy comparison: the sidecar figures come after the none
-// variant's own.
+// TestNamesAfterFigures checks the names of a none/envoy comparison: every figure of both variants, the
+// sidecar and control-plane ones right after the client-side ones (before the workers' and hops'), whichever
+// variant comes first.
 func TestNamesAfterFigures(t *testing.T) {
 	c := &irsv1.Comparison{Phase: "steady", Variants: []*irsv1.Variant{
 		{Name: "none", Runs: []*irsv1.WorkflowResult{run(meshPhase(t, false))}},
@@ -48,17 +51,20 @@ func TestNamesAfterFigures(t *testing.T) {
 	}}
 	compare.Figures(c)
 	got := compare.Names(c)
-	noneNames := figureNames(c.GetVariants()[0])
-	if len(got) < len(noneNames) || !slices.Equal(got[:len(noneNames)], noneNames) {
-		t.Fatalf("Names = %q, want it to start with the none variant's %q", got, noneNames)
-	}
-	for _, n := range figureNames(c.GetVariants()[1]) {
-		if !slices.Contains(got, n) {
-			t.Errorf("Names lacks the envoy figure %q", n)
+	for _, v := range c.GetVariants() {
+		for _, n := range figureNames(v) {
+			if !slices.Contains(got, n) {
+				t.Errorf("Names lacks the %s figure %q", v.GetName(), n)
+			}
 		}
 	}
-	if want := len(noneNames) + 11; len(got) != want { // 4 per service with sidecars, 3 for the control plane
+	if want := len(figureNames(c.GetVariants()[0])) + 11; len(got) != want { // 4 per service with sidecars, 3 for the control plane
 		t.Errorf("Names has %d names, want %d", len(got), want)
+	}
+	firstSidecar := slices.IndexFunc(got, func(n string) bool { return strings.Contains(n, " sidecar") })
+	firstWorkers := slices.IndexFunc(got, func(n string) bool { return strings.HasSuffix(n, " workers CPU") })
+	if firstSidecar < 0 || firstWorkers < firstSidecar {
+		t.Errorf("Names = %q: want the sidecar figures before the workers'", got)
 	}
 }
 
