@@ -423,18 +423,29 @@ func TestWorkflowSecondInterruptForces(t *testing.T) {
 
 // TestWorkflowRunnerKilled: when the runner itself is SIGKILLed (no chance to clean up), the kernel ends its
 // workers (parent-death signal): no orphans.
+// With a mesh, the sidecars and the control plane go too.
 func TestWorkflowRunnerKilled(t *testing.T) {
-	run := startWorkflow(t, longWorkflow)
-	waitRunning(t, run)
-	pids := workersOf(run.dir)
-	if len(pids) != 3 {
-		t.Fatalf("%d worker processes, want 3", len(pids))
+	for _, tt := range []struct {
+		name  string
+		doc   string
+		procs int
+	}{
+		{"no mesh", longWorkflow, 3},
+		{"envoy", "mesh: {type: envoy, concurrency: 1}\n" + longWorkflow, 7}, // 3 workers, 3 sidecars, the control plane
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			run := startWorkflow(t, tt.doc)
+			waitRunning(t, run)
+			if n := len(workersOf(run.dir)); n != tt.procs {
+				t.Fatalf("%d processes of the run, want %d", n, tt.procs)
+			}
+			if err := run.cmd.Process.Kill(); err != nil { // the runner only, not its process group
+				t.Fatal(err)
+			}
+			run.exitCode(5 * time.Second)
+			assertNoWorkers(t, run.dir, 3*time.Second)
+		})
 	}
-	if err := run.cmd.Process.Kill(); err != nil { // the runner only, not its process group
-		t.Fatal(err)
-	}
-	run.exitCode(5 * time.Second)
-	assertNoWorkers(t, run.dir, 3*time.Second)
 }
 
 // TestWorkflowInvalid: an invalid workflow exits 2, naming each problem's line:column, and starts nothing.
