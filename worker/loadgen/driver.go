@@ -40,8 +40,9 @@ type Config struct {
 	Connections int
 	// LateAfter is how late a send may start before it is counted as late.
 	LateAfter time.Duration
-	// Coarse paces with Go's timers, which wake about a millisecond late and so send requests in bursts:
-	// cheaper in CPU, less faithful in arrival times (latency still counts from the intended send time).
+	// Coarse sends the requests due within each CoarseTick together at the tick's end (on Go's timers): a
+	// burst per tick is cheaper in CPU, less faithful in arrival times (latency still counts from the intended
+	// send time, so it shows the wait).
 	Coarse bool
 }
 
@@ -101,7 +102,14 @@ func (g *Generator) run(ctx context.Context) {
 		defer close(halt)
 		var deadline <-chan time.Time
 		if g.cfg.Duration > 0 {
-			t := time.NewTimer(g.cfg.Duration)
+			// Coarse pacing sends the last tick's requests at its end, which may be the end of the duration, on
+			// Go timers that may be late: give them a few ticks (they were due within the run, which still ends
+			// at Duration; sent late, they count as late).
+			var grace time.Duration
+			if g.cfg.Coarse {
+				grace = 10 * CoarseTick
+			}
+			t := time.NewTimer(g.cfg.Duration + grace)
 			defer t.Stop()
 			deadline = t.C
 		}
@@ -122,9 +130,9 @@ func (g *Generator) run(ctx context.Context) {
 		wg.Wait() // they return when the run halts
 	} else {
 		c := newClaims(g.cfg, start)
-		sleepers, err := newSleepers(g.cfg.Connections, g.cfg.Coarse)
+		sleepers, err := newSleepers(g.cfg.Connections, g.cfg.Coarse, start)
 		if err != nil {
-			sleepers, _ = newSleepers(g.cfg.Connections, true) // no timerfd here: Go's timers still work
+			sleepers, _ = newSleepers(g.cfg.Connections, true, start) // no timerfd here: Go's timers still work
 		}
 		defer closeSleepers(sleepers)
 		go func() {
@@ -261,12 +269,17 @@ func (g *Generator) closedLoop(ctx context.Context, halt <-chan struct{}) {
 		default:
 		}
 		g.rec.Due.Add(1)
-		g.sendOne(ctx, time.Now())
+		now := time.Now()
+		g.sendAt(ctx, now, now)
 	}
 }
 
 func (g *Generator) sendOne(ctx context.Context, intended time.Time) {
-	sent := time.Now()
+	g.sendAt(ctx, intended, time.Now())
+}
+
+// sendAt sends a request intended at intended whose send starts at sent.
+func (g *Generator) sendAt(ctx context.Context, intended, sent time.Time) {
 	if sent.Sub(intended) > g.cfg.LateAfter {
 		g.rec.Late.Add(1)
 	}

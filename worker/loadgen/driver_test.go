@@ -2,6 +2,9 @@ package loadgen
 
 import (
 	"context"
+	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -165,5 +168,57 @@ func TestResultsRecorded(t *testing.T) {
 	// Each took at least 2ms and reported 1ms of service time: every hop is at least ~1ms.
 	if hop.GetMinMs() < 0.9 {
 		t.Errorf("shortest hop %.3fms, want at least ~1ms", hop.GetMinMs())
+	}
+}
+
+// TestCoarsePacingSendsTicksAsBursts: coarse pacing sends each CoarseTick's requests together at its end (four
+// per tick at 4000/s), and still sends every request due in the run.
+func TestCoarsePacingSendsTicksAsBursts(t *testing.T) {
+	const rate, n = 4000, 2000
+	cfg := Config{Schedule: must(Constant(rate)), Duration: n * time.Second / rate, Connections: 8,
+		LateAfter: 5 * time.Millisecond, Coarse: true}
+	rec := runLoad(t, cfg, ok)
+	checkBooks(t, rec)
+	if sent := rec.Sent.Load(); sent != n {
+		t.Errorf("sent %d requests (unsent %d), want all %d due in the run", sent, rec.Unsent.Load(), n)
+	}
+
+	// Responses arriving between ticks make the runtime check its timers often; a goroutine that keeps yielding
+	// does the same here. Without the grid, the timers would then fire one by one, close to their due times.
+	times := make([]time.Time, 0, n+10)
+	var mu sync.Mutex
+	send := func(_ context.Context, sent time.Time) Result {
+		mu.Lock()
+		times = append(times, sent)
+		mu.Unlock()
+		return Result{Status: 200}
+	}
+	busy, stopBusy := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(busy)
+		for {
+			select {
+			case <-stopBusy:
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+	}()
+	runLoad(t, cfg, send)
+	close(stopBusy)
+	<-busy
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	near := 0
+	for i := 1; i < len(times); i++ {
+		if times[i].Sub(times[i-1]) < 100*time.Microsecond {
+			near++
+		}
+	}
+	// Evenly paced, consecutive sends would be 250 µs apart; in bursts of four, three gaps in four are ~0.
+	if frac := float64(near) / float64(len(times)-1); frac < 0.6 {
+		t.Errorf("%.0f%% of consecutive sends less than 100µs apart, want >= 60%% (bursts of 4 per tick)", 100*frac)
 	}
 }

@@ -17,11 +17,15 @@ type sleeper interface {
 	close()
 }
 
-func newSleepers(n int, coarse bool) ([]sleeper, error) {
+// CoarseTick is the grid coarse pacing sends on: every request due within one tick leaves at its end.
+const CoarseTick = time.Millisecond
+
+// newSleepers returns n sleepers; coarse ones wake on a CoarseTick grid that starts at start.
+func newSleepers(n int, coarse bool, start time.Time) ([]sleeper, error) {
 	out := make([]sleeper, 0, n)
 	for range n {
 		if coarse {
-			out = append(out, newCoarseSleeper())
+			out = append(out, newCoarseSleeper(start))
 			continue
 		}
 		s, err := newPreciseSleeper()
@@ -85,21 +89,32 @@ func (t *preciseSleeper) interrupt() { _ = t.f.SetReadDeadline(time.Unix(1, 0)) 
 
 func (t *preciseSleeper) close() { _ = t.f.Close() }
 
-// coarseSleeper sleeps on a Go timer.
+// coarseSleeper sleeps on a Go timer until the end of the grid tick that at falls in. Every sender whose
+// request is due in the same tick wakes at the same instant, so a tick's requests leave as one burst and the
+// target is woken once per tick rather than once per request. Without the grid, Go's timers (about a
+// millisecond late) still fire early whenever a response wakes the runtime, which breaks bursts into pieces.
 type coarseSleeper struct {
-	t    *time.Timer
-	halt chan struct{}
-	once chan struct{}
+	start time.Time
+	t     *time.Timer
+	halt  chan struct{}
+	once  chan struct{}
 }
 
-func newCoarseSleeper() *coarseSleeper {
+func newCoarseSleeper(start time.Time) *coarseSleeper {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &coarseSleeper{t: t, halt: make(chan struct{}), once: make(chan struct{}, 1)}
+	return &coarseSleeper{start: start, t: t, halt: make(chan struct{}), once: make(chan struct{}, 1)}
+}
+
+// tickEnd is the end of the grid tick that at falls in (at itself when it is on the grid).
+func (c *coarseSleeper) tickEnd(at time.Time) time.Time {
+	since := at.Sub(c.start)
+	ticks := (since + CoarseTick - 1) / CoarseTick
+	return c.start.Add(ticks * CoarseTick)
 }
 
 func (c *coarseSleeper) sleepUntil(at time.Time) bool {
-	c.t.Reset(time.Until(at))
+	c.t.Reset(time.Until(c.tickEnd(at)))
 	select {
 	case <-c.t.C:
 		return true

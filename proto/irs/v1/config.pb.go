@@ -430,9 +430,9 @@ type Load struct {
 	// A send that starts this much after its intended time is counted as late. Default "1ms".
 	LateAfter string `protobuf:"bytes,16,opt,name=late_after,json=lateAfter,proto3" json:"late_after,omitempty"`
 	// "precise" (default): each request is sent at its intended time, give or take tens of microseconds.
-	// "coarse": Go's timers pace the load; they wake about a millisecond late, so requests leave in bursts. That
-	// costs less CPU per request (the target is woken once per burst, not once per request) but is less faithful
-	// to the arrival process; latency still counts from the intended send time, so it shows the bursts.
+	// "coarse": the requests due within each millisecond leave together at its end, in one burst. That costs
+	// less CPU per request (the target is woken once per burst, not once per request) but is less faithful to the
+	// arrival process; latency still counts from the intended send time, so it includes the wait (< 1 ms).
 	Pacing        string `protobuf:"bytes,17,opt,name=pacing,proto3" json:"pacing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
