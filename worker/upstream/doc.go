@@ -1,4 +1,4 @@
-// Package upstream makes the calls a worker sends to the next hop: HTTP/1.1 (fasthttp, for a cheap hot path),
+// Package upstream makes the calls a worker sends to the next hop: HTTP/1.1 (a small client of its own, for a cheap hot path),
 // h2c (net/http) and gRPC (grpc-go), to a service's endpoints in round-robin, with per-try timeouts, app-level
 // retries, call probabilities, parallel groups, and propagation of x-request-id, W3C traceparent and the
 // x-irs-hops path header.
