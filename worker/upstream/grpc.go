@@ -75,6 +75,11 @@ func (c *grpcClient) do(ctx context.Context, deadline time.Time, r *Request, pro
 		out.Err = stats.ErrTimeout
 	case ctx.Err() != nil:
 		out.Err = Classify(ctx.Err())
+	case len(trailer) > 0:
+		// The peer answered with a status but did not name itself a worker: something on the way made it, such as
+		// Envoy's local reply (UNAVAILABLE, as trailers only) for a dead upstream. grpc-go's own failures (refused,
+		// reset, a deadline) come with no trailers at all.
+		out.Status = behavior.HTTPFromGRPC(uint32(st.Code()))
 	case st.Code() == codes.DeadlineExceeded:
 		out.Err = stats.ErrTimeout
 	case st.Code() == codes.Canceled:
