@@ -449,62 +449,69 @@ func (o *options) telemetryCost(ctx context.Context) error {
 		{"telemetry off", []string{"--prometheus=false"}},
 		{"Prometheus + DogStatsD", []string{"--dogstatsd", sink.LocalAddr().String(), "--dogstatsd-interval", "1s"}},
 	}
-	fmt.Println("## Worker throughput with telemetry off and on (wrk -t1 -c50, median of rounds)")
+	fmt.Println("## Worker throughput with telemetry off and on (wrk -t1 -c50, rounds interleaved, median of rounds)")
 	fmt.Println()
 	fmt.Println("| variant | req/s |")
 	fmt.Println("|---|---|")
+	// Rounds alternate between the variants, so that drift in the machine's speed does not favour one.
+	rounds := make([][]float64, len(variants))
+	for range o.rounds {
+		for i, v := range variants {
+			r, err := o.telemetryRound(v.args)
+			if err != nil {
+				return err
+			}
+			rounds[i] = append(rounds[i], r)
+		}
+	}
 	rps := make([]float64, len(variants))
 	for i, v := range variants {
-		addr, ctrl := freePort(), freePort()
-		p, err := start(serverCPU, []string{"GOMAXPROCS=1"}, append([]string{o.irs, "worker", "--name", "server",
-			"--listen", addr, "--control-listen", ctrl}, v.args...)...)
-		if err != nil {
-			return err
-		}
-		if err := waitPort(addr, 10*time.Second); err != nil {
-			p.stop()
-			return err
-		}
-		scrape := make(chan struct{})
-		go func() { // a Prometheus server scraping every second
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-scrape:
-					return
-				case <-t.C:
-					if resp, err := http.Get("http://" + ctrl + "/metrics"); err == nil {
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					}
-				}
-			}
-		}()
-		var rounds []float64
-		for range o.rounds {
-			out, err := run(loadCPU, nil, "wrk", "-t1", "-c50", "-d"+seconds(o.duration), "http://"+addr+"/")
-			if err != nil {
-				close(scrape)
-				p.stop()
-				return fmt.Errorf("wrk: %w\n%s", err, out)
-			}
-			m := wrkRPS.FindStringSubmatch(out)
-			if m == nil {
-				close(scrape)
-				p.stop()
-				return fmt.Errorf("wrk output: %s", out)
-			}
-			r, _ := strconv.ParseFloat(m[1], 64)
-			rounds = append(rounds, r)
-		}
-		close(scrape)
-		p.stop()
-		slices.Sort(rounds)
-		rps[i] = rounds[len(rounds)/2]
+		slices.Sort(rounds[i])
+		rps[i] = rounds[i][len(rounds[i])/2]
 		fmt.Printf("| %s | %.0f |\n", v.name, rps[i])
 	}
 	r := rps[1] / rps[0]
 	fmt.Printf("\nTarget: throughput with telemetry on >= 90%% of off: %.1f%% %s\n\n", 100*r, verdict(r >= 0.9))
 	return nil
+}
+
+// telemetryRound starts a worker with args, scraped by a Prometheus-like client every second, and returns the
+// requests per second wrk gets from it.
+func (o *options) telemetryRound(args []string) (float64, error) {
+	addr, ctrl := freePort(), freePort()
+	p, err := start(serverCPU, []string{"GOMAXPROCS=1"}, append([]string{o.irs, "worker", "--name", "server",
+		"--listen", addr, "--control-listen", ctrl}, args...)...)
+	if err != nil {
+		return 0, err
+	}
+	defer p.stop()
+	if err := waitPort(addr, 10*time.Second); err != nil {
+		return 0, err
+	}
+	scrape := make(chan struct{})
+	defer close(scrape)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-scrape:
+				return
+			case <-t.C:
+				if resp, err := http.Get("http://" + ctrl + "/metrics"); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}
+	}()
+	out, err := run(loadCPU, nil, "wrk", "-t1", "-c50", "-d"+seconds(o.duration), "http://"+addr+"/")
+	if err != nil {
+		return 0, fmt.Errorf("wrk: %w\n%s", err, out)
+	}
+	m := wrkRPS.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("wrk output: %s", out)
+	}
+	return strconv.ParseFloat(m[1], 64)
 }
