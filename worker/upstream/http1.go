@@ -20,7 +20,7 @@ import (
 // appended into the connection's buffer and written in one call, the response is parsed only for what IRS
 // reads (status, framing, x-irs-worker, server-timing), a connection's deadline is re-armed only when the
 // armed one would fire too late, and nothing allocates per request. fasthttp's general-purpose client, used
-// before, cost a closed-loop load generator about 30 % more CPU per request than this (make bench).
+// before, cost a closed-loop load generator about 20 % more CPU per request than this (make bench).
 type http1Client struct {
 	addr      string
 	keepAlive bool
