@@ -95,6 +95,19 @@ func (g *Generator) run(ctx context.Context) {
 	run := g.rec.Started(start)
 	defer g.rec.SetTargetRate(0)
 
+	// Open loop: a sleeper per connection, coarse when asked or when this kernel has no timerfd (Go's timers
+	// still work).
+	var sleepers []sleeper
+	coarse := g.cfg.Coarse
+	if !g.cfg.Closed {
+		var err error
+		if sleepers, err = newSleepers(g.cfg.Connections, coarse, start); err != nil {
+			coarse = true
+			sleepers, _ = newSleepers(g.cfg.Connections, true, start)
+		}
+		defer closeSleepers(sleepers)
+	}
+
 	// halt is closed when the run must end: Stop, the duration, or ctx; g.haltAt says when.
 	halt := make(chan struct{})
 	finished := make(chan struct{})
@@ -106,7 +119,7 @@ func (g *Generator) run(ctx context.Context) {
 			// Go timers that may be late: give them a few ticks (they were due within the run, which still ends
 			// at Duration; sent late, they count as late).
 			var grace time.Duration
-			if g.cfg.Coarse {
+			if coarse {
 				grace = 10 * CoarseTick
 			}
 			t := time.NewTimer(g.cfg.Duration + grace)
@@ -130,11 +143,6 @@ func (g *Generator) run(ctx context.Context) {
 		wg.Wait() // they return when the run halts
 	} else {
 		c := newClaims(g.cfg, start)
-		sleepers, err := newSleepers(g.cfg.Connections, g.cfg.Coarse, start)
-		if err != nil {
-			sleepers, _ = newSleepers(g.cfg.Connections, true, start) // no timerfd here: Go's timers still work
-		}
-		defer closeSleepers(sleepers)
 		go func() {
 			<-halt
 			for _, s := range sleepers {

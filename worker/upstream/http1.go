@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -69,8 +70,8 @@ func (c *http1Client) do(ctx context.Context, deadline time.Time, r *Request, pr
 	// at once; the call itself ends by its deadline and releases what it holds.
 	done := make(chan Response, 1)
 	if prop != nil { // the caller's propagation buffers may be reused once it has given up
-		prop = &Propagation{RequestID: clone(prop.RequestID), TraceID: clone(prop.TraceID),
-			SpanID: clone(prop.SpanID), Sampled: prop.Sampled, Hops: clone(prop.Hops)}
+		prop = &Propagation{RequestID: bytes.Clone(prop.RequestID), TraceID: bytes.Clone(prop.TraceID),
+			SpanID: bytes.Clone(prop.SpanID), Sampled: prop.Sampled, Hops: bytes.Clone(prop.Hops)}
 	}
 	go func() { done <- c.call(deadline, r, prop) }()
 	select {
@@ -80,8 +81,6 @@ func (c *http1Client) do(ctx context.Context, deadline time.Time, r *Request, pr
 		return Response{Err: Classify(ctx.Err())}
 	}
 }
-
-func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // call makes one request, bounded by deadline.
 func (c *http1Client) call(deadline time.Time, r *Request, prop *Propagation) Response {
@@ -208,9 +207,10 @@ func (c *http1Client) roundTrip(hc *h1conn, now, deadline time.Time, r *Request,
 	if err := hc.arm(now, deadline); err != nil {
 		return Response{Err: Classify(err)}, false
 	}
-	hc.wb = c.appendRequest(hc.wb[:0], r, prop)
+	body := Body(r.BodySize)
+	hc.wb = c.appendRequest(hc.wb[:0], r, len(body), prop)
 	var err error
-	if body := Body(r.BodySize); len(body) <= 4096 {
+	if len(body) <= 4096 {
 		hc.wb = append(hc.wb, body...)
 		_, err = hc.c.Write(hc.wb)
 	} else {
@@ -220,7 +220,7 @@ func (c *http1Client) roundTrip(hc *h1conn, now, deadline time.Time, r *Request,
 	if err != nil {
 		return Response{Err: classifyHTTP1(err, deadline)}, false
 	}
-	resp, reusable, _, err = readResponse(hc.br)
+	resp, reusable, err = readResponse(hc.br)
 	if err != nil {
 		return Response{Err: classifyHTTP1(err, deadline)}, false
 	}
@@ -231,10 +231,11 @@ func (c *http1Client) roundTrip(hc *h1conn, now, deadline time.Time, r *Request,
 // costs a runtime timer update per call, so an armed deadline within a small slack after the wanted one is
 // kept. The slack is 1/64 of the time left (at least a millisecond): 150 ms on the default 10 s timeout.
 func (hc *h1conn) arm(now, deadline time.Time) error {
-	if !hc.armed.Before(deadline) && hc.armed.Sub(deadline) <= slack(deadline.Sub(now)) {
+	slack := max(deadline.Sub(now)/64, time.Millisecond)
+	if !hc.armed.Before(deadline) && hc.armed.Sub(deadline) <= slack {
 		return nil
 	}
-	target := deadline.Add(slack(deadline.Sub(now)) / 2)
+	target := deadline.Add(slack / 2)
 	if err := hc.c.SetDeadline(target); err != nil {
 		return err
 	}
@@ -242,15 +243,13 @@ func (hc *h1conn) arm(now, deadline time.Time) error {
 	return nil
 }
 
-func slack(left time.Duration) time.Duration { return max(left/64, time.Millisecond) }
-
-// appendRequest appends the request line and headers.
-func (c *http1Client) appendRequest(b []byte, r *Request, prop *Propagation) []byte {
+// appendRequest appends the request line and headers, for a body of bodySize bytes.
+func (c *http1Client) appendRequest(b []byte, r *Request, bodySize int, prop *Propagation) []byte {
 	path := r.Path
 	if path == "" {
 		path = "/"
 	}
-	if r.BodySize > 0 {
+	if bodySize > 0 {
 		b = append(b, "POST "...)
 	} else {
 		b = append(b, "GET "...)
@@ -259,9 +258,9 @@ func (c *http1Client) appendRequest(b []byte, r *Request, prop *Propagation) []b
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, r.Service...)
 	b = append(b, "\r\n"...)
-	if r.BodySize > 0 {
+	if bodySize > 0 {
 		b = append(b, "Content-Length: "...)
-		b = strconv.AppendInt(b, int64(len(Body(r.BodySize))), 10)
+		b = strconv.AppendInt(b, int64(bodySize), 10)
 		b = append(b, "\r\n"...)
 	}
 	if !c.keepAlive {

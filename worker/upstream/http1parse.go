@@ -10,13 +10,13 @@ import (
 
 // readResponse reads one HTTP/1.1 response from br and discards its body. It keeps only what IRS needs: the
 // status, whether an IRS worker made it (x-irs-worker), and the service time it reported (server-timing).
-// reusable says whether the connection may carry another request; started whether any byte arrived.
-func readResponse(br *bufio.Reader) (resp Response, reusable, started bool, err error) {
+// reusable says whether the connection may carry another request. A connection that ends before a response
+// starts reads io.EOF itself; one that ends inside a response, a wrapped io.ErrUnexpectedEOF or errMalformed.
+func readResponse(br *bufio.Reader) (resp Response, reusable bool, err error) {
 	for {
-		h, headStarted, err := readHead(br)
-		started = started || headStarted
+		h, err := readHead(br)
 		if err != nil {
-			return Response{}, false, started, err
+			return Response{}, false, err
 		}
 		if h.status >= 100 && h.status < 200 && h.status != 101 {
 			continue // an informational response precedes the real one
@@ -24,10 +24,10 @@ func readResponse(br *bufio.Reader) (resp Response, reusable, started bool, err 
 		resp = Response{Status: h.status, FromWorker: h.fromWorker, ServerTime: h.serverTime, HasServerTime: h.hasServerTime}
 		untilClose, err := discardBody(br, h)
 		if err != nil {
-			return Response{}, false, true, err
+			return Response{}, false, err
 		}
 		// After 101 Switching Protocols the connection no longer speaks HTTP/1.1.
-		return resp, !h.close && !untilClose && h.status != 101, true, nil
+		return resp, !h.close && !untilClose && h.status != 101, nil
 	}
 }
 
@@ -42,23 +42,23 @@ type responseHead struct {
 	length        int64 // Content-Length, -1 when absent
 }
 
-func readHead(br *bufio.Reader) (h responseHead, started bool, err error) {
+func readHead(br *bufio.Reader) (h responseHead, err error) {
 	line, err := br.ReadSlice('\n')
 	if err != nil {
 		if len(line) > 0 {
-			return h, true, fmt.Errorf("%w: status line: %w", errMalformed, err)
+			return h, fmt.Errorf("%w: status line: %w", errMalformed, err)
 		}
-		return h, false, err
+		return h, err
 	}
 	// "HTTP/1.1 200 OK"; the reason phrase may be missing.
 	line = trimEOL(line)
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' ||
 		(len(line) > 12 && line[12] != ' ') {
-		return h, true, fmt.Errorf("%w: status line %q", errMalformed, line)
+		return h, fmt.Errorf("%w: status line %q", errMalformed, line)
 	}
 	for _, d := range line[9:12] {
 		if d < '0' || d > '9' {
-			return h, true, fmt.Errorf("%w: status line %q", errMalformed, line)
+			return h, fmt.Errorf("%w: status line %q", errMalformed, line)
 		}
 		h.status = h.status*10 + int(d-'0')
 	}
@@ -67,22 +67,22 @@ func readHead(br *bufio.Reader) (h responseHead, started bool, err error) {
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
-			return h, true, fmt.Errorf("%w: headers: %w", errMalformed, err)
+			return h, fmt.Errorf("%w: headers: %w", errMalformed, err)
 		}
 		line = trimEOL(line)
 		if len(line) == 0 {
-			return h, true, nil
+			return h, nil
 		}
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 {
-			return h, true, fmt.Errorf("%w: header line %q", errMalformed, line)
+			return h, fmt.Errorf("%w: header line %q", errMalformed, line)
 		}
 		name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
 		switch {
 		case equalFold(name, "content-length"):
 			n, ok := parseLength(value)
 			if !ok || (h.length >= 0 && h.length != n) {
-				return h, true, fmt.Errorf("%w: content-length %q", errMalformed, value)
+				return h, fmt.Errorf("%w: content-length %q", errMalformed, value)
 			}
 			h.length = n
 		case equalFold(name, "transfer-encoding"):
