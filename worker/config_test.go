@@ -101,6 +101,8 @@ func TestCompileInvalid(t *testing.T) {
 		{name: "unknown mode", doc: "load: {target: a, mode: half-open, rate: 1}", want: []string{"load.mode"}},
 		{name: "unknown arrivals", doc: "load: {target: a, arrivals: bursty, rate: 1}", want: []string{"load.arrivals"}},
 		{name: "negative rate", doc: "load: {target: a, rate: -5}", want: []string{"load.rate"}},
+		{name: "rate no generator can pace", doc: "load: {target: a, rate: 1e12}", want: []string{"load.rate"}},
+		{name: "spike peak no generator can pace", doc: "load: {target: a, spike: {base: 1, peak: 2e6, rise: 1s}}", want: []string{"load.spike.peak"}},
 		{
 			name: "negative ramp rates",
 			doc:  "load: {target: a, ramp: {from: -1, to: -2, over: 1s}}",

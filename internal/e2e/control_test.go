@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,5 +275,53 @@ func TestLoadOverREST(t *testing.T) {
 	ended, sent := all.GetOutcomes().GetRequests(), all.GetSent()
 	if all.GetRunning() || all.GetDue() != sent+all.GetUnsent() || ended < sent || ended > sent+16 {
 		t.Errorf("after DELETE: running %v, due %d, sent %d, unsent %d, ended %d", all.GetRunning(), all.GetDue(), sent, all.GetUnsent(), ended)
+	}
+}
+
+// TestLoadBeyondPacingStops: a rate no generator can pace is refused with the field named; the highest
+// accepted rate, far beyond what this machine sends, shows its backlog in every snapshot (due as of the
+// snapshot = sent + unsent), and stops at once: over REST, and on SIGTERM.
+func TestLoadBeyondPacingStops(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0")
+	gen := startWorker(t, "--name", "loadgen")
+	body := `{"target": "server", "endpoints": ["` + server.ready.Data + `"], "connections": 2, "rate": 1e12}`
+	if code, b := gen.rest("POST", "/v1/load", "", body); code != 400 || !bytes.Contains(b, []byte("load.rate")) {
+		t.Fatalf("POST /v1/load at 1e12/s = %d %s, want 400 naming load.rate", code, b)
+	}
+	if code, b := gen.rest("POST", "/v1/load", "", strings.Replace(body, "1e12", "1e6", 1)); code != 200 {
+		t.Fatalf("POST /v1/load at 1e6/s = %d %s", code, b)
+	}
+	time.Sleep(time.Second)
+	s := gen.stats().GetLoad()[0]
+	if s.GetDue() < 500_000 || s.GetDue() != s.GetSent()+s.GetUnsent() || s.GetUnsent() < s.GetDue()/2 {
+		t.Errorf("1s into 1e6/s: due %d, sent %d, unsent %d; want due ~1e6 = sent + unsent, mostly unsent",
+			s.GetDue(), s.GetSent(), s.GetUnsent())
+	}
+	if code, b := gen.rest("DELETE", "/v1/load", "", ""); code != 200 {
+		t.Fatalf("DELETE /v1/load = %d %s", code, b)
+	}
+	var stopped *irsv1.LoadStats
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if l := gen.stats().GetLoad()[0]; !l.GetRunning() {
+			stopped = l
+			break
+		}
+	}
+	if stopped == nil {
+		t.Fatal("the load still runs 5s after DELETE /v1/load")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if after := gen.stats().GetLoad()[0]; after.GetDue() != stopped.GetDue() || after.GetUnsent() != stopped.GetUnsent() {
+		t.Errorf("after the stop, due went from %d to %d", stopped.GetDue(), after.GetDue())
+	}
+
+	// Once more, ended by SIGTERM instead.
+	if code, b := gen.rest("POST", "/v1/load", "", strings.Replace(body, "1e12", "1e6", 1)); code != 200 {
+		t.Fatalf("POST /v1/load at 1e6/s = %d %s", code, b)
+	}
+	time.Sleep(500 * time.Millisecond)
+	gen.signal(syscall.SIGTERM)
+	if code := gen.exitCode(10 * time.Second); code != 0 {
+		t.Errorf("worker exited %d after SIGTERM under a backlog", code)
 	}
 }

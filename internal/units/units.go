@@ -44,10 +44,19 @@ func ParsePercent(s string) (float64, error) {
 	return v / 100, nil
 }
 
+// MaxRate is the highest arrival rate one load generator accepts, in requests per second: ten times what one
+// worker sends on a core (about 100k/s), so that no machine is refused a rate it could pace, and a typo such as
+// 1e12 is refused rather than turned into a backlog that grows by millions a second.
+const MaxRate = 1e6
+
 // CheckRate checks a request rate in requests per second.
 func CheckRate(v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 		return fmt.Errorf("invalid rate %v (want requests per second >= 0)", v)
+	}
+	if v > MaxRate {
+		return fmt.Errorf("rate %g is more than one load generator can pace (at most %g requests per second): "+
+			"spread the load over replicas", v, MaxRate)
 	}
 	return nil
 }

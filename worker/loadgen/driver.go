@@ -68,6 +68,9 @@ type Generator struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
+	// begun is closed once the run's start time is set.
+	begun   chan struct{}
+	startAt time.Time
 	// haltAt is when the run was told to end; written before the run's halt channel closes.
 	haltAt time.Time
 }
@@ -75,7 +78,8 @@ type Generator struct {
 // Start begins generating in the background. ctx bounds the requests themselves: cancelling it aborts
 // requests in flight, whereas Stop lets them finish.
 func Start(ctx context.Context, cfg Config, send SendFunc, rec *stats.Load) *Generator {
-	g := &Generator{cfg: cfg, send: send, rec: rec, stop: make(chan struct{}), done: make(chan struct{})}
+	g := &Generator{cfg: cfg, send: send, rec: rec, stop: make(chan struct{}), done: make(chan struct{}),
+		begun: make(chan struct{})}
 	go g.run(ctx)
 	return g
 }
@@ -86,13 +90,28 @@ func (g *Generator) Stop() {
 	<-g.done
 }
 
+// started returns when the run started (waiting for it to).
+func (g *Generator) started() time.Time {
+	<-g.begun
+	return g.startAt
+}
+
 // Done is closed when the run has ended and every request in flight has finished.
 func (g *Generator) Done() <-chan struct{} { return g.done }
 
 func (g *Generator) run(ctx context.Context) {
 	defer close(g.done)
 	start := time.Now()
-	run := g.rec.Started(start)
+	g.startAt = start
+	close(g.begun)
+	var c *claims
+	var run *stats.LoadRun
+	if g.cfg.Closed {
+		run = g.rec.Started(start, nil)
+	} else {
+		c = newClaims(g.cfg, start)
+		run = g.rec.Started(start, c.dueBy)
+	}
 	defer g.rec.SetTargetRate(0)
 
 	// Open loop: a sleeper per connection, coarse when asked or when this kernel has no timerfd (Go's timers
@@ -133,6 +152,9 @@ func (g *Generator) run(ctx context.Context) {
 		case <-finished:
 		}
 		g.haltAt = time.Now()
+		if c != nil {
+			c.halt(g.haltAt)
+		}
 	}()
 
 	var wg sync.WaitGroup
@@ -142,30 +164,22 @@ func (g *Generator) run(ctx context.Context) {
 		}
 		wg.Wait() // they return when the run halts
 	} else {
-		c := newClaims(g.cfg, start)
 		go func() {
 			<-halt
 			for _, s := range sleepers {
 				s.interrupt()
 			}
 		}()
-		for _, s := range sleepers {
-			wg.Go(func() { g.openLoop(ctx, c, s, halt) })
-		}
-		// Senders return when the schedule is over or the run halts; count what was due and never started.
-		sendersDone := make(chan struct{})
-		go func() { wg.Wait(); close(sendersDone) }()
-		select {
-		case <-sendersDone:
-		case <-halt:
-			<-sendersDone
-			c.countUnsent(g.rec, g.endOfSending(start, g.haltAt))
+		for i, s := range sleepers {
+			wg.Go(func() { g.openLoop(ctx, c, i, s, halt) })
 		}
 	}
+	wg.Wait() // senders return when the schedule is over or the run halts
 	close(finished)
 	<-halt
-	wg.Wait()
-	// The run ended when sending ended; requests that were in flight completed afterwards and count towards it.
+	// The run ended when sending ended: what was due by then and never started is unsent (run.Stopped settles
+	// the count, in constant time whatever the backlog); requests in flight completed afterwards and count
+	// towards the run.
 	run.Stopped(g.endOfSending(start, g.haltAt))
 }
 
@@ -183,7 +197,9 @@ func (g *Generator) endOfSending(start, haltAt time.Time) time.Time {
 	return end
 }
 
-// claims hands out the schedule's requests, in order, to the senders.
+// claims hands out the schedule's requests, in order, to the senders, and knows at any moment how many were
+// due: those handed out whose time has come, and those no sender has claimed yet (a backlog, when every
+// sender is busy), counted by the pacer in constant time.
 type claims struct {
 	mu       sync.Mutex
 	pacer    Pacer
@@ -191,6 +207,12 @@ type claims struct {
 	duration time.Duration
 	sched    Schedule
 	over     bool
+	handed   int64
+	// held is, per sender, the due time of the last request handed to it. A sender claims again only once its
+	// request's time has passed, so the requests handed out and not yet due are exactly the held ones after t.
+	held []time.Duration
+	// stopAt is when the run halted (from the start; 0 while running): nothing is due after it.
+	stopAt time.Duration
 }
 
 func newClaims(cfg Config, start time.Time) *claims {
@@ -198,11 +220,16 @@ func newClaims(cfg Config, start time.Time) *claims {
 	if cfg.Poisson {
 		pacer = NewPoissonPacer(cfg.Schedule, cfg.Seed)
 	}
-	return &claims{pacer: pacer, start: start, duration: cfg.Duration, sched: cfg.Schedule}
+	held := make([]time.Duration, cfg.Connections)
+	for i := range held {
+		held[i] = -1
+	}
+	return &claims{pacer: pacer, start: start, duration: cfg.Duration, sched: cfg.Schedule, held: held}
 }
 
-// next claims the next request: its due time from the start of the run, or false when the schedule is over.
-func (c *claims) next() (time.Duration, bool) {
+// next claims the next request for sender i: its due time from the start of the run, or false when the
+// schedule is over.
+func (c *claims) next(i int) (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.over {
@@ -213,58 +240,68 @@ func (c *claims) next() (time.Duration, bool) {
 		c.over = true
 		return 0, false
 	}
+	c.handed++
+	c.held[i] = at
 	return at, true
 }
 
-// countUnsent counts, after every sender has returned, the requests due before end that nobody claimed.
-func (c *claims) countUnsent(rec *stats.Load, end time.Time) {
-	limit := end.Sub(c.start)
-	for {
-		at, ok := c.next()
-		if !ok || at >= limit {
-			return
-		}
-		rec.Due.Add(1)
-		rec.Unsent.Add(1)
+// halt records that the run halted at t.
+func (c *claims) halt(t time.Time) {
+	c.mu.Lock()
+	c.stopAt = max(t.Sub(c.start), 1)
+	c.mu.Unlock()
+}
+
+// dueBy returns how many requests were due before t (bounded by the run's duration and halt), in
+// O(connections).
+func (c *claims) dueBy(t time.Time) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := t.Sub(c.start)
+	if c.duration > 0 {
+		at = min(at, c.duration)
 	}
+	if c.stopAt > 0 {
+		at = min(at, c.stopAt)
+	}
+	n := c.handed
+	for _, h := range c.held {
+		if h >= at {
+			n--
+		}
+	}
+	if !c.over {
+		n += c.pacer.Pending(at)
+	}
+	return n
 }
 
 // openLoop is one connection's sender: it claims the next request of the schedule, sleeps until it is due and
 // sends it. A request that is already due when claimed became due while every connection was busy: it is
 // counted as blocked, and its latency counts from when it was due.
-func (g *Generator) openLoop(ctx context.Context, c *claims, s sleeper, halt <-chan struct{}) {
+// A request abandoned by a halted sender is not sent: if it was due before sending ended, the claims count it
+// as due, and so as unsent.
+func (g *Generator) openLoop(ctx context.Context, c *claims, i int, s sleeper, halt <-chan struct{}) {
 	for {
-		at, ok := c.next()
+		at, ok := c.next(i)
 		if !ok {
 			return
 		}
 		intended := c.start.Add(at)
 		blocked := !time.Now().Before(intended)
 		if !blocked && !s.sleepUntil(intended) {
-			g.abandon(c.start, intended)
 			return
 		}
 		select {
 		case <-halt:
-			g.abandon(c.start, intended)
 			return
 		default:
 		}
 		g.rec.SetTargetRate(c.sched.Rate(at))
-		g.rec.Due.Add(1)
 		if blocked {
 			g.rec.Blocked.Add(1)
 		}
 		g.sendOne(ctx, intended)
-	}
-}
-
-// abandon counts a claimed request that a halted sender will not send: as due and unsent if it was due before
-// sending ended. (haltAt is set before halt closes.)
-func (g *Generator) abandon(start, intended time.Time) {
-	if intended.Before(g.endOfSending(start, g.haltAt)) {
-		g.rec.Due.Add(1)
-		g.rec.Unsent.Add(1)
 	}
 }
 
@@ -276,7 +313,7 @@ func (g *Generator) closedLoop(ctx context.Context, halt <-chan struct{}) {
 			return
 		default:
 		}
-		g.rec.Due.Add(1)
+		g.rec.AddDue(1)
 		now := time.Now()
 		g.sendAt(ctx, now, now)
 	}

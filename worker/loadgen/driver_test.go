@@ -12,7 +12,7 @@ import (
 	"github.com/irs-sim/irs/worker/stats"
 )
 
-// runLoad runs a generator to completion and returns its snapshot.
+// runLoad runs a generator to completion and returns its series.
 func runLoad(t *testing.T, cfg Config, send SendFunc) *stats.Load {
 	t.Helper()
 	reg := stats.NewRegistry("t", 1)
@@ -29,20 +29,32 @@ func runLoad(t *testing.T, cfg Config, send SendFunc) *stats.Load {
 
 func ok(context.Context, time.Time) Result { return Result{Status: 200} }
 
-// checkBooks asserts the accounting identities: due = sent + unsent, and every sent request ended.
+// books returns what a snapshot of rec says was due, sent and unsent, and checks that due = sent + unsent.
+func books(t *testing.T, reg *stats.Registry) (due, sent, unsent int64) {
+	t.Helper()
+	ls := reg.Snapshot().GetLoad()[0]
+	due, sent, unsent = ls.GetDue(), ls.GetSent(), ls.GetUnsent()
+	if due != sent+unsent || unsent < 0 {
+		t.Errorf("due %d != sent %d + unsent %d", due, sent, unsent)
+	}
+	return due, sent, unsent
+}
+
+// checkBooks asserts the accounting identities of a finished run: due = sent + unsent, nothing sent that was
+// not due.
 func checkBooks(t *testing.T, rec *stats.Load) {
 	t.Helper()
-	due, sent, unsent := rec.Due.Load(), rec.Sent.Load(), rec.Unsent.Load()
-	if due != sent+unsent {
-		t.Errorf("due %d != sent %d + unsent %d", due, sent, unsent)
+	due, sent := rec.Due(time.Now()), rec.Sent.Load()
+	if sent > due {
+		t.Errorf("sent %d > due %d", sent, due)
 	}
 }
 
 func TestOpenLoopRate(t *testing.T) {
 	rec := runLoad(t, Config{Schedule: must(Constant(2000)), Duration: time.Second, Connections: 8, LateAfter: 5 * time.Millisecond}, ok)
 	checkBooks(t, rec)
-	if sent := rec.Sent.Load(); sent != 2000 {
-		t.Errorf("sent %d requests in 1s at 2000/s, want exactly 2000", sent)
+	if sent, due := rec.Sent.Load(), rec.Due(time.Now()); sent != 2000 || due != 2000 {
+		t.Errorf("sent %d of %d due in 1s at 2000/s, want exactly 2000 of 2000", sent, due)
 	}
 	if late := rec.Late.Load(); late > 40 {
 		t.Errorf("%d of 2000 sends were more than 5ms late", late)
@@ -108,7 +120,7 @@ func TestStopCountsUnsent(t *testing.T) {
 	if p := peak.Load(); p > 2 {
 		t.Errorf("%d requests were in flight at once on 2 connections", p)
 	}
-	if u := rec.Unsent.Load(); u < 300 {
+	if u := rec.Due(time.Now()) - rec.Sent.Load(); u < 300 {
 		t.Errorf("unsent = %d, want most of the ~500 due in 500ms on 2 slow connections", u)
 	}
 	snap := reg.Snapshot().Load[0]
@@ -180,7 +192,7 @@ func TestCoarsePacingSendsTicksAsBursts(t *testing.T) {
 	rec := runLoad(t, cfg, ok)
 	checkBooks(t, rec)
 	if sent := rec.Sent.Load(); sent != n {
-		t.Errorf("sent %d requests (unsent %d), want all %d due in the run", sent, rec.Unsent.Load(), n)
+		t.Errorf("sent %d requests (due %d), want all %d due in the run", sent, rec.Due(time.Now()), n)
 	}
 
 	// Responses arriving between ticks make the runtime check its timers often; a goroutine that keeps yielding
@@ -220,5 +232,71 @@ func TestCoarsePacingSendsTicksAsBursts(t *testing.T) {
 	// Evenly paced, consecutive sends would be 250 µs apart; in bursts of four, three gaps in four are ~0.
 	if frac := float64(near) / float64(len(times)-1); frac < 0.6 {
 		t.Errorf("%.0f%% of consecutive sends less than 100µs apart, want >= 60%% (bursts of 4 per tick)", 100*frac)
+	}
+}
+
+// slow is a send that takes d (a target that cannot keep up).
+func slow(d time.Duration) SendFunc {
+	return func(context.Context, time.Time) Result {
+		time.Sleep(d)
+		return Result{Status: 200}
+	}
+}
+
+// TestSnapshotCountsTheBacklog: a snapshot taken while the generator is behind counts every request due by
+// the snapshot's time, the ones not yet sent as unsent, so that a saturated generator shows as it happens.
+func TestSnapshotCountsTheBacklog(t *testing.T) {
+	for _, poisson := range []bool{false, true} {
+		reg := stats.NewRegistry("t", 1)
+		g := Start(context.Background(), Config{Schedule: must(Constant(1000)), Poisson: poisson, Seed: 7,
+			Connections: 2, LateAfter: time.Millisecond}, slow(100*time.Millisecond), reg.Load("target"))
+		time.Sleep(300 * time.Millisecond)
+		before := time.Since(g.started())
+		due, sent, unsent := books(t, reg)
+		after := time.Since(g.started())
+		g.Stop()
+		// Uniform: exactly the arrivals before the snapshot; Poisson: their expected number (sd ≈ 17 at 300).
+		lo, hi := int64(before.Seconds()*1000)-1, int64(after.Seconds()*1000)+1
+		if poisson {
+			lo, hi = lo-90, hi+90
+		}
+		if due < lo || due > hi {
+			t.Errorf("poisson %v: due %d in a snapshot %v..%v after the start at 1000/s, want %d..%d", poisson, due, before, after, lo, hi)
+		}
+		if sent > 10 || unsent < due-10 {
+			t.Errorf("poisson %v: sent %d, unsent %d of %d due; want at most ~6 sent on 2 connections of 100ms", poisson, sent, unsent, due)
+		}
+	}
+}
+
+// TestStopIsPromptAtAnyRate: a generator asked for far more than it can send stops at once, its backlog
+// counted in constant time, and its snapshots count what was due up to their own time.
+func TestStopIsPromptAtAnyRate(t *testing.T) {
+	reg := stats.NewRegistry("t", 1)
+	rec := reg.Load("target")
+	g := Start(context.Background(), Config{Schedule: must(Constant(1e12)), Connections: 2, LateAfter: time.Millisecond},
+		slow(time.Millisecond), rec)
+	time.Sleep(200 * time.Millisecond)
+	due, _, _ := books(t, reg)
+	if due < 1e11 {
+		t.Errorf("due %d in a snapshot 200ms into a run at 1e12/s, want > 1e11", due)
+	}
+	stopped := make(chan struct{})
+	go func() { g.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not return within 10s")
+	}
+	final, sent, _ := books(t, reg)
+	time.Sleep(50 * time.Millisecond)
+	if again, _, _ := books(t, reg); again != final {
+		t.Errorf("due went on from %d to %d after Stop", final, again)
+	}
+	if final < due || sent > 500 {
+		t.Errorf("due %d (was %d before Stop), sent %d", final, due, sent)
+	}
+	if reg.Snapshot().GetLoad()[0].GetRunning() {
+		t.Error("still running after Stop")
 	}
 }

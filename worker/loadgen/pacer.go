@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -9,6 +10,9 @@ import (
 type Pacer interface {
 	// Next returns the due time of the next request, or false when no request will ever be due.
 	Next() (time.Duration, bool)
+	// Pending returns how many requests after those Next returned are due before t, in constant time: a load
+	// generator that falls behind accounts its backlog with it, whatever the rate.
+	Pending(t time.Duration) int64
 }
 
 // UniformPacer spaces requests evenly in the schedule's count: the n-th (from 0) is due when Count reaches
@@ -28,6 +32,11 @@ func (p *UniformPacer) Next() (time.Duration, bool) {
 	return t, ok
 }
 
+// Pending implements Pacer: exactly the arrivals whose count mark n + 1/2 lies before t.
+func (p *UniformPacer) Pending(t time.Duration) int64 {
+	return max(0, int64(math.Floor(p.s.Count(t)+0.5))-int64(p.n))
+}
+
 // PoissonPacer draws Poisson arrivals with the schedule's (possibly changing) rate, from a seeded source.
 type PoissonPacer struct {
 	s Schedule
@@ -44,4 +53,10 @@ func NewPoissonPacer(s Schedule, seed uint64) *PoissonPacer {
 func (p *PoissonPacer) Next() (time.Duration, bool) {
 	p.u += p.r.ExpFloat64()
 	return p.s.TimeOf(p.u)
+}
+
+// Pending implements Pacer: the expected number (a unit-rate Poisson process has Count(t) - u arrivals in
+// (u, Count(t)] on average), which is within a few square roots of the backlog of a generator far behind.
+func (p *PoissonPacer) Pending(t time.Duration) int64 {
+	return int64(math.Round(max(0, p.s.Count(t)-p.u)))
 }

@@ -36,13 +36,19 @@ type Load struct {
 	Outcomes Outcomes
 	// Latency is measured from the intended send time, Uncorrected from the actual one; Hop is Uncorrected minus
 	// the target's reported service time.
-	Latency, Uncorrected, Hop        *Histogram
-	Due, Sent, Late, Blocked, Unsent atomic.Int64
-	targetRate                       atomic.Uint64 // float64 bits
+	Latency, Uncorrected, Hop *Histogram
+	// Sent, Late and Blocked count sends; what was due (and so unsent: due - sent) is counted by Due.
+	Sent, Late, Blocked atomic.Int64
+	targetRate          atomic.Uint64 // float64 bits
 
-	mu   sync.Mutex
-	runs []*LoadRun // the most recent runs (a replaced run may overlap its successor)
+	mu sync.Mutex
+	// settled is what was due in runs that ended, and in closed loops (where a request is due when it is sent).
+	settled int64
+	runs    []*LoadRun // the most recent runs (a replaced run may overlap its successor)
 }
+
+// DueFunc returns how many of a run's requests were due before t.
+type DueFunc func(t time.Time) int64
 
 // maxRuns bounds the runs a Load remembers for computing rates.
 const maxRuns = 64
@@ -51,28 +57,62 @@ const maxRuns = 64
 type LoadRun struct {
 	l        *Load
 	from, to time.Time // to is zero while running
+	due      DueFunc   // nil for a closed loop, and once the run's due count is settled
 }
 
 // SetTargetRate records the rate the schedule currently asks for.
 func (l *Load) SetTargetRate(rps float64) { l.targetRate.Store(math.Float64bits(rps)) }
 
-// Started records that a run began at t.
-func (l *Load) Started(t time.Time) *LoadRun {
-	r := &LoadRun{l: l, from: t}
+// Started records that a run began at t; due, for an open loop, says how many of its requests were due at any
+// moment (a snapshot counts what is due as of its own time, a backlog included).
+func (l *Load) Started(t time.Time, due DueFunc) *LoadRun {
+	r := &LoadRun{l: l, from: t, due: due}
 	l.mu.Lock()
 	l.runs = append(l.runs, r)
 	if len(l.runs) > maxRuns {
+		// A run still being counted is never forgotten (there are at most two: one replaced, one starting).
+		for _, old := range l.runs[:len(l.runs)-maxRuns] {
+			if old.due != nil {
+				l.settled += old.due(maxTime(old.to, old.from))
+				old.due = nil
+			}
+		}
 		l.runs = append(l.runs[:0], l.runs[len(l.runs)-maxRuns:]...)
 	}
 	l.mu.Unlock()
 	return r
 }
 
-// Stopped records that the run stopped sending at t (its last requests may still complete).
+// Stopped records that the run stopped sending at t (its last requests may still complete), and settles what
+// was due in it.
 func (r *LoadRun) Stopped(t time.Time) {
 	r.l.mu.Lock()
 	r.to = t
+	if r.due != nil {
+		r.l.settled += r.due(t)
+		r.due = nil
+	}
 	r.l.mu.Unlock()
+}
+
+// AddDue counts n requests due (a closed loop's, due when sent).
+func (l *Load) AddDue(n int64) {
+	l.mu.Lock()
+	l.settled += n
+	l.mu.Unlock()
+}
+
+// Due returns how many requests were due before now: the settled ones, and those of the runs in progress.
+func (l *Load) Due(now time.Time) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.settled
+	for _, r := range l.runs {
+		if r.due != nil {
+			n += r.due(now)
+		}
+	}
+	return n
 }
 
 // activity returns how long any run was sending within [from, to] (overlapping runs count once) and whether
@@ -216,8 +256,8 @@ type upstreamCounts struct {
 }
 
 type loadCounts struct {
-	outcomes                         outcomeCounts
-	due, sent, late, blocked, unsent int64
+	outcomes                 outcomeCounts
+	due, sent, late, blocked int64
 }
 
 // histograms calls fn for every histogram of every series.
@@ -248,8 +288,8 @@ func (r *Registry) drain() {
 	})
 }
 
-// read copies every counter. Callers hold r.mu.
-func (r *Registry) read() *counters {
+// read copies every counter, what was due as of now. Callers hold r.mu.
+func (r *Registry) read(now time.Time) *counters {
 	c := &counters{
 		routes:    make([]outcomeCounts, len(r.routes)),
 		upstreams: make([]upstreamCounts, len(r.upstreams)),
@@ -265,7 +305,9 @@ func (r *Registry) read() *counters {
 	for i, s := range r.loads {
 		l := &c.loads[i]
 		s.Outcomes.read(&l.outcomes)
-		l.due, l.sent, l.late, l.blocked, l.unsent = s.Due.Load(), s.Sent.Load(), s.Late.Load(), s.Blocked.Load(), s.Unsent.Load()
+		// Sent before due: a request is sent only after it is due, so sent <= due.
+		l.sent, l.late, l.blocked = s.Sent.Load(), s.Late.Load(), s.Blocked.Load()
+		l.due = max(s.Due(now), l.sent)
 	}
 	return c
 }
@@ -319,7 +361,9 @@ func (r *Registry) build(cur, prev *counters, hist func(*Histogram) *hdrhistogra
 			Target: s.Target, Outcomes: c.outcomes.since(po),
 			Latency: summary(s.Latency), Uncorrected: summary(s.Uncorrected), Hop: summary(s.Hop),
 			Due: c.due - p.due, Sent: c.sent - p.sent, Late: c.late - p.late, Blocked: c.blocked - p.blocked,
-			Unsent:     c.unsent - p.unsent,
+			// Due and not sent as of the end of the window: a backlog that later sends reduce (a window may
+			// then count fewer than 0), and once the load stopped, what was never sent.
+			Unsent:     (c.due - c.sent) - (p.due - p.sent),
 			TargetRate: math.Float64frombits(s.targetRate.Load()),
 		}
 		// Rate over the time the generator was sending, so that a window reaching past either end of a run does
@@ -339,7 +383,8 @@ func (r *Registry) Snapshot() *irsv1.StatsSnapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drain()
-	return r.build(r.read(), nil, func(h *Histogram) *hdrhistogram.PackedHistogram { return h.total }, r.started, r.now())
+	now := r.now()
+	return r.build(r.read(now), nil, func(h *Histogram) *hdrhistogram.PackedHistogram { return h.total }, r.started, now)
 }
 
 // Totals calls fn with every series and its cumulative histograms, under the registry's lock (for exporters).
@@ -387,7 +432,8 @@ func (r *Registry) NewWindow() *Window {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drain() // what was recorded before the window opened goes elsewhere
-	w := &Window{r: r, start: r.now(), prev: r.read(), acc: map[*Histogram]*hdrhistogram.PackedHistogram{}}
+	now := r.now()
+	w := &Window{r: r, start: now, prev: r.read(now), acc: map[*Histogram]*hdrhistogram.PackedHistogram{}}
 	r.windows[w] = struct{}{}
 	return w
 }
@@ -408,7 +454,8 @@ func (w *Window) Snapshot(advance bool) *irsv1.StatsSnapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.drain()
-	cur, now := r.read(), r.now()
+	now := r.now()
+	cur := r.read(now)
 	out := r.build(cur, w.prev, func(h *Histogram) *hdrhistogram.PackedHistogram { return w.acc[h] }, w.start, now)
 	if advance {
 		w.prev, w.start = cur, now

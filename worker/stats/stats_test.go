@@ -260,7 +260,7 @@ func TestRegistryWindows(t *testing.T) {
 	load.Latency.Record(time.Millisecond)
 	load.Uncorrected.Record(time.Millisecond)
 	for _, c := range []int64{5, 4, 1, 2, 1} {
-		load.Due.Add(c)
+		load.AddDue(c)
 	}
 	load.Sent.Add(4)
 	load.SetTargetRate(12.5)
@@ -286,7 +286,7 @@ func TestRegistryWindows(t *testing.T) {
 		t.Errorf("upstream = %v", us)
 	}
 	if ls.Target != "api" || ls.Outcomes.Requests != 1 || ls.Latency.Count != 1 || ls.Uncorrected.Count != 1 ||
-		ls.Due != 13 || ls.Sent != 4 || ls.TargetRate != 12.5 {
+		ls.Due != 13 || ls.Sent != 4 || ls.Unsent != 9 || ls.TargetRate != 12.5 {
 		t.Errorf("load = %v", ls)
 	}
 
@@ -349,7 +349,7 @@ func TestLoadAchievedRate(t *testing.T) {
 			r, clock := newTestRegistry(tt.windowStart)
 			l := r.Load("api")
 			if !tt.start.IsZero() {
-				run := l.Started(tt.start)
+				run := l.Started(tt.start, nil)
 				if !tt.stop.IsZero() {
 					run.Stopped(tt.stop)
 				}
@@ -370,8 +370,8 @@ func TestLoadRestartedRun(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r, clock := newTestRegistry(t0)
 	l := r.Load("api")
-	l.Started(t0).Stopped(t0.Add(10 * time.Second))
-	l.Started(t0.Add(20 * time.Second))
+	l.Started(t0, nil).Stopped(t0.Add(10 * time.Second))
+	l.Started(t0.Add(20*time.Second), nil)
 	clock.now = t0.Add(30 * time.Second)
 	for range 50 {
 		l.Outcomes.Status(200)
@@ -391,7 +391,7 @@ func TestLoadAchievedRateTwoRuns(t *testing.T) {
 	r, clock := newTestRegistry(t0)
 	l := r.Load("api")
 	for _, run := range [][2]time.Duration{{0, 10 * time.Second}, {20 * time.Second, 30 * time.Second}} {
-		lr := l.Started(t0.Add(run[0]))
+		lr := l.Started(t0.Add(run[0]), nil)
 		for range 100 {
 			l.Outcomes.Status(200)
 		}

@@ -123,6 +123,7 @@ func TestDogStatsDIntervals(t *testing.T) {
 	for range 5 {
 		load.Outcomes.Status(200)
 	}
+	load.AddDue(5)
 	load.Sent.Add(5)
 	load.Late.Add(1)
 	load.Blocked.Add(2)
@@ -181,7 +182,7 @@ func TestDogStatsDIntervals(t *testing.T) {
 	http1.Latency.Record(time.Millisecond)
 	grpcRoute.Outcomes.Status(404)
 	grpcRoute.Latency.Record(2 * time.Millisecond)
-	load.Unsent.Add(2)
+	load.AddDue(2) // due, not sent: unsent
 	phaseFour := []phaseCount{
 		{"irs.server.requests", []string{"route:http1", "status:200"}, 7},
 		{"irs.server.requests", []string{"route:grpc", "status:404"}, 1},
@@ -249,8 +250,8 @@ func testShutdownFlushes(t *testing.T, interval time.Duration) {
 	up.Latency.Record(5 * time.Millisecond)
 	up.Hop.Record(300 * time.Microsecond)
 	load.Outcomes.Status(200)
-	load.Sent.Add(1)
-	load.Unsent.Add(4)
+	load.AddDue(5)
+	load.Sent.Add(1) // 4 unsent
 	load.SetTargetRate(20)
 	load.Latency.Record(12 * time.Millisecond)
 	load.Uncorrected.Record(10 * time.Millisecond)

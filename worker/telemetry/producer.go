@@ -64,11 +64,14 @@ func (p *producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 			b.outcomes("irs.load.requests", "Generated requests that ended, by status or error kind.", t.Counts(&l.Outcomes), tg)
 			b.histogram("irs.load.duration", "Latency of generated requests from their intended send time.", t.Histogram(l.Latency), tg)
 			b.histogram("irs.load.uncorrected.duration", "Latency of generated requests from their actual send time.", t.Histogram(l.Uncorrected), tg)
-			b.sum("irs.load.due", "Requests whose due time passed.", "{request}", l.Due.Load(), tg)
-			b.sum("irs.load.sent", "Requests that started.", "{request}", l.Sent.Load(), tg)
+			sent := l.Sent.Load() // before due: sent <= due
+			due := max(l.Due(now), sent)
+			b.sum("irs.load.due", "Requests whose due time passed.", "{request}", due, tg)
+			b.sum("irs.load.sent", "Requests that started.", "{request}", sent, tg)
 			b.sum("irs.load.late", "Sends that started late.", "{request}", l.Late.Load(), tg)
 			b.sum("irs.load.blocked", "Requests due while every connection was busy.", "{request}", l.Blocked.Load(), tg)
-			b.sum("irs.load.unsent", "Requests due but never started when the load stopped.", "{request}", l.Unsent.Load(), tg)
+			b.gauge("irs.load.unsent", "Requests due and not started: a backlog while the load runs, never sent once it stopped.",
+				"{request}", float64(due-sent), tg)
 			b.gauge("irs.load.target_rate", "Arrival rate the schedule asks for now.", "{request}/s", l.TargetRate(), tg)
 		}
 		ms = b.metrics
