@@ -24,7 +24,9 @@ const (
 	ExitAssertionFailed = 3
 	// ExitInvalidEnvironment: the machine lacks what the command needs (Envoy, for a mesh).
 	ExitInvalidEnvironment = 4
-	ExitInterrupted        = 130
+	// ExitInvalidRun: the run ended, but its measurement cannot be trusted (a load generator fell behind).
+	ExitInvalidRun  = 5
+	ExitInterrupted = 130
 )
 
 // Env is the process state the CLI may touch. Tests build one with buffers.

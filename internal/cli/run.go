@@ -56,9 +56,10 @@ With --mesh none,envoy (and/or --sidecars both,server-only, --repeat N) the work
 repetition, interleaved, and ends with one side-by-side table of what each variant cost and delivered: client
 latency percentiles, 5xx, sidecar and control-plane CPU and memory; <run-dir>/comparison.json holds every run.
 
-Exit codes: 0 every assertion held; 3 an assertion failed; 2 the workflow is invalid; 4 the machine lacks what
-the workflow needs (Envoy); 1 the run failed (e.g. workers could not start); 130 interrupted (Ctrl-C; a second
-Ctrl-C stops the workers at once).`,
+Exit codes: 0 every assertion held; 3 an assertion failed; 5 the run is invalid: a load generator fell behind
+its schedule, so latency is the generator's (more connections or replicas needed); 2 the workflow is invalid;
+4 the machine lacks what the workflow needs (Envoy); 1 the run failed (e.g. workers could not start); 130
+interrupted (Ctrl-C; a second Ctrl-C stops the workers at once).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runWorkflow(cmd.Context(), args[0], opts) },
 	}
@@ -291,6 +292,8 @@ func runError(name string, res *irsv1.WorkflowResult, err error) error {
 		return withExitCode(errors.New("interrupted"), ExitInterrupted)
 	case err != nil:
 		return withExitCode(fmt.Errorf("run %s: %w", name, err), ExitError)
+	case res.GetStatus() == engine.StatusInvalid:
+		return withExitCode(errors.New("invalid run: a load generator fell behind its schedule (see above)"), ExitInvalidRun)
 	case res.GetStatus() == engine.StatusFailed:
 		return withExitCode(errors.New("an assertion failed"), ExitAssertionFailed)
 	}
@@ -340,7 +343,9 @@ rounds:
 				break rounds
 			case err != nil && runErr == nil:
 				runErr = err
-			case err == nil && res.GetStatus() == engine.StatusFailed && runErr == nil:
+			case err == nil && res.GetStatus() == engine.StatusInvalid && runErr == nil:
+				cmp.Status = engine.StatusInvalid
+			case err == nil && res.GetStatus() == engine.StatusFailed && runErr == nil && cmp.GetStatus() != engine.StatusInvalid:
 				cmp.Status = engine.StatusFailed
 			}
 		}
@@ -359,8 +364,8 @@ rounds:
 	}
 	report.Comparison(r.app.env.Stdout, cmp, out)
 	var last *irsv1.WorkflowResult
-	if cmp.GetStatus() == engine.StatusFailed {
-		last = &irsv1.WorkflowResult{Status: engine.StatusFailed}
+	if st := cmp.GetStatus(); st == engine.StatusFailed || st == engine.StatusInvalid {
+		last = &irsv1.WorkflowResult{Status: st}
 	}
 	return runError(r.wf.GetName(), last, runErr)
 }

@@ -393,6 +393,72 @@ func TestWorkflowInterrupt(t *testing.T) {
 	}
 }
 
+// interruptedWorkflow kills every server as its second phase starts, and keeps them dead.
+const interruptedWorkflow = `
+name: interrupted
+platform: {restart_delay: 60s, discovery_delay: 30s}
+services:
+  - name: server
+    replicas: 2
+    worker:
+      serve: {delay: 2ms}
+  - name: client
+    worker:
+      load: {target: server, rate: 100}
+phases:
+  - {name: steady, duration: 3s}
+  - name: outage
+    duration: 30s
+    actions: [{kill: {service: server, percent: 100%}}]
+  - {name: after, duration: 30s}
+`
+
+// TestWorkflowInterruptSummary: the partial result of a run interrupted right after every server was killed
+// describes what happened up to the interrupt: the phase it fell in ends there, the phases after it are not
+// listed, rates are over the time run, and the interval of the kills counts (every request then failed).
+func TestWorkflowInterruptSummary(t *testing.T) {
+	run := startWorkflow(t, interruptedWorkflow)
+	waitRunning(t, run)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(workersOf(run.dir)) > 1 { // the client alone: both servers killed
+		if time.Now().After(deadline) {
+			t.Fatalf("the servers were not killed; stderr:\n%s", run.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(400 * time.Millisecond)
+	run.signal(syscall.SIGINT)
+	if code := run.exitCode(15 * time.Second); code != 130 {
+		t.Fatalf("exit %d after SIGINT, want 130; stderr:\n%s", code, run.stderr)
+	}
+	res := readResult(t, run.result)
+	interrupts := events(res, "interrupt", "")
+	if len(interrupts) != 1 {
+		t.Fatalf("%d interrupt events, want 1", len(interrupts))
+	}
+	at := interrupts[0].GetT()
+	var names []string
+	for _, p := range res.GetPhases() {
+		names = append(names, p.GetName())
+	}
+	if strings.Join(names, ",") != "steady,outage" {
+		t.Errorf("phases %v, want steady and outage (after never ran)", names)
+	}
+	outage := phaseResult(t, res, "outage")
+	if math.Abs(outage.GetEnd()-at) > 1e-9 || math.Abs(res.GetTotal().GetEnd()-at) > 1e-9 {
+		t.Errorf("outage ends at %v, the total at %v; want both at the interrupt, %v", outage.GetEnd(), res.GetTotal().GetEnd(), at)
+	}
+	if p := point(res.GetTotal().GetServices(), "client", "", "load"); p == nil || p.GetRps() < 80 || p.GetRps() > 120 {
+		t.Errorf("client load over the run: %v, want about 100 req/s", p)
+	}
+	if p := point(outage.GetServices(), "client", "", "load"); p == nil || p.GetRequests() < 20 || p.GetFailureRate() < 0.9 {
+		t.Errorf("client load in the outage: %v, want the ~40 requests sent after the kills, nearly all failed", p)
+	}
+	if !strings.Contains(run.stdout.String(), "INTERRUPTED after") {
+		t.Errorf("the summary does not say when the run was interrupted:\n%s", run.stdout)
+	}
+}
+
 // TestWorkflowSecondInterruptForces: the first Ctrl-C stops the workers gracefully, waiting up to a grace
 // period for each to exit; a second one kills them at once. A frozen worker (SIGSTOP) cannot exit gracefully.
 func TestWorkflowSecondInterruptForces(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/irs-sim/irs/internal/units"
@@ -32,7 +33,14 @@ func (e *engine) execute(ctx context.Context) bool {
 			next = min(next, steps[si].At)
 		}
 		if !sleepCtx(ctx, time.Until(t0.Add(next))) {
-			e.event(time.Now(), "interrupt", "", "", "the run was interrupted")
+			now := time.Now()
+			e.mu.Lock()
+			e.end = min(max(now.Sub(t0), 0), e.o.Timeline.Total)
+			e.mu.Unlock()
+			if pi > 0 {
+				e.event(now, "phase_end", "", "", phases[pi-1].Name)
+			}
+			e.event(now, "interrupt", "", "", "the run was interrupted")
 			return false
 		}
 		switch {
@@ -68,6 +76,24 @@ func (e *engine) startLoads(ctx context.Context) {
 		}
 		e.event(time.Now(), "load", s.GetName(), "", workflows.DescribeLoad(l))
 	}
+}
+
+// stopLoads stops every load at once (an interrupted run), without the run's context, which has ended.
+func (e *engine) stopLoads() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range e.o.Workflow.GetServices() {
+		if e.loads[s.GetName()] == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := e.o.Backend.SetLoad(ctx, s.GetName(), nil); err != nil {
+				e.logger.Warn("stop load", "service", s.GetName(), "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // tagPhase tells every service the phase (the tag its DogStatsD metrics carry). It does not hold up the

@@ -36,6 +36,9 @@ type acc struct {
 	latency            *hdrhistogram.Histogram
 	hop                *hdrhistogram.Histogram
 	targetRate         float64
+	// A load generator's books, and how far behind its schedule it was (at worst).
+	due, sent, unsent, blocked, late int64
+	lagMs                            float64
 	// Resource samples, one per tick: CPU and memory summed over the service's replicas, and its busiest and
 	// largest replica's.
 	cpu, cpuMax, rss, rssMax []float64
@@ -103,6 +106,8 @@ func (a *acc) merge(b *acc) {
 	if b.targetRate != 0 {
 		a.targetRate = b.targetRate
 	}
+	a.due, a.sent, a.unsent, a.blocked, a.late = a.due+b.due, a.sent+b.sent, a.unsent+b.unsent, a.blocked+b.blocked, a.late+b.late
+	a.lagMs = max(a.lagMs, b.lagMs)
 	a.replicas = max(a.replicas, b.replicas)
 	a.sidecars = max(a.sidecars, b.sidecars)
 }
@@ -119,6 +124,9 @@ func (a *acc) addUsage(b *acc) {
 func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 	p := &irsv1.Point{Service: k.service, Callee: k.callee, Kind: k.kind, Requests: a.requests, Failures: a.failures,
 		TargetRate: a.targetRate, Replicas: int32(a.replicas)}
+	if k.kind == kindLoad {
+		p.Due, p.Sent, p.Unsent, p.Blocked, p.Late, p.LagMs = a.due, a.sent, a.unsent, a.blocked, a.late, a.lagMs
+	}
 	if len(a.statuses) > 0 {
 		p.Statuses = a.statuses
 	}
@@ -183,7 +191,7 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 		}
 	}
 	for _, l := range s.GetLoad() {
-		if l.GetOutcomes().GetRequests() == 0 && !l.GetRunning() && l.GetSent() == 0 {
+		if l.GetOutcomes().GetRequests() == 0 && !l.GetRunning() && l.GetSent() == 0 && l.GetUnsent() == 0 {
 			continue
 		}
 		for _, k := range []key{{service: service, kind: kindLoad}, {service: service, callee: l.GetTarget(), kind: kindEdge}} {
@@ -195,6 +203,10 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 			}
 			if l.GetRunning() {
 				a.targetRate += l.GetTargetRate()
+			}
+			if k.kind == kindLoad {
+				a.due, a.sent, a.unsent = a.due+l.GetDue(), a.sent+l.GetSent(), a.unsent+l.GetUnsent()
+				a.blocked, a.late = a.blocked+l.GetBlocked(), a.late+l.GetLate()
 			}
 		}
 	}

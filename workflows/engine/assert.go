@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/irs-sim/irs/internal/units"
@@ -43,14 +44,13 @@ var errNoRequests = errors.New("no requests were measured in this scope")
 // measure returns the metric's value in its unit (ratio, count, req/s, seconds, millicores, MB).
 func (e *engine) measure(k key, a *irsv1.Assertion, m workflows.Metric) (float64, error) {
 	accs := e.totalAccs
-	seconds := e.o.Timeline.Total.Seconds()
+	start, end, ran := e.span(a.GetPhase())
+	if !ran {
+		return 0, fmt.Errorf("phase %s did not run (the run ended at %.1fs)", a.GetPhase(), e.end.Seconds())
+	}
+	seconds := (end - start).Seconds()
 	if a.GetPhase() != "" {
 		accs = e.phaseAccs[a.GetPhase()]
-		for _, p := range e.o.Timeline.Phases {
-			if p.Name == a.GetPhase() {
-				seconds = (p.End - p.Start).Seconds()
-			}
-		}
 	}
 	if m == workflows.MetricRecoveryTime {
 		return e.recovery(k, a)
@@ -105,12 +105,8 @@ func (e *engine) recovery(k key, a *irsv1.Assertion) (float64, error) {
 	if a.GetRecoveredBelow() != "" {
 		bound, _ = units.ParsePercent(a.GetRecoveredBelow())
 	}
-	start, end := 0.0, e.o.Timeline.Total.Seconds()
-	for _, p := range e.o.Timeline.Phases {
-		if p.Name == a.GetPhase() {
-			start, end = p.Start.Seconds(), p.End.Seconds()
-		}
-	}
+	startD, endD, _ := e.span(a.GetPhase())
+	start, end := startD.Seconds(), endD.Seconds()
 	var kills []float64
 	for _, ev := range e.res.Events {
 		if ev.GetKind() == "kill" && ev.GetReplica() != "" && ev.GetT() >= start && ev.GetT() < end {

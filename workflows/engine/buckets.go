@@ -17,7 +17,7 @@ func (e *engine) consumeSamples(col *collector) {
 		mid := start.Add(end.Sub(start) / 2).Sub(e.t0)
 		k := int(mid/e.interval) + 1 // intervals are [start, end)
 		switch {
-		case mid < 0 || time.Duration(k-1)*e.interval >= e.o.Timeline.Total:
+		case mid < 0 || time.Duration(k-1)*e.interval >= e.end:
 		case k <= e.closed:
 			// Late (a stalled worker): its interval's tick is out, but its phase and the run still count it.
 			late := map[key]*acc{}
@@ -51,7 +51,7 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 		}
 		usage := e.sampleUsage(time.Now())
 		e.mu.Lock()
-		if time.Duration(k-1)*e.interval < e.o.Timeline.Total {
+		if time.Duration(k-1)*e.interval < e.end {
 			b, ok := e.buckets[k]
 			if !ok {
 				b = map[key]*acc{}
@@ -105,12 +105,33 @@ func (e *engine) closeBuckets(k int) {
 		end := time.Duration(i) * e.interval
 		phase := e.o.Timeline.PhaseAt(end - e.interval/2)
 		tick := &irsv1.Tick{T: end.Seconds(), Phase: phase}
+		e.trackBacklog(b)
+		// The interval an interrupt fell in counts up to the interrupt.
+		secs := min(end, e.end) - (end - e.interval)
 		for _, k := range sortedKeys(b) {
-			place(k, b[k].point(k, e.interval.Seconds(), false), &tick.Services, &tick.Edges, &tick.ControlPlane)
+			place(k, b[k].point(k, secs.Seconds(), false), &tick.Services, &tick.Edges, &tick.ControlPlane)
 		}
 		e.addToAggregates(phase, b)
 		e.res.Series = append(e.res.Series, tick)
 		e.lastTick = tick
+	}
+}
+
+// trackBacklog keeps each load generator's backlog (requests due and not sent) from an interval's windows, and
+// sets how far behind its schedule that puts it. Callers hold e.mu.
+func (e *engine) trackBacklog(b map[key]*acc) {
+	for k, a := range b {
+		if k.kind != kindLoad {
+			continue
+		}
+		level := e.backlog[k.service] + a.unsent
+		if a.targetRate <= 0 {
+			level = 0 // no generator runs: what it left is unsent for good, not a backlog
+		}
+		e.backlog[k.service] = max(level, 0)
+		if a.targetRate > 0 {
+			a.lagMs = float64(max(level, 0)) / a.targetRate * 1000
+		}
 	}
 }
 

@@ -20,9 +20,12 @@ const ResultSchema = "irs.workflow.result/v1"
 
 // Result statuses.
 const (
-	StatusRunning     = "running"
-	StatusPassed      = "passed"
-	StatusFailed      = "failed"
+	StatusRunning = "running"
+	StatusPassed  = "passed"
+	StatusFailed  = "failed"
+	// StatusInvalid: the run ended, but a load generator fell behind its schedule (see the result's saturation):
+	// its latency is the generator's, not the system's.
+	StatusInvalid     = "invalid"
 	StatusInterrupted = "interrupted"
 	StatusError       = "error"
 )
@@ -68,6 +71,9 @@ type engine struct {
 	phase      string                       // the phase running
 	kills      int
 	lastTick   *irsv1.Tick
+	backlog    map[string]int64 // load service → requests due and not sent, at the last interval's end
+	// end is when the timeline ended: its planned end, or when the run was interrupted.
+	end time.Duration
 }
 
 // Run runs the workflow and returns its result. The error is ErrInterrupted when ctx ended first, or what made
@@ -104,11 +110,14 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 	ticks.Go(func() { e.tickLoop(ticking) })
 
 	interrupted := !e.execute(ctx)
+	if interrupted {
+		// What happened up to the interrupt is the run: nothing is sent after it, and the interval it fell in
+		// is collected like the others.
+		e.stopLoads()
+	}
 	// Let the last interval's windows arrive, then close the books: streams first, every window filed, then the
 	// last intervals closed.
-	if !interrupted {
-		sleepCtx(ctx, e.interval+e.interval/2+200*time.Millisecond)
-	}
+	time.Sleep(e.interval + e.interval/2 + 200*time.Millisecond)
 	stopRun()
 	col.stop()
 	close(col.out)
@@ -142,6 +151,7 @@ func newEngine(o Options) *engine {
 		rng:     newKillRand(o.Workflow.GetSeed()),
 		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{}, totalAccs: map[key]*acc{},
 		primary: map[string]string{}, procs: map[int]*procHistory{}, loads: map[string]*irsv1.Load{},
+		backlog: map[string]int64{}, end: o.Timeline.Total,
 	}
 	for name, l := range o.Timeline.InitialLoads {
 		e.loads[name] = l
@@ -219,7 +229,7 @@ func (e *engine) event(at time.Time, kind, service, replica, detail string) {
 	switch {
 	case kind == "phase_end":
 		phase = detail // at the boundary, the phase that ends
-	case t >= 0 && t < e.o.Timeline.Total.Seconds(): // before and after the timeline: no phase
+	case t >= 0 && t < e.end.Seconds(): // before and after the timeline: no phase
 		phase = e.o.Timeline.PhaseAt(time.Duration(t * float64(time.Second)))
 	}
 	e.res.Events = append(e.res.Events, &irsv1.RunEvent{T: t, Kind: kind, Service: service, Replica: replica,
@@ -246,7 +256,8 @@ func (e *engine) fail(err error) {
 	e.save()
 }
 
-// finish computes the phases, the total and the assertions, and saves the result.
+// finish computes the phases that ran (up to the interrupt, if there was one), the total, the saturated load
+// generators and the assertions, and saves the result.
 func (e *engine) finish(status string) {
 	e.mu.Lock()
 	if e.res.Status != StatusError {
@@ -254,17 +265,25 @@ func (e *engine) finish(status string) {
 	}
 	e.res.EndedAt = timestamppb.Now()
 	e.res.Phases = nil
+	e.res.Saturation = nil
 	for _, span := range e.o.Timeline.Phases {
-		pr := &irsv1.PhaseResult{Name: span.Name, Start: span.Start.Seconds(), End: span.End.Seconds()}
-		secs := (span.End - span.Start).Seconds()
+		start, end, ran := e.span(span.Name)
+		if !ran {
+			continue
+		}
+		pr := &irsv1.PhaseResult{Name: span.Name, Start: start.Seconds(), End: end.Seconds()}
 		for _, k := range sortedKeys(e.phaseAccs[span.Name]) {
-			place(k, e.phaseAccs[span.Name][k].point(k, secs, true), &pr.Services, &pr.Edges, &pr.ControlPlane)
+			a := e.phaseAccs[span.Name][k]
+			place(k, a.point(k, (end-start).Seconds(), true), &pr.Services, &pr.Edges, &pr.ControlPlane)
+			if sat := saturation(k, a, span.Name); sat != nil {
+				e.res.Saturation = append(e.res.Saturation, sat)
+			}
 		}
 		e.res.Phases = append(e.res.Phases, pr)
 	}
-	total := &irsv1.PhaseResult{Name: "total", End: e.o.Timeline.Total.Seconds()}
+	total := &irsv1.PhaseResult{Name: "total", End: e.end.Seconds()}
 	for _, k := range sortedKeys(e.totalAccs) {
-		place(k, e.totalAccs[k].point(k, e.o.Timeline.Total.Seconds(), true), &total.Services, &total.Edges, &total.ControlPlane)
+		place(k, e.totalAccs[k].point(k, e.end.Seconds(), true), &total.Services, &total.Edges, &total.ControlPlane)
 	}
 	e.res.Total = total
 	if e.res.Status != StatusError {
@@ -275,10 +294,27 @@ func (e *engine) finish(status string) {
 					e.res.Status = StatusFailed
 				}
 			}
+			// A generator that fell behind measured itself: the verdict cannot stand, whatever it is.
+			if len(e.res.Saturation) > 0 {
+				e.res.Status = StatusInvalid
+			}
 		}
 	}
 	e.mu.Unlock()
 	e.save()
+}
+
+// span returns when a phase (or, for "", the whole timeline) started and ended, up to the end of the run, and
+// whether it ran at all. Callers hold e.mu.
+func (e *engine) span(phase string) (start, end time.Duration, ran bool) {
+	start, end = 0, e.o.Timeline.Total
+	for _, p := range e.o.Timeline.Phases {
+		if p.Name == phase {
+			start, end = p.Start, p.End
+		}
+	}
+	end = min(end, e.end)
+	return start, end, start < end || (start == end && e.end == e.o.Timeline.Total)
 }
 
 // save writes the result file atomically (a reader never sees half a file).

@@ -152,6 +152,9 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 	if res.GetError() != "" {
 		fmt.Fprintf(w, " (%s)", res.GetError())
 	}
+	if t := res.GetTotal(); res.GetStatus() == "interrupted" && t != nil {
+		fmt.Fprintf(w, " after %.1fs", t.GetEnd())
+	}
 	fmt.Fprintf(w, "  seed %d, time scale %g", res.GetSeed(), res.GetTimeScale())
 	if res.GetStartup() > 0 {
 		fmt.Fprintf(w, ", services up in %.2fs", res.GetStartup())
@@ -198,6 +201,13 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 		fmt.Fprintf(w, "; result: %s", resultPath)
 	}
 	fmt.Fprintln(w)
+	if len(res.GetSaturation()) > 0 {
+		fmt.Fprintln(w, "\nINVALID: load generators fell behind their schedule; their latency is theirs, not the system's:")
+		for _, s := range res.GetSaturation() {
+			fmt.Fprintf(w, "  %s in %s: %.0f ms behind at worst, %d of %d due requests unsent, %d blocked, %d late: %s\n",
+				s.GetService(), s.GetPhase(), s.GetLagMs(), s.GetUnsent(), s.GetDue(), s.GetBlocked(), s.GetLate(), s.GetDetail())
+		}
+	}
 	if len(res.GetAssertions()) == 0 {
 		return
 	}

@@ -29,7 +29,8 @@ type WorkflowResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "irs.workflow.result/v1".
 	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
-	// running, passed (every assertion held), failed (one did not), interrupted, error.
+	// running, passed (every assertion held), failed (one did not), invalid (a load generator fell behind its
+	// schedule: see saturation), interrupted, error.
 	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
 	// What went wrong, for status error.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
@@ -51,7 +52,10 @@ type WorkflowResult struct {
 	Total *PhaseResult `protobuf:"bytes,14,opt,name=total,proto3" json:"total,omitempty"`
 	// Seconds from started_at to the first phase: starting every replica, waiting until each is ready and giving
 	// every caller its endpoints.
-	Startup       float64 `protobuf:"fixed64,15,opt,name=startup,proto3" json:"startup,omitempty"`
+	Startup float64 `protobuf:"fixed64,15,opt,name=startup,proto3" json:"startup,omitempty"`
+	// The load generators that fell behind their schedule, per phase: their latency is the generator's, not the
+	// system's, and the run's status is then invalid.
+	Saturation    []*Saturation `protobuf:"bytes,16,rep,name=saturation,proto3" json:"saturation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -191,6 +195,117 @@ func (x *WorkflowResult) GetStartup() float64 {
 	return 0
 }
 
+func (x *WorkflowResult) GetSaturation() []*Saturation {
+	if x != nil {
+		return x.Saturation
+	}
+	return nil
+}
+
+// Saturation is a load generator that could not keep its schedule during a phase.
+type Saturation struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Phase   string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	// How far behind its schedule it fell, at worst: its backlog (requests due and not sent) over its rate.
+	LagMs float64 `protobuf:"fixed64,3,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
+	// Over the phase: requests due, not sent by the phase's end, sent while every connection was busy, sent late.
+	Due     int64 `protobuf:"varint,4,opt,name=due,proto3" json:"due,omitempty"`
+	Unsent  int64 `protobuf:"varint,5,opt,name=unsent,proto3" json:"unsent,omitempty"`
+	Blocked int64 `protobuf:"varint,6,opt,name=blocked,proto3" json:"blocked,omitempty"`
+	Late    int64 `protobuf:"varint,7,opt,name=late,proto3" json:"late,omitempty"`
+	// Why, in words: too few connections for the latency, or a worker that could not send fast enough.
+	Detail        string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Saturation) Reset() {
+	*x = Saturation{}
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Saturation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Saturation) ProtoMessage() {}
+
+func (x *Saturation) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Saturation.ProtoReflect.Descriptor instead.
+func (*Saturation) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Saturation) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *Saturation) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *Saturation) GetLagMs() float64 {
+	if x != nil {
+		return x.LagMs
+	}
+	return 0
+}
+
+func (x *Saturation) GetDue() int64 {
+	if x != nil {
+		return x.Due
+	}
+	return 0
+}
+
+func (x *Saturation) GetUnsent() int64 {
+	if x != nil {
+		return x.Unsent
+	}
+	return 0
+}
+
+func (x *Saturation) GetBlocked() int64 {
+	if x != nil {
+		return x.Blocked
+	}
+	return 0
+}
+
+func (x *Saturation) GetLate() int64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *Saturation) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // Environment is where the run happened.
 type Environment struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -212,7 +327,7 @@ type Environment struct {
 
 func (x *Environment) Reset() {
 	*x = Environment{}
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +339,7 @@ func (x *Environment) String() string {
 func (*Environment) ProtoMessage() {}
 
 func (x *Environment) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +352,7 @@ func (x *Environment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Environment.ProtoReflect.Descriptor instead.
 func (*Environment) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Environment) GetIrsVersion() string {
@@ -317,18 +432,21 @@ type RunEvent struct {
 	T float64 `protobuf:"fixed64,1,opt,name=t,proto3" json:"t,omitempty"`
 	// phase_start, phase_end, load, kill, configure, scale (the timeline's actions); ready, exit, replace,
 	// endpoints, drained (what the backend did or saw); interrupt; error (an action that failed).
-	Kind          string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	Service       string `protobuf:"bytes,3,opt,name=service,proto3" json:"service,omitempty"`
-	Replica       string `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
-	Phase         string `protobuf:"bytes,5,opt,name=phase,proto3" json:"phase,omitempty"`
-	Detail        string `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	Kind    string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Service string `protobuf:"bytes,3,opt,name=service,proto3" json:"service,omitempty"`
+	Replica string `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	Phase   string `protobuf:"bytes,5,opt,name=phase,proto3" json:"phase,omitempty"`
+	Detail  string `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	// For an action of the timeline (kill, load, configure, scale): when it was due, in seconds from the start;
+	// t is when it was done.
+	Scheduled     *float64 `protobuf:"fixed64,7,opt,name=scheduled,proto3,oneof" json:"scheduled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +458,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +471,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RunEvent) GetT() float64 {
@@ -398,6 +516,13 @@ func (x *RunEvent) GetDetail() string {
 	return ""
 }
 
+func (x *RunEvent) GetScheduled() float64 {
+	if x != nil && x.Scheduled != nil {
+		return *x.Scheduled
+	}
+	return 0
+}
+
 // Tick is one interval of the time series, ending at t.
 type Tick struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -413,7 +538,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +550,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +563,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Tick) GetT() float64 {
@@ -529,13 +654,23 @@ type Point struct {
 	// sidecar_cpu_mcores per 1000 requests per second of the service (served, or sent by a load generator): the
 	// figure mesh benchmarks quote.
 	SidecarMcoresPerKrps float64 `protobuf:"fixed64,31,opt,name=sidecar_mcores_per_krps,json=sidecarMcoresPerKrps,proto3" json:"sidecar_mcores_per_krps,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// For load: requests due, sent, due and not sent (the backlog's growth; negative when a backlog was worked
+	// off), sent while every connection was busy, and sent more than late_after behind their time.
+	Due     int64 `protobuf:"varint,32,opt,name=due,proto3" json:"due,omitempty"`
+	Sent    int64 `protobuf:"varint,33,opt,name=sent,proto3" json:"sent,omitempty"`
+	Unsent  int64 `protobuf:"varint,34,opt,name=unsent,proto3" json:"unsent,omitempty"`
+	Blocked int64 `protobuf:"varint,35,opt,name=blocked,proto3" json:"blocked,omitempty"`
+	Late    int64 `protobuf:"varint,36,opt,name=late,proto3" json:"late,omitempty"`
+	// For load: how far behind its schedule the generator was (its backlog over its rate) at the end of the
+	// interval; for a phase or the total, the most it was.
+	LagMs         float64 `protobuf:"fixed64,37,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Point) Reset() {
 	*x = Point{}
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +682,7 @@ func (x *Point) String() string {
 func (*Point) ProtoMessage() {}
 
 func (x *Point) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +695,7 @@ func (x *Point) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Point.ProtoReflect.Descriptor instead.
 func (*Point) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Point) GetService() string {
@@ -780,6 +915,48 @@ func (x *Point) GetSidecarMcoresPerKrps() float64 {
 	return 0
 }
 
+func (x *Point) GetDue() int64 {
+	if x != nil {
+		return x.Due
+	}
+	return 0
+}
+
+func (x *Point) GetSent() int64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *Point) GetUnsent() int64 {
+	if x != nil {
+		return x.Unsent
+	}
+	return 0
+}
+
+func (x *Point) GetBlocked() int64 {
+	if x != nil {
+		return x.Blocked
+	}
+	return 0
+}
+
+func (x *Point) GetLate() int64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *Point) GetLagMs() float64 {
+	if x != nil {
+		return x.LagMs
+	}
+	return 0
+}
+
 // PhaseResult is what was measured during a phase.
 type PhaseResult struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -796,7 +973,7 @@ type PhaseResult struct {
 
 func (x *PhaseResult) Reset() {
 	*x = PhaseResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +985,7 @@ func (x *PhaseResult) String() string {
 func (*PhaseResult) ProtoMessage() {}
 
 func (x *PhaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +998,7 @@ func (x *PhaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseResult.ProtoReflect.Descriptor instead.
 func (*PhaseResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PhaseResult) GetName() string {
@@ -887,7 +1064,7 @@ type AssertionResult struct {
 
 func (x *AssertionResult) Reset() {
 	*x = AssertionResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1076,7 @@ func (x *AssertionResult) String() string {
 func (*AssertionResult) ProtoMessage() {}
 
 func (x *AssertionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1089,7 @@ func (x *AssertionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssertionResult.ProtoReflect.Descriptor instead.
 func (*AssertionResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AssertionResult) GetName() string {
@@ -995,7 +1172,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1184,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1197,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Comparison) GetSchema() string {
@@ -1103,7 +1280,7 @@ type Variant struct {
 
 func (x *Variant) Reset() {
 	*x = Variant{}
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1292,7 @@ func (x *Variant) String() string {
 func (*Variant) ProtoMessage() {}
 
 func (x *Variant) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1305,7 @@ func (x *Variant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variant.ProtoReflect.Descriptor instead.
 func (*Variant) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Variant) GetName() string {
@@ -1182,7 +1359,7 @@ type Figure struct {
 
 func (x *Figure) Reset() {
 	*x = Figure{}
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1371,7 @@ func (x *Figure) String() string {
 func (*Figure) ProtoMessage() {}
 
 func (x *Figure) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1384,7 @@ func (x *Figure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Figure.ProtoReflect.Descriptor instead.
 func (*Figure) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Figure) GetName() string {
@@ -1249,7 +1426,7 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xdb\x04\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\x8f\x05\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -1270,7 +1447,20 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"assertions\x18\r \x03(\v2\x17.irs.v1.AssertionResultR\n" +
 	"assertions\x12)\n" +
 	"\x05total\x18\x0e \x01(\v2\x13.irs.v1.PhaseResultR\x05total\x12\x18\n" +
-	"\astartup\x18\x0f \x01(\x01R\astartup\"\x8c\x02\n" +
+	"\astartup\x18\x0f \x01(\x01R\astartup\x122\n" +
+	"\n" +
+	"saturation\x18\x10 \x03(\v2\x12.irs.v1.SaturationR\n" +
+	"saturation\"\xc3\x01\n" +
+	"\n" +
+	"Saturation\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x15\n" +
+	"\x06lag_ms\x18\x03 \x01(\x01R\x05lagMs\x12\x10\n" +
+	"\x03due\x18\x04 \x01(\x03R\x03due\x12\x16\n" +
+	"\x06unsent\x18\x05 \x01(\x03R\x06unsent\x12\x18\n" +
+	"\ablocked\x18\x06 \x01(\x03R\ablocked\x12\x12\n" +
+	"\x04late\x18\a \x01(\x03R\x04late\x12\x16\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\"\x8c\x02\n" +
 	"\vEnvironment\x12\x1f\n" +
 	"\virs_version\x18\x01 \x01(\tR\n" +
 	"irsVersion\x12\x1d\n" +
@@ -1284,20 +1474,24 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\abackend\x18\b \x01(\tR\abackend\x12\x12\n" +
 	"\x04mesh\x18\t \x01(\tR\x04mesh\x12#\n" +
 	"\renvoy_version\x18\n" +
-	" \x01(\tR\fenvoyVersion\"\x8e\x01\n" +
+	" \x01(\tR\fenvoyVersion\"\xbf\x01\n" +
 	"\bRunEvent\x12\f\n" +
 	"\x01t\x18\x01 \x01(\x01R\x01t\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
 	"\aservice\x18\x03 \x01(\tR\aservice\x12\x18\n" +
 	"\areplica\x18\x04 \x01(\tR\areplica\x12\x14\n" +
 	"\x05phase\x18\x05 \x01(\tR\x05phase\x12\x16\n" +
-	"\x06detail\x18\x06 \x01(\tR\x06detail\"\xae\x01\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\x12!\n" +
+	"\tscheduled\x18\a \x01(\x01H\x00R\tscheduled\x88\x01\x01B\f\n" +
+	"\n" +
+	"_scheduled\"\xae\x01\n" +
 	"\x04Tick\x12\f\n" +
 	"\x01t\x18\x01 \x01(\x01R\x01t\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12)\n" +
 	"\bservices\x18\x03 \x03(\v2\r.irs.v1.PointR\bservices\x12#\n" +
 	"\x05edges\x18\x04 \x03(\v2\r.irs.v1.PointR\x05edges\x122\n" +
-	"\rcontrol_plane\x18\x05 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\"\xe0\t\n" +
+	"\rcontrol_plane\x18\x05 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\"\xe3\n" +
+	"\n" +
 	"\x05Point\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06callee\x18\x02 \x01(\tR\x06callee\x12\x12\n" +
@@ -1335,7 +1529,13 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x0esidecar_rss_mb\x18\x1c \x01(\x01R\fsidecarRssMb\x12+\n" +
 	"\x12sidecar_rss_mb_max\x18\x1d \x01(\x01R\x0fsidecarRssMbMax\x12\x1a\n" +
 	"\bsidecars\x18\x1e \x01(\x05R\bsidecars\x125\n" +
-	"\x17sidecar_mcores_per_krps\x18\x1f \x01(\x01R\x14sidecarMcoresPerKrps\x1a;\n" +
+	"\x17sidecar_mcores_per_krps\x18\x1f \x01(\x01R\x14sidecarMcoresPerKrps\x12\x10\n" +
+	"\x03due\x18  \x01(\x03R\x03due\x12\x12\n" +
+	"\x04sent\x18! \x01(\x03R\x04sent\x12\x16\n" +
+	"\x06unsent\x18\" \x01(\x03R\x06unsent\x12\x18\n" +
+	"\ablocked\x18# \x01(\x03R\ablocked\x12\x12\n" +
+	"\x04late\x18$ \x01(\x03R\x04late\x12\x15\n" +
+	"\x06lag_ms\x18% \x01(\x01R\x05lagMs\x1a;\n" +
 	"\rStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
@@ -1397,57 +1597,59 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
-	(*Environment)(nil),           // 1: irs.v1.Environment
-	(*RunEvent)(nil),              // 2: irs.v1.RunEvent
-	(*Tick)(nil),                  // 3: irs.v1.Tick
-	(*Point)(nil),                 // 4: irs.v1.Point
-	(*PhaseResult)(nil),           // 5: irs.v1.PhaseResult
-	(*AssertionResult)(nil),       // 6: irs.v1.AssertionResult
-	(*Comparison)(nil),            // 7: irs.v1.Comparison
-	(*Variant)(nil),               // 8: irs.v1.Variant
-	(*Figure)(nil),                // 9: irs.v1.Figure
-	nil,                           // 10: irs.v1.Point.StatusesEntry
-	nil,                           // 11: irs.v1.Point.ErrorsEntry
-	nil,                           // 12: irs.v1.Point.ProxyStatusesEntry
-	(*Workflow)(nil),              // 13: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 15: irs.v1.Histogram
-	(*Mesh)(nil),                  // 16: irs.v1.Mesh
+	(*Saturation)(nil),            // 1: irs.v1.Saturation
+	(*Environment)(nil),           // 2: irs.v1.Environment
+	(*RunEvent)(nil),              // 3: irs.v1.RunEvent
+	(*Tick)(nil),                  // 4: irs.v1.Tick
+	(*Point)(nil),                 // 5: irs.v1.Point
+	(*PhaseResult)(nil),           // 6: irs.v1.PhaseResult
+	(*AssertionResult)(nil),       // 7: irs.v1.AssertionResult
+	(*Comparison)(nil),            // 8: irs.v1.Comparison
+	(*Variant)(nil),               // 9: irs.v1.Variant
+	(*Figure)(nil),                // 10: irs.v1.Figure
+	nil,                           // 11: irs.v1.Point.StatusesEntry
+	nil,                           // 12: irs.v1.Point.ErrorsEntry
+	nil,                           // 13: irs.v1.Point.ProxyStatusesEntry
+	(*Workflow)(nil),              // 14: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 16: irs.v1.Histogram
+	(*Mesh)(nil),                  // 17: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	13, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
-	1,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	14, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	14, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
-	5,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
-	2,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
-	3,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
-	6,  // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
-	5,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
-	4,  // 9: irs.v1.Tick.services:type_name -> irs.v1.Point
-	4,  // 10: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	4,  // 11: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	10, // 12: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	11, // 13: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	15, // 14: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	12, // 15: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	4,  // 16: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	4,  // 17: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	4,  // 18: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	13, // 19: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	1,  // 20: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	8,  // 21: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	16, // 22: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	0,  // 23: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	9,  // 24: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	14, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	2,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
+	15, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	15, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	6,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
+	3,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
+	4,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
+	7,  // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
+	6,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
+	1,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
+	5,  // 10: irs.v1.Tick.services:type_name -> irs.v1.Point
+	5,  // 11: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	5,  // 12: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	11, // 13: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	12, // 14: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	16, // 15: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	13, // 16: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	5,  // 17: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	5,  // 18: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	5,  // 19: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	14, // 20: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	2,  // 21: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	9,  // 22: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	17, // 23: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	0,  // 24: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	10, // 25: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -1458,13 +1660,14 @@ func file_irs_v1_result_proto_init() {
 	file_irs_v1_mesh_proto_init()
 	file_irs_v1_stats_proto_init()
 	file_irs_v1_workflow_proto_init()
+	file_irs_v1_result_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// loadWindows returns a load generator's windows over intervals 1..n of the interval: 100/s asked, and per
+// interval the given change of its backlog (requests due and not sent).
+func loadWindows(interval time.Duration, backlog []int64) []sample {
+	var out []sample
+	for i, d := range backlog {
+		from, to := time.Duration(i)*interval, time.Duration(i+1)*interval
+		sent := int64(25)
+		out = append(out, sample{service: "shoppers", replica: "shoppers-0", stats: &irsv1.StatsSnapshot{
+			WindowStart: timestamppb.New(t0.Add(from)), WindowEnd: timestamppb.New(t0.Add(to)),
+			Load: []*irsv1.LoadStats{{Target: "storefront", Running: true, TargetRate: 100, Due: sent + d, Sent: sent,
+				Unsent: d, Blocked: max(d, 0), Outcomes: outcomes(map[int32]int64{200: sent}, nil)}},
+		}})
+	}
+	return out
+}
+
+// TestSaturation: a generator whose backlog grows in a phase falls behind its schedule: the phase's point says
+// by how much, the result lists it, and the run is invalid whatever its assertions say; a backlog worked off
+// within the bound is not saturation.
+func TestSaturation(t *testing.T) {
+	const interval = 250 * time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		backlog    []int64 // per interval: 4 in warm-up, 4 in spike
+		wantStatus string
+		wantSat    string
+	}{
+		{name: "on time", backlog: []int64{0, 0, 0, 0, 0, 0, 0, 0}, wantStatus: StatusPassed},
+		{name: "a backlog worked off", backlog: []int64{0, 0, 5, -5, 8, -8, 0, 0}, wantStatus: StatusPassed},
+		// +20 per interval at 100/s: 200 ms behind after the first interval of spike, 800 ms at its end.
+		{name: "falls behind in spike", backlog: []int64{0, 0, 0, 0, 20, 20, 20, 20}, wantStatus: StatusInvalid,
+			wantSat: "shoppers in spike: 800ms behind, 80 unsent of 180 due, 80 blocked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := testEngine(t, shopYAML, 1, interval, nil)
+			e.t0 = t0
+			feed(e, loadWindows(interval, tc.backlog)...)
+			e.closeBuckets(8)
+			e.finish(StatusPassed)
+			if e.res.GetStatus() != tc.wantStatus {
+				t.Errorf("status %q, want %q", e.res.GetStatus(), tc.wantStatus)
+			}
+			var got []string
+			for _, s := range e.res.GetSaturation() {
+				got = append(got, fmt.Sprintf("%s in %s: %.0fms behind, %d unsent of %d due, %d blocked", s.GetService(),
+					s.GetPhase(), s.GetLagMs(), s.GetUnsent(), s.GetDue(), s.GetBlocked()))
+				if !strings.Contains(s.GetDetail(), "connection") {
+					t.Errorf("detail %q does not say that connections were short", s.GetDetail())
+				}
+			}
+			if strings.Join(got, "; ") != tc.wantSat {
+				t.Errorf("saturation %q, want %q", strings.Join(got, "; "), tc.wantSat)
+			}
+			for _, tick := range e.res.GetSeries() {
+				p := tick.GetServices()[0]
+				if p.GetDue() != p.GetSent()+p.GetUnsent() {
+					t.Errorf("tick %v: due %d != sent %d + unsent %d", tick.GetT(), p.GetDue(), p.GetSent(), p.GetUnsent())
+				}
+			}
+		})
+	}
+}
+
+// TestFinishInterrupted: a run interrupted in its second phase reports what happened up to the interrupt: the
+// phase it fell in ends there, the phases after it are not listed, the total's rates are over the time run, the
+// interval the interrupt fell in counts, and an assertion on a phase that never ran says so.
+func TestFinishInterrupted(t *testing.T) {
+	const interval = 250 * time.Millisecond
+	doc := shopYAML + `  - name: cool-down
+    duration: 1s
+assertions:
+  - {service: shoppers, phase: spike, expect: rps > 50}
+  - {service: shoppers, phase: cool-down, expect: rps > 50}
+`
+	e := testEngine(t, doc, 1, interval, nil)
+	e.t0 = t0
+	e.end = 1300 * time.Millisecond // interrupted 300 ms into spike
+	var samples []sample
+	for k := 1; k <= 6; k++ { // interval 6 ends after the interrupt: its window is cut there
+		from, to := time.Duration(k-1)*interval, min(time.Duration(k)*interval, e.end)
+		s := window(from, to, 25, 0)
+		samples = append(samples, sample{service: "storefront", replica: "storefront-1", stats: s})
+	}
+	feed(e, samples...)
+	e.closeBuckets(6)
+	e.finish(StatusInterrupted)
+	var phases []string
+	for _, p := range e.res.GetPhases() {
+		phases = append(phases, fmt.Sprintf("%s %v-%v", p.GetName(), p.GetStart(), p.GetEnd()))
+	}
+	if want := "warm-up 0-1, spike 1-1.3"; strings.Join(phases, ", ") != want {
+		t.Errorf("phases %q, want %q", strings.Join(phases, ", "), want)
+	}
+	total := e.res.GetTotal()
+	if total.GetEnd() != 1.3 || len(total.GetServices()) != 1 {
+		t.Fatalf("total ends at %v with %d points, want 1.3 and 1", total.GetEnd(), len(total.GetServices()))
+	}
+	// 6 windows of 25 requests over 1.3 s.
+	if p := total.GetServices()[0]; p.GetRequests() != 150 || p.GetRps() < 115 || p.GetRps() > 116 {
+		t.Errorf("total: %d requests at %.1f/s, want 150 at 115.4/s", p.GetRequests(), p.GetRps())
+	}
+	if spike := e.res.GetPhases()[1].GetServices()[0]; spike.GetRequests() != 50 {
+		t.Errorf("spike: %d requests, want 50 (two windows, the interrupted one included)", spike.GetRequests())
+	}
+	last := e.res.GetSeries()[len(e.res.GetSeries())-1]
+	if p := last.GetServices()[0]; last.GetT() != 1.5 || p.GetRps() != 500 {
+		t.Errorf("last tick at %v: %.0f/s, want 1.5 and 500/s (25 requests in the 50 ms before the interrupt)", last.GetT(), p.GetRps())
+	}
+	as := e.res.GetAssertions()
+	if len(as) != 2 || as[0].GetError() != "" || !strings.Contains(as[1].GetError(), "did not run") {
+		t.Errorf("assertions %v, want the spike one measured and the cool-down one not run", as)
+	}
+	if e.res.GetStatus() != StatusInterrupted {
+		t.Errorf("status %q, want interrupted", e.res.GetStatus())
+	}
+}
