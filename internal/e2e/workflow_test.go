@@ -663,3 +663,52 @@ func TestFlashSaleExample(t *testing.T) {
 		t.Errorf("spike: %.0f req/s from shoppers, want the ramp to 400", spike.GetRps())
 	}
 }
+
+// killTimingWorkflow kills a server at the moment another service is scaled up by 40 replicas, whose starts keep
+// the backend busy.
+const killTimingWorkflow = `
+name: kill-timing
+services:
+  - name: server
+    replicas: 2
+  - name: crowd
+phases:
+  - name: only
+    duration: 4s
+    actions:
+      - {at: 1s, scale: {service: crowd, replicas: 41}}
+      - {at: 1s, kill: {service: server, count: 1}}
+`
+
+// TestKillOnTime: a kill happens at its time while the backend is busy starting replicas, the result records
+// when it was due and when it was done, and the victim's exit is timed when the process ended, not when the
+// backend got round to it.
+func TestKillOnTime(t *testing.T) {
+	run := startWorkflow(t, killTimingWorkflow)
+	if code := run.exitCode(time.Minute); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, run.stderr)
+	}
+	res := readResult(t, run.result)
+	kills := events(res, "kill", "server")
+	if len(kills) != 1 || kills[0].Scheduled == nil {
+		t.Fatalf("kill events %v, want one with its scheduled time", kills)
+	}
+	k := kills[0]
+	if late := k.GetT() - k.GetScheduled(); k.GetScheduled() != 1 || late < 0 || late > 0.06 {
+		t.Errorf("kill due at %vs done at %vs: %.0f ms late, want < 60 ms", k.GetScheduled(), k.GetT(), 1000*late)
+	}
+	var exit *irsv1.RunEvent
+	for _, e := range events(res, "exit", "server") {
+		if e.GetReplica() == k.GetReplica() {
+			exit = e
+		}
+	}
+	if exit == nil {
+		t.Fatalf("no exit event of the victim %s", k.GetReplica())
+	}
+	t.Logf("kill %.1f ms after its time; exit recorded %.1f ms after the kill", 1000*(k.GetT()-k.GetScheduled()), 1000*(exit.GetT()-k.GetT()))
+	// SIGKILL is immediate; the kernel's teardown of the process took up to ~25 ms on a loaded 2-core machine.
+	if after := exit.GetT() - k.GetT(); after < 0 || after > 0.1 {
+		t.Errorf("victim's exit recorded %.0f ms after the kill, want < 100 ms", 1000*after)
+	}
+}

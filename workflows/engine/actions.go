@@ -13,6 +13,7 @@ import (
 	"github.com/irs-sim/irs/internal/units"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"google.golang.org/protobuf/proto"
 )
 
 // execute runs the timeline: phases start and end, and every step happens at its time. It returns false when
@@ -22,6 +23,10 @@ func (e *engine) execute(ctx context.Context) bool {
 	phases := e.o.Timeline.Phases
 	steps := e.o.Timeline.Steps
 	e.startLoads(ctx)
+	// Each step runs on its own, at its time: a slow one (a configuration pushed to many replicas) holds up only
+	// the steps after it on the same lane (a service's replicas, or its configuration and load).
+	var lanes lanes
+	defer lanes.wait()
 	pi, si := 0, 0
 	for {
 		// The next thing due: a phase boundary or a step, boundaries first at equal times.
@@ -52,7 +57,8 @@ func (e *engine) execute(ctx context.Context) bool {
 			e.tagPhase(ctx, phases[pi].Name)
 			pi++
 		case si < len(steps) && steps[si].At <= next:
-			e.step(ctx, steps[si])
+			st := steps[si]
+			lanes.run(laneOf(st), func() { e.step(ctx, st) })
 			si++
 		default:
 			if len(phases) > 0 {
@@ -83,8 +89,11 @@ func (e *engine) stopLoads() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
+	e.mu.Lock()
+	running := maps.Clone(e.loads)
+	e.mu.Unlock()
 	for _, s := range e.o.Workflow.GetServices() {
-		if e.loads[s.GetName()] == nil {
+		if running[s.GetName()] == nil {
 			continue
 		}
 		wg.Go(func() {
@@ -140,22 +149,23 @@ func (e *engine) configureStep(ctx context.Context, c *irsv1.ConfigureAction) er
 	return nil
 }
 
-// step performs one action occurrence. A failing action is recorded as an event; the run goes on.
+// step performs one action occurrence. A failing action is recorded as an event; the run goes on. Its events
+// carry when it was due and when it was done.
 func (e *engine) step(ctx context.Context, st workflows.Step) {
-	now := time.Now()
 	svc := st.Service()
 	var err error
 	switch {
 	case st.Load != nil:
-		err = e.loadStep(ctx, st.Load)
+		err = e.loadStep(ctx, st)
 	case st.Kill != nil:
-		err = e.killStep(ctx, st.Kill)
+		err = e.killStep(ctx, st)
 	case st.Configure != nil:
-		e.event(now, "configure", svc, "", workflows.DescribeConfigure(st.Configure))
+		e.action(time.Now(), st, "configure", "", workflows.DescribeConfigure(st.Configure))
 		err = e.configureStep(ctx, st.Configure)
 	case st.Scale != nil:
+		now := time.Now()
 		err = e.o.Backend.Scale(ctx, svc, int(st.Scale.GetReplicas()))
-		e.event(now, "scale", svc, "", fmt.Sprintf("to %d replicas", st.Scale.GetReplicas()))
+		e.action(now, st, "scale", "", fmt.Sprintf("to %d replicas", st.Scale.GetReplicas()))
 	}
 	if err != nil {
 		e.event(time.Now(), "error", svc, "", st.Path+": "+err.Error())
@@ -163,24 +173,36 @@ func (e *engine) step(ctx context.Context, st workflows.Step) {
 	}
 }
 
-func (e *engine) loadStep(ctx context.Context, l *irsv1.LoadAction) error {
+// action records an event of a timeline step done at at.
+func (e *engine) action(at time.Time, st workflows.Step, kind, replica, detail string) {
+	ev := e.event(at, kind, st.Service(), replica, detail)
+	e.mu.Lock()
+	ev.Scheduled = proto.Float64(st.At.Seconds())
+	e.mu.Unlock()
+}
+
+func (e *engine) loadStep(ctx context.Context, st workflows.Step) error {
+	l := st.Load
 	svc := l.GetService()
+	e.mu.Lock()
 	next, kept := workflows.ApplyLoad(e.loads[svc], l)
 	e.loads[svc] = kept
+	e.mu.Unlock()
 	detail := "stop"
 	if next != nil {
 		detail = workflows.DescribeLoad(next)
 	}
-	e.event(time.Now(), "load", svc, "", detail)
+	e.action(time.Now(), st, "load", "", detail)
 	return e.o.Backend.SetLoad(ctx, svc, next)
 }
 
 // killStep picks victims (seeded) and kills them.
-func (e *engine) killStep(ctx context.Context, k *irsv1.KillAction) error {
+func (e *engine) killStep(ctx context.Context, st workflows.Step) error {
+	k := st.Kill
 	svc := k.GetService()
 	live := e.o.Backend.Replicas(svc) // oldest first
 	if len(live) == 0 {
-		e.event(time.Now(), "kill", svc, "", "no live replica to kill")
+		e.action(time.Now(), st, "kill", "", "no live replica to kill")
 		return nil
 	}
 	n := int(k.GetCount())
@@ -193,7 +215,7 @@ func (e *engine) killStep(ctx context.Context, k *irsv1.KillAction) error {
 	if k.GetSelect() == "oldest" {
 		victims = live[:n]
 	} else {
-		perm := e.rng.Perm(len(live))
+		perm := killRand(e.o.Workflow.GetSeed(), st).Perm(len(live))
 		for _, i := range perm[:n] {
 			victims = append(victims, live[i])
 		}
@@ -210,11 +232,44 @@ func (e *engine) killStep(ctx context.Context, k *irsv1.KillAction) error {
 		ids[i] = v.ID
 	}
 	now := time.Now()
+	err := e.o.Backend.Kill(ctx, svc, ids, sig, grace)
 	for _, id := range ids {
-		e.event(now, "kill", svc, id, strings.ToUpper("sig"+signalName(sig)))
+		e.action(now, st, "kill", id, strings.ToUpper("sig"+signalName(sig)))
 	}
-	return e.o.Backend.Kill(ctx, svc, ids, sig, grace)
+	return err
 }
+
+// laneOf is the lane a step runs on: its service's replicas (kill, scale), or its configuration and load.
+func laneOf(st workflows.Step) string {
+	if st.Kill != nil || st.Scale != nil {
+		return st.Service() + "/replicas"
+	}
+	return st.Service() + "/config"
+}
+
+// lanes runs functions concurrently, in order within each lane.
+type lanes struct {
+	tail map[string]chan struct{}
+	wg   sync.WaitGroup
+}
+
+// run starts fn once the lane's previous function has returned.
+func (l *lanes) run(lane string, fn func()) {
+	if l.tail == nil {
+		l.tail = map[string]chan struct{}{}
+	}
+	prev, done := l.tail[lane], make(chan struct{})
+	l.tail[lane] = done
+	l.wg.Go(func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		fn()
+	})
+}
+
+func (l *lanes) wait() { l.wg.Wait() }
 
 func signalName(s workflows.Signal) string {
 	if s == workflows.SignalTerm {

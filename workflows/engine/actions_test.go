@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -63,7 +65,7 @@ func TestKillStep(t *testing.T) {
 			b := &killBackend{live: replicas(tt.live)}
 			e := testEngine(t, shopYAML, 1, time.Second, b)
 			tt.kill.Service = "storefront"
-			if err := e.killStep(t.Context(), tt.kill); err != nil {
+			if err := e.killStep(t.Context(), workflows.Step{Kill: tt.kill}); err != nil {
 				t.Fatal(err)
 			}
 			if len(b.killed) != 1 || len(b.killed[0]) != tt.wantCount {
@@ -87,7 +89,7 @@ func TestKillStep(t *testing.T) {
 	t.Run("no live replica: an event, no kill", func(t *testing.T) {
 		b := &killBackend{}
 		e := testEngine(t, shopYAML, 1, time.Second, b)
-		if err := e.killStep(t.Context(), &irsv1.KillAction{Service: "storefront"}); err != nil || len(b.killed) != 0 {
+		if err := e.killStep(t.Context(), workflows.Step{Kill: &irsv1.KillAction{Service: "storefront"}}); err != nil || len(b.killed) != 0 {
 			t.Errorf("killStep = %v, kills %v; want nil, none", err, b.killed)
 		}
 	})
@@ -98,10 +100,12 @@ func TestKillVictimsAreSeeded(t *testing.T) {
 	victims := func(seed uint64) []string {
 		b := &killBackend{live: replicas(8)}
 		e := testEngine(t, shopYAML, 1, time.Second, b)
-		e.rng = newKillRand(seed)
+		e.o.Workflow.Seed = seed
 		var out []string
-		for range 5 {
-			if err := e.killStep(t.Context(), &irsv1.KillAction{Service: "storefront", Count: 1}); err != nil {
+		for i := range 5 { // a kill every 10s
+			st := workflows.Step{Path: "phases[0].actions[0]", At: time.Duration(i) * 10 * time.Second,
+				Kill: &irsv1.KillAction{Service: "storefront", Count: 1}}
+			if err := e.killStep(t.Context(), st); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -127,4 +131,55 @@ func events(e *engine, kind string) []*irsv1.RunEvent {
 		}
 	}
 	return out
+}
+
+// slowBackend takes its time configuring, and records when it killed.
+type slowBackend struct {
+	killBackend
+	mu     sync.Mutex
+	killAt []time.Time
+}
+
+func (b *slowBackend) Configure(ctx context.Context, _ string, _ *irsv1.ConfigureAction) error {
+	select {
+	case <-time.After(500 * time.Millisecond): // a push to many replicas
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func (b *slowBackend) SetLoad(context.Context, string, *irsv1.Load) error { return nil }
+
+func (b *slowBackend) Kill(ctx context.Context, s string, ids []string, sig workflows.Signal, grace time.Duration) error {
+	b.mu.Lock()
+	b.killAt = append(b.killAt, time.Now())
+	b.mu.Unlock()
+	return nil
+}
+
+// TestStepsRunOnTime: a slow step does not hold up the steps due after it: a kill due 10 ms after a
+// configuration that takes 500 ms happens at its time, and its event says when it was due and when it was done.
+func TestStepsRunOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		doc := shopYAML + `    actions:
+      - {at: 0s, configure: {service: storefront, set: {serve: {delay: 5ms}}}}
+      - {at: 10ms, kill: {service: storefront}}
+      - {at: 20ms, kill: {service: checkout}}
+`
+		b := &slowBackend{killBackend: killBackend{live: replicas(2)}}
+		e := testEngine(t, doc, 1, time.Second, b)
+		e.t0 = time.Now()
+		if !e.execute(t.Context()) {
+			t.Fatal("execute was interrupted")
+		}
+		want := []time.Duration{1010 * time.Millisecond, 1020 * time.Millisecond}
+		if len(b.killAt) != 2 || b.killAt[0].Sub(e.t0) != want[0] || b.killAt[1].Sub(e.t0) != want[1] {
+			t.Errorf("killed at %v after the start, want %v", b.killAt, want)
+		}
+		for _, ev := range events(e, "kill") {
+			if ev.Scheduled == nil || ev.GetT() != ev.GetScheduled() {
+				t.Errorf("kill event at %v, scheduled %v; want both, equal", ev.GetT(), ev.Scheduled)
+			}
+		}
+	})
 }

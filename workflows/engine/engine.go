@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,7 +55,6 @@ type Options struct {
 type engine struct {
 	o        Options
 	interval time.Duration
-	rng      *rand.Rand
 	logger   *slog.Logger
 
 	mu         sync.Mutex
@@ -148,7 +149,6 @@ func newEngine(o Options) *engine {
 		interval = min(max(interval, 100*time.Millisecond), time.Second)
 	}
 	e := &engine{o: o, interval: interval, logger: o.Logger,
-		rng:     newKillRand(o.Workflow.GetSeed()),
 		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{}, totalAccs: map[key]*acc{},
 		primary: map[string]string{}, procs: map[int]*procHistory{}, loads: map[string]*irsv1.Load{},
 		backlog: map[string]int64{}, end: o.Timeline.Total,
@@ -178,8 +178,12 @@ func newEngine(o Options) *engine {
 	return e
 }
 
-// newKillRand returns the generator of a run's random choices (kill victims), from its seed.
-func newKillRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x6b696c6c)) }
+// killRand returns the generator of a kill's random choice of victims, from the run's seed and the step (its
+// action and time): steps run concurrently, so each has its own, and the same seed makes the same choices
+// whatever order they ran in.
+func killRand(seed uint64, st workflows.Step) *rand.Rand {
+	return rand.New(rand.NewPCG(serviceSeed(seed, st.Path), uint64(st.At)^0x6b696c6c))
+}
 
 // specs returns the services as the backend starts them: loads removed (they start with the first phase).
 func (e *engine) specs() []workflows.ServiceSpec {
@@ -220,8 +224,8 @@ func (e *engine) since(t time.Time) float64 {
 	return t.Sub(e.t0).Seconds()
 }
 
-// event records an event.
-func (e *engine) event(at time.Time, kind, service, replica, detail string) {
+// event records an event and returns it (for the caller to complete, holding e.mu).
+func (e *engine) event(at time.Time, kind, service, replica, detail string) *irsv1.RunEvent {
 	t := e.since(at)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -232,11 +236,12 @@ func (e *engine) event(at time.Time, kind, service, replica, detail string) {
 	case t >= 0 && t < e.end.Seconds(): // before and after the timeline: no phase
 		phase = e.o.Timeline.PhaseAt(time.Duration(t * float64(time.Second)))
 	}
-	e.res.Events = append(e.res.Events, &irsv1.RunEvent{T: t, Kind: kind, Service: service, Replica: replica,
-		Phase: phase, Detail: detail})
+	ev := &irsv1.RunEvent{T: t, Kind: kind, Service: service, Replica: replica, Phase: phase, Detail: detail}
+	e.res.Events = append(e.res.Events, ev)
 	if kind == "kill" {
 		e.kills++
 	}
+	return ev
 }
 
 func (e *engine) consumeEvents(col *collector) {
@@ -264,6 +269,8 @@ func (e *engine) finish(status string) {
 		e.res.Status = status
 	}
 	e.res.EndedAt = timestamppb.Now()
+	// Steps run concurrently, and the backend reports on its own: put what happened in time order.
+	slices.SortStableFunc(e.res.Events, func(a, b *irsv1.RunEvent) int { return cmp.Compare(a.GetT(), b.GetT()) })
 	e.res.Phases = nil
 	e.res.Saturation = nil
 	for _, span := range e.o.Timeline.Phases {

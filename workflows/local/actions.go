@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -12,21 +11,27 @@ import (
 	"github.com/irs-sim/irs/workflows"
 )
 
-// Replicas implements workflows.Backend.
+// Replicas implements workflows.Backend. It takes no lock: the list is replaced whole whenever it changes.
 func (b *Backend) Replicas(service string) []workflows.Replica {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s, ok := b.services[service]
-	if !ok {
-		return nil
+	if m := b.inService.Load(); m != nil {
+		return (*m)[service]
 	}
-	var out []workflows.Replica
-	for _, r := range s.replicas {
-		if r.alive() && !r.readyAt.IsZero() && r.drainAt.IsZero() {
-			out = append(out, workflows.Replica{Service: service, ID: r.id, Control: r.control, Data: r.data, PID: r.pid, Started: r.started})
+	return nil
+}
+
+// refreshInService replaces the list Replicas reads. Callers hold b.mu.
+func (b *Backend) refreshInService() {
+	m := make(map[string][]workflows.Replica, len(b.services))
+	for name, s := range b.services {
+		var out []workflows.Replica
+		for _, r := range s.replicas {
+			if r.alive() && !r.readyAt.IsZero() && r.drainAt.IsZero() {
+				out = append(out, workflows.Replica{Service: name, ID: r.id, Control: r.control, Data: r.data, PID: r.pid, Started: r.started})
+			}
 		}
+		m[name] = out
 	}
-	return out
+	b.inService.Store(&m)
 }
 
 // lookup returns a service by name. Callers hold b.mu.
@@ -37,20 +42,20 @@ func (b *Backend) lookup(name string) (*service, error) {
 	return nil, fmt.Errorf("unknown service %q", name)
 }
 
-// Kill implements workflows.Backend.
+// Kill implements workflows.Backend. It takes no lock, so that a kill happens at its time whatever the backend
+// is doing (starting a replacement, pushing endpoints).
 func (b *Backend) Kill(ctx context.Context, service string, ids []string, sig workflows.Signal, grace time.Duration) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s, err := b.lookup(service)
-	if err != nil {
-		return err
+	if m := b.inService.Load(); m == nil {
+		return fmt.Errorf("unknown service %q", service)
+	} else if _, ok := (*m)[service]; !ok {
+		return fmt.Errorf("unknown service %q", service)
 	}
 	for _, id := range ids {
-		i := slices.IndexFunc(s.replicas, func(r *replica) bool { return r.id == id && r.alive() })
-		if i < 0 {
-			continue // already gone
+		v, ok := b.byID.Load(id)
+		if !ok || v.(*replica).svc.spec.Name != service {
+			continue // not one of its replicas
 		}
-		b.signal(s.replicas[i], sig, grace)
+		b.signal(v.(*replica), sig, grace)
 	}
 	return nil
 }
@@ -83,7 +88,8 @@ func (b *Backend) Scale(ctx context.Context, service string, n int) error {
 		}
 	}
 	if len(drained) > 0 {
-		b.later(b.cfg.DiscoveryDelay, func() {
+		b.refreshInService()
+		b.laterAt(drained[0].drainAt.Add(b.cfg.DiscoveryDelay), func() {
 			b.publish(s) // returns once every caller has the new list
 			for _, r := range drained {
 				b.stopDrained(r)

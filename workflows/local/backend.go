@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +53,12 @@ type Backend struct {
 	mesh     *meshRuntime // nil without sidecars
 	cpAddr   string       // the mesh control plane's address
 
+	// What the timeline reads without the lock, so that a kill is never held up by slow work under it (a
+	// replica starting): the replicas in service, per service (replaced whole under mu), and every replica
+	// started, by id.
+	inService atomic.Pointer[map[string][]workflows.Replica]
+	byID      sync.Map
+
 	wg sync.WaitGroup // replica monitors, replacements, pushes
 }
 
@@ -89,6 +96,8 @@ type replica struct {
 	// expected is set when the backend itself ended the replica (scale-down, stop): no replacement.
 	expected bool
 	exited   chan struct{}
+	// dead is set as soon as the process is reaped, before the backend's lock is taken.
+	dead atomic.Bool
 	// pushMu orders the configuration pushes and load changes sent to the replica: each resolves what it sends
 	// while holding it, so the last one to arrive carries the latest state (a phase's tag push must not undo
 	// the load change made at the same moment).
@@ -167,6 +176,7 @@ func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) erro
 		b.order = append(b.order, spec.Name)
 	}
 	b.placeSidecars()
+	b.refreshInService()
 	if b.mesh != nil {
 		b.mu.Unlock()
 		if err := b.startControlPlane(ctx); err != nil {
@@ -228,11 +238,12 @@ func (b *Backend) alive(s *service) int {
 	return n
 }
 
-// later runs fn after d, unless the backend stops first. Callers hold b.mu.
-func (b *Backend) later(d time.Duration, fn func()) {
+// laterAt runs fn at a time (counted from when the thing it follows happened, not from when the backend got
+// to it), unless the backend stops first. Callers hold b.mu.
+func (b *Backend) laterAt(at time.Time, fn func()) {
 	b.wg.Add(1)
 	var t *time.Timer
-	t = time.AfterFunc(d, func() {
+	t = time.AfterFunc(time.Until(at), func() {
 		defer b.wg.Done()
 		b.mu.Lock()
 		stopping := b.stopping

@@ -63,10 +63,13 @@ func (b *Backend) startReplica(s *service) (*replica, error) {
 			return nil, err
 		}
 	}
+	b.byID.Store(r.id, r)
 	b.wg.Go(func() {
 		err := r.cmd.Wait()
+		deadAt := time.Now() // when it was reaped, not when the backend got round to it
+		r.dead.Store(true)
 		logf.Close()
-		b.exited(r, err)
+		b.exited(r, err, deadAt)
 	})
 	return r, nil
 }
@@ -135,16 +138,19 @@ func (b *Backend) ready(ctx context.Context, r *replica, rf readyFile, deadline 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r.readyAt = time.Now()
+	b.refreshInService()
 	b.emit(workflows.Event{At: r.readyAt, Kind: workflows.EventReady, Service: r.svc.spec.Name, Replica: r.id,
 		Control: r.control, Detail: detail})
 	return nil
 }
 
-// exited records a replica's end and, unless the backend ended it, replaces it after the restart delay.
-func (b *Backend) exited(r *replica, waitErr error) {
+// exited records a replica's end at deadAt and, unless the backend ended it, replaces it after the restart
+// delay.
+func (b *Backend) exited(r *replica, waitErr error, deadAt time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r.deadAt = time.Now()
+	r.deadAt = deadAt
+	b.refreshInService()
 	close(r.exited)
 	if r.conn != nil {
 		_ = r.conn.Close()
@@ -169,13 +175,13 @@ func (b *Backend) exited(r *replica, waitErr error) {
 		return
 	}
 	if !r.readyAt.IsZero() {
-		b.later(b.cfg.DiscoveryDelay, func() { b.publish(r.svc) })
+		b.laterAt(deadAt.Add(b.cfg.DiscoveryDelay), func() { b.publish(r.svc) })
 	}
 	if r.expected || b.alive(r.svc) >= r.svc.desired {
 		return
 	}
 	s := r.svc
-	b.later(b.cfg.RestartDelay, func() { b.replace(s, r.id) })
+	b.laterAt(deadAt.Add(b.cfg.RestartDelay), func() { b.replace(s, r.id) })
 }
 
 // replace starts a replacement for a dead replica, if the service still wants one.
@@ -208,12 +214,15 @@ func (b *Backend) adopt(r *replica) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.later(b.cfg.DiscoveryDelay, func() { b.publish(r.svc) })
+	b.laterAt(r.readyAt.Add(b.cfg.DiscoveryDelay), func() { b.publish(r.svc) })
 }
 
-// signal ends a replica's process group: SIGKILL, or SIGTERM and SIGKILL after grace. Callers hold b.mu. Its
-// sidecar dies with the worker (exited).
+// signal ends a replica's process group: SIGKILL, or SIGTERM and SIGKILL after grace. Its sidecar dies with
+// the worker (exited). It needs no lock: what it reads is set before the replica is known by id.
 func (b *Backend) signal(r *replica, sig workflows.Signal, grace time.Duration) {
+	if r.dead.Load() {
+		return // reaped: its pid may be another process's by now
+	}
 	if sig == workflows.SignalKill {
 		_ = syscall.Kill(-r.pid, syscall.SIGKILL)
 		if r.sidecar != nil {
