@@ -3,12 +3,65 @@
 package atomicfile
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
 
-// Write writes data to path through a temporary file in the same directory, renamed over path.
+// ErrNotRegular is returned for a path that exists and is not a regular file (a device, a pipe, a directory):
+// writing through a rename would replace it, so nothing is written.
+var ErrNotRegular = errors.New("not a regular file")
+
+// Check reports whether Write may write to path: it is a new path, or a regular file (through any symlinks).
+// It returns the path Write renames over: path itself, or the file its symlinks lead to.
+func Check(path string) (string, error) {
+	st, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return path, nil
+	case err != nil:
+		return "", err
+	case st.Mode().IsRegular():
+		return path, nil
+	case st.Mode()&fs.ModeSymlink != 0:
+		target, err := filepath.EvalSymlinks(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%s: a symlink to a missing file", path)
+		}
+		if err != nil {
+			return "", err
+		}
+		return Check(target)
+	}
+	return "", fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, describe(st.Mode()))
+}
+
+func describe(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return m.Type().String()
+}
+
+// Write writes data to path through a temporary file in the same directory, renamed over path. Only a new
+// path or a regular file is written (a symlink to one is followed); anything else is refused with
+// ErrNotRegular and left as it is.
 func Write(path string, data []byte, perm os.FileMode) error {
+	path, err := Check(path)
+	if err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
 	if err != nil {
 		return err

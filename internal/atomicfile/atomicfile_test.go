@@ -1,8 +1,10 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -27,5 +29,52 @@ func TestWrite(t *testing.T) {
 	}
 	if err := Write(filepath.Join(dir, "missing", "x"), []byte("x"), 0o644); err == nil {
 		t.Error("writing into a missing directory succeeded")
+	}
+}
+
+// TestWriteOnlyOverRegularFiles: a pipe or a directory at the path is refused and left as it is (a device would
+// be too: not tried, as root could lose /dev/null); a symlink to a regular file is written through.
+func TestWriteOnlyOverRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	toFifo := filepath.Join(dir, "to-fifo")
+	if err := os.Symlink(fifo, toFifo); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, sub, toFifo} {
+		if err := Write(path, []byte("x"), 0o644); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("Write(%s) = %v, want ErrNotRegular", path, err)
+		}
+	}
+	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the pipe was replaced: %v %v", st.Mode(), err)
+	}
+	if _, err := Check("/dev/null"); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("Check(/dev/null) = %v, want ErrNotRegular", err)
+	}
+
+	target := filepath.Join(dir, "target.json")
+	if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(link, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the symlink was replaced by a file")
+	}
+	if b, _ := os.ReadFile(target); string(b) != "new" {
+		t.Errorf("target holds %q, want new", b)
 	}
 }

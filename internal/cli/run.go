@@ -173,6 +173,13 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	if opts.runDir == "" {
 		opts.runDir = filepath.Join("irs-runs", wf.GetName()+"-"+time.Now().Format("20060102-150405"))
 	}
+	if opts.result != "" {
+		// Before anything starts: the result is written by renaming over the path, which must not replace a
+		// device, a pipe or a directory.
+		if _, err := atomicfile.Check(opts.result); err != nil {
+			return withExitCode(fmt.Errorf("--result: %w", err), ExitInvalidConfig)
+		}
+	}
 	r := &runner{app: a, wf: wf, tl: tl, envoy: envoyBin, interactive: interactive, progress: opts.progress}
 	stop := r.handleSignals()
 	defer stop()

@@ -514,6 +514,29 @@ func TestWorkflowRunnerKilled(t *testing.T) {
 	}
 }
 
+// TestWorkflowResultNotRegular: a --result that is not a regular file (here a named pipe; a device such as
+// /dev/full is refused the same way) exits 2 before anything starts, and is left as it was.
+func TestWorkflowResultNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "result.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := startWorkflow(t, longWorkflow, "--result", fifo)
+	if code := run.exitCode(20 * time.Second); code != 2 {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", code, run.stderr)
+	}
+	if !strings.Contains(run.stderr.String(), "--result") || !strings.Contains(run.stderr.String(), "not a regular file") {
+		t.Errorf("stderr does not name the flag and the reason:\n%s", run.stderr)
+	}
+	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the pipe was replaced: %v, %v", st.Mode(), err)
+	}
+	if _, err := os.Stat(filepath.Join(run.dir, "workers")); err == nil {
+		t.Errorf("workers were started")
+	}
+}
+
 // TestWorkflowInvalid: an invalid workflow exits 2, naming each problem's line:column, and starts nothing.
 func TestWorkflowInvalid(t *testing.T) {
 	doc := `name: broken
