@@ -8,6 +8,9 @@
 // It exists instead of buf's protoyaml because that one links protovalidate and cel-go, which cost every worker
 // process about 4 MB of memory, and because it decodes sub-trees of larger documents (a workflow's services)
 // with positions in the enclosing file.
+//
+// A document beyond the limits in limit.go (its size, its nodes with aliases expanded, its depth) is refused with
+// one error before anything is decoded, so that decoding costs time and memory linear in what was parsed.
 package yamlpb
 
 import (
@@ -25,13 +28,14 @@ import (
 )
 
 // Unmarshal decodes a YAML document into m. On error, m may be partly filled; the error is a joined list of
-// *field.Error, each with its position.
+// *field.Error, each with its position. A document beyond the limits (see Parse) is refused with one error
+// before anything is decoded.
 func Unmarshal(data []byte, m proto.Message) error {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return syntaxError(err)
+	root, err := Parse(data, "document")
+	if err != nil {
+		return err
 	}
-	return Decode(&root, m, "")
+	return Decode(root, m, "")
 }
 
 // Decode decodes a YAML node (a document or a mapping) into m. path prefixes the field paths in errors.
@@ -46,7 +50,9 @@ type DecodeOptions struct {
 	NullIsAbsent bool
 }
 
-// Decode decodes a YAML node with the options.
+// Decode decodes a YAML node with the options. A tree beyond MaxNodes or MaxDepth (aliases expanded) is
+// refused with one error before anything is decoded, so that decoding takes time and memory linear in the
+// document as parsed.
 func (o DecodeOptions) Decode(n *yaml.Node, m proto.Message, path string) error {
 	var errs field.List
 	if n.Kind == 0 { // an empty document (or only comments)
@@ -58,32 +64,59 @@ func (o DecodeOptions) Decode(n *yaml.Node, m proto.Message, path string) error 
 		}
 		n = n.Content[0]
 	}
-	d := &decoder{errs: &errs, budget: maxNodes, nullIsAbsent: o.NullIsAbsent}
-	d.message(n, m.ProtoReflect(), path)
+	if err := check(n, "document"); err != nil {
+		return err
+	}
+	d := &decoder{errs: &errs, nullIsAbsent: o.NullIsAbsent}
+	d.message(n, m.ProtoReflect(), &fieldPath{name: path, index: -1})
 	return errs.Err()
 }
 
-// maxNodes bounds the nodes one document may expand to: aliases can make a small document name an
-// exponential number of nodes (a "billion laughs"), and a config needs nowhere near this many.
-const maxNodes = 100_000
-
 type decoder struct {
 	errs         *field.List
-	budget       int
 	nullIsAbsent bool
 }
 
-// spend accounts for visiting one node; false once the document has grown beyond maxNodes.
-func (d *decoder) spend(n *yaml.Node, path string) bool {
-	d.budget--
-	if d.budget == 0 {
-		d.fail(n, path, "document expands to more than %d nodes (through aliases?)", maxNodes)
-	}
-	return d.budget > 0
+// fieldPath is the path of the node being decoded, as a chain to its parent: it is only spelled out for an
+// error. (Building the string for every node cost O(depth) per node, O(depth²) for a deep document.)
+type fieldPath struct {
+	parent *fieldPath
+	name   string // a field name (or the caller's prefix at the root); "" for an index or a key
+	key    string
+	index  int // -1 unless a list index
+	isKey  bool
 }
 
-func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
-	*d.errs = append(*d.errs, &field.Error{Path: path, Line: n.Line, Column: n.Column, Err: fmt.Errorf(format, args...)})
+func (p *fieldPath) field(name string) *fieldPath {
+	return &fieldPath{parent: p, name: name, index: -1}
+}
+func (p *fieldPath) elem(i int) *fieldPath { return &fieldPath{parent: p, index: i} }
+func (p *fieldPath) mapKey(k string) *fieldPath {
+	return &fieldPath{parent: p, key: k, index: -1, isKey: true}
+}
+
+// String spells the path as field.Join, field.Index and field.Key do.
+func (p *fieldPath) String() string {
+	var chain []*fieldPath
+	for q := p; q != nil; q = q.parent {
+		chain = append(chain, q)
+	}
+	s := ""
+	for i := len(chain) - 1; i >= 0; i-- {
+		switch q := chain[i]; {
+		case q.isKey:
+			s = field.Key(s, q.key)
+		case q.index >= 0:
+			s = field.Index(s, q.index)
+		default:
+			s = field.Join(s, q.name)
+		}
+	}
+	return s
+}
+
+func (d *decoder) fail(n *yaml.Node, path *fieldPath, format string, args ...any) {
+	*d.errs = append(*d.errs, &field.Error{Path: path.String(), Line: n.Line, Column: n.Column, Err: fmt.Errorf(format, args...)})
 }
 
 func isNull(n *yaml.Node) bool {
@@ -98,9 +131,9 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func (d *decoder) message(n *yaml.Node, m protoreflect.Message, path string) {
+func (d *decoder) message(n *yaml.Node, m protoreflect.Message, path *fieldPath) {
 	n = resolve(n)
-	if isNull(n) || !d.spend(n, path) {
+	if isNull(n) {
 		return
 	}
 	if n.Kind != yaml.MappingNode {
@@ -110,16 +143,16 @@ func (d *decoder) message(n *yaml.Node, m protoreflect.Message, path string) {
 	fields := m.Descriptor().Fields()
 	seen := map[protoreflect.FieldNumber]string{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
+		k, v := resolve(n.Content[i]), n.Content[i+1]
 		fd := fields.ByName(protoreflect.Name(k.Value))
 		if fd == nil {
 			fd = fields.ByJSONName(k.Value)
 		}
 		if fd == nil {
-			d.fail(k, field.Join(path, k.Value), "unknown field %q (want one of %s)", k.Value, names(fields))
+			d.fail(k, path.field(k.Value), "unknown field %q (want one of %s)", k.Value, names(fields))
 			continue
 		}
-		fpath := field.Join(path, string(fd.Name()))
+		fpath := path.field(string(fd.Name()))
 		if prev, dup := seen[fd.Number()]; dup {
 			d.fail(k, fpath, "set twice (also as %q)", prev)
 			continue
@@ -150,34 +183,30 @@ func (d *decoder) message(n *yaml.Node, m protoreflect.Message, path string) {
 	}
 }
 
-func (d *decoder) list(n *yaml.Node, l protoreflect.List, fd protoreflect.FieldDescriptor, path string) {
+func (d *decoder) list(n *yaml.Node, l protoreflect.List, fd protoreflect.FieldDescriptor, path *fieldPath) {
 	if n.Kind != yaml.SequenceNode {
 		d.fail(n, path, "want a list, got %s", describe(n))
 		return
 	}
 	for i, item := range n.Content {
-		ipath := field.Index(path, i)
 		item = resolve(item)
-		if !d.spend(item, ipath) {
-			return
-		}
 		if isNull(item) {
-			d.fail(item, ipath, "null is not allowed in a list")
+			d.fail(item, path.elem(i), "null is not allowed in a list")
 			continue
 		}
 		if fd.Kind() == protoreflect.MessageKind {
 			e := l.NewElement()
-			d.message(item, e.Message(), ipath)
+			d.message(item, e.Message(), path.elem(i))
 			l.Append(e)
 			continue
 		}
-		if val, ok := d.scalar(item, fd, ipath); ok {
+		if val, ok := d.scalar(item, fd, path.elem(i)); ok {
 			l.Append(val)
 		}
 	}
 }
 
-func (d *decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.FieldDescriptor, path string) {
+func (d *decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.FieldDescriptor, path *fieldPath) {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "want a mapping, got %s", describe(n))
 		return
@@ -185,10 +214,7 @@ func (d *decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.Fi
 	kd, vd := fd.MapKey(), fd.MapValue()
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
-		kpath := field.Key(path, k.Value)
-		if !d.spend(v, kpath) {
-			return
-		}
+		kpath := path.mapKey(k.Value)
 		if isNull(v) {
 			if !d.nullIsAbsent {
 				d.fail(v, kpath, "null is not allowed as a value (remove the key instead)")
@@ -215,7 +241,7 @@ func (d *decoder) mapField(n *yaml.Node, mp protoreflect.Map, fd protoreflect.Fi
 	}
 }
 
-func (d *decoder) scalar(n *yaml.Node, fd protoreflect.FieldDescriptor, path string) (protoreflect.Value, bool) {
+func (d *decoder) scalar(n *yaml.Node, fd protoreflect.FieldDescriptor, path *fieldPath) (protoreflect.Value, bool) {
 	if n.Kind != yaml.ScalarNode {
 		d.fail(n, path, "want %s, got %s", kindName(fd), describe(n))
 		return protoreflect.Value{}, false
