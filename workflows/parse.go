@@ -1,8 +1,9 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"strings"
 
 	"github.com/irs-sim/irs/internal/field"
 	"github.com/irs-sim/irs/internal/yamlpb"
@@ -21,25 +22,32 @@ type Document struct {
 	decodeErrs field.List
 }
 
-// ReadFile reads and parses a workflow file.
+// ReadFile reads and parses a workflow file. A file larger than yamlpb.MaxBytes is refused (as an
+// *InvalidError) without reading it whole.
 func ReadFile(path string) (*Document, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlpb.ReadFile(path, "workflow")
+	var tooBig *yamlpb.LimitError
+	if errors.As(err, &tooBig) {
+		return nil, &InvalidError{File: path, Errors: field.List{{Err: tooBig}}}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read workflow: %w", err)
 	}
 	return Parse(data, path)
 }
 
-// Parse decodes a workflow document. A document that is not YAML at all is an error; structural problems
-// (unknown fields, wrong types) are kept and reported by Validate together with the semantic ones.
+// Parse decodes a workflow document. A document that is not YAML at all, or beyond the limits of yamlpb.Parse
+// (its size, its nodes with aliases expanded, its depth), is an *InvalidError holding that one problem;
+// structural problems (unknown fields, wrong types) are kept and reported by Validate together with the
+// semantic ones.
 func Parse(data []byte, file string) (*Document, error) {
 	doc := &Document{Workflow: &irsv1.Workflow{}, File: file}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, &InvalidError{File: file, Errors: field.Flatten(yamlpb.Unmarshal(data, doc.Workflow))}
+	root, err := yamlpb.Parse(data, "workflow")
+	if err != nil {
+		return nil, &InvalidError{File: file, Errors: field.Flatten(err)}
 	}
-	doc.root = &root
-	doc.decodeErrs = field.Flatten(yamlpb.Decode(&root, doc.Workflow, ""))
+	doc.root = root
+	doc.decodeErrs = field.Flatten(yamlpb.Decode(root, doc.Workflow, ""))
 	return doc, nil
 }
 
@@ -50,20 +58,22 @@ type InvalidError struct {
 }
 
 func (e *InvalidError) Error() string {
-	s := fmt.Sprintf("invalid workflow (%d problem%s):", len(e.Errors), plural(len(e.Errors)))
+	var b strings.Builder // not s += ...: quadratic in the 10^5 problems a document can have
+	fmt.Fprintf(&b, "invalid workflow (%d problem%s):", len(e.Errors), plural(len(e.Errors)))
 	for _, fe := range e.Errors {
-		s += "\n  "
-		if e.File != "" && fe.Line > 0 {
-			s += fmt.Sprintf("%s:%d:%d: ", e.File, fe.Line, fe.Column)
-		} else if fe.Line > 0 {
-			s += fmt.Sprintf("%d:%d: ", fe.Line, fe.Column)
+		b.WriteString("\n  ")
+		switch {
+		case e.File != "" && fe.Line > 0:
+			fmt.Fprintf(&b, "%s:%d:%d: ", e.File, fe.Line, fe.Column)
+		case fe.Line > 0:
+			fmt.Fprintf(&b, "%d:%d: ", fe.Line, fe.Column)
 		}
 		if fe.Path != "" {
-			s += fe.Path + ": "
+			b.WriteString(fe.Path + ": ")
 		}
-		s += fe.Err.Error()
+		b.WriteString(fe.Err.Error())
 	}
-	return s
+	return b.String()
 }
 
 func plural(n int) string {
