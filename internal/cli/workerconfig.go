@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -234,17 +233,22 @@ func loadWorkerConfig(v *viper.Viper, flags *pflag.FlagSet, lookupEnv func(strin
 	src := &configSource{byPath: map[string]string{}}
 	var decodeErrs field.List
 	if path := v.GetString("config"); path != "" {
-		data, err := os.ReadFile(path)
+		src.file = path
+		data, err := yamlpb.ReadFile(path, "worker configuration")
+		var tooBig *yamlpb.LimitError
+		if errors.As(err, &tooBig) {
+			return nil, nil, nil, src.describe(tooBig)
+		}
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("read config: %w", err)
 		}
-		src.file = path
-		var root yaml.Node
-		if err := yaml.Unmarshal(data, &root); err != nil {
-			return nil, nil, nil, src.describe(yamlpb.Unmarshal(data, cfg)) // the same error, positioned
+		// Not YAML, or beyond the limits: that one problem, positioned.
+		root, err := yamlpb.Parse(data, "worker configuration")
+		if err != nil {
+			return nil, nil, nil, src.describe(err)
 		}
-		src.node = &root
-		decodeErrs = field.Flatten(yamlpb.Decode(&root, cfg, ""))
+		src.node = root
+		decodeErrs = field.Flatten(yamlpb.Decode(root, cfg, ""))
 	}
 	var errs []error
 	for _, o := range workerOverrides {
