@@ -4,6 +4,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -29,8 +30,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// MaxBody bounds a control request body.
-const MaxBody = 1 << 20
+// MaxBody bounds a control request body: the largest document yamlpb reads.
+const MaxBody = yamlpb.MaxBytes
 
 // InvalidError is a change refused because the resulting configuration would be invalid; the running
 // configuration is unchanged. Fields lists every problem with its path (and line:column in the request body
@@ -91,11 +92,11 @@ func (s *Service) Replace(cfg *irsv1.WorkerConfig) (*irsv1.ConfigState, error) {
 // ReplaceDocument replaces the configuration with a document (JSON or YAML), reporting every problem at once,
 // positioned in body.
 func (s *Service) ReplaceDocument(body []byte) (*irsv1.ConfigState, error) {
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, &InvalidError{Fields: field.List{{Err: errors.New("empty body: send the whole configuration")}}}
 	}
 	var cfg irsv1.WorkerConfig
-	root, decodeErrs, err := decode(body, &cfg, "")
+	root, decodeErrs, err := decode(body, &cfg, "configuration", "")
 	if err != nil {
 		return nil, err
 	}
@@ -108,11 +109,11 @@ func (s *Service) ReplaceDocument(body []byte) (*irsv1.ConfigState, error) {
 // once, positioned in the patch where the patch holds the offending field.
 func (s *Service) MergePatch(patch []byte) (*irsv1.ConfigState, error) {
 	// The patch alone is checked first: it is what the caller wrote (null removes, so it is allowed anywhere).
-	var root yaml.Node
-	if err := yaml.Unmarshal(patch, &root); err != nil {
-		return nil, invalid(yamlpb.Unmarshal(patch, &irsv1.WorkerConfig{}))
+	root, err := yamlpb.Parse(patch, "merge patch")
+	if err != nil {
+		return nil, invalid(err)
 	}
-	decodeErrs := field.Flatten(yamlpb.DecodeOptions{NullIsAbsent: true}.Decode(&root, &irsv1.WorkerConfig{}, ""))
+	decodeErrs := field.Flatten(yamlpb.DecodeOptions{NullIsAbsent: true}.Decode(root, &irsv1.WorkerConfig{}, ""))
 	var p any
 	if err := json.Unmarshal(patch, &p); err != nil {
 		return nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("a merge patch is a JSON object: %w", err)}}}
@@ -123,7 +124,7 @@ func (s *Service) MergePatch(patch []byte) (*irsv1.ConfigState, error) {
 	}
 	// Keys in JSON form (maxOverrideDelay) become proto names, which the document uses.
 	protoNames(obj, (&irsv1.WorkerConfig{}).ProtoReflect().Descriptor())
-	patch, err := json.Marshal(obj)
+	patch, err = json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func (s *Service) MergePatch(patch []byte) (*irsv1.ConfigState, error) {
 		}
 		return nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("patched configuration: %w", err)}}}
 	}
-	return s.applyDecoded(&cfg, &root, decodeErrs, false)
+	return s.applyDecoded(&cfg, root, decodeErrs, false)
 }
 
 // protoNames renames, in place, the keys of a JSON object that are JSON names of md's fields to their proto
@@ -175,14 +176,14 @@ func protoNames(obj map[string]any, md protoreflect.MessageDescriptor) {
 	}
 }
 
-// decode decodes body into m. Structural problems come back as a list (m holds what could be decoded);
-// err is set only when body is not even YAML or JSON.
-func decode(body []byte, m proto.Message, path string) (*yaml.Node, field.List, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(body, &root); err != nil {
-		return nil, nil, invalid(yamlpb.Unmarshal(body, m)) // the same error, positioned
+// decode decodes body into m; what names the document in errors. Structural problems come back as a list (m
+// holds what could be decoded); err is set only when body is not YAML or JSON, or beyond yamlpb's limits.
+func decode(body []byte, m proto.Message, what, path string) (*yaml.Node, field.List, error) {
+	root, err := yamlpb.Parse(body, what)
+	if err != nil {
+		return nil, nil, invalid(err)
 	}
-	return &root, field.Flatten(yamlpb.Decode(&root, m, path)), nil
+	return root, field.Flatten(yamlpb.Decode(root, m, path)), nil
 }
 
 // applyDecoded compiles a decoded document and applies it, or reports the decoding problems together with the
@@ -345,7 +346,7 @@ func (s *Service) Ready() bool { return s.w.Ready() }
 // once, positioned in body.
 func (s *Service) StartLoadDocument(body []byte) (*irsv1.ConfigState, error) {
 	var load irsv1.Load
-	root, decodeErrs, err := decode(body, &load, "load")
+	root, decodeErrs, err := decode(body, &load, "load", "load")
 	if err != nil {
 		return nil, err
 	}
