@@ -139,14 +139,19 @@ func (s *Service) MergePatch(patch []byte) (*irsv1.ConfigState, error) {
 	if err != nil {
 		return nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("merge patch: %w", err)}}}
 	}
+	// The merged document is read as a whole one is (ReplaceDocument), so that a field means the same in a patch
+	// and in a PUT body: {"delay": 5} is the delay "5", refused by name as an invalid delay. Its problems are the
+	// patch's own, located in the patch (positions in the merged document mean nothing to the caller).
 	var cfg irsv1.WorkerConfig
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(merged, &cfg); err != nil {
-		if len(decodeErrs) > 0 {
-			return nil, &InvalidError{Fields: decodeErrs} // the patch's own problems explain it
-		}
+	var mergedRoot yaml.Node
+	if err := yaml.Unmarshal(merged, &mergedRoot); err != nil {
 		return nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("patched configuration: %w", err)}}}
 	}
-	return s.applyDecoded(&cfg, root, decodeErrs, false)
+	mergedErrs := field.Flatten(yamlpb.Decode(&mergedRoot, &cfg, ""))
+	for _, e := range mergedErrs {
+		e.Line, e.Column = 0, 0
+	}
+	return s.applyDecoded(&cfg, root, field.Combine(decodeErrs, field.List(mergedErrs).Err()), false)
 }
 
 // protoNames renames, in place, the keys of a JSON object that are JSON names of md's fields to their proto

@@ -155,6 +155,15 @@ func TestInvalidChange(t *testing.T) {
 			want:   []string{"calls[0].retries@2:41", "serve.delay@1:21"},
 		},
 		{
+			// The merged document was decoded by protojson, which refused the number without naming the field
+			// and with a position in the merged document.
+			name:   "PATCH number for a string",
+			method: http.MethodPatch,
+			path:   "/v1/config",
+			body:   `{"serve":{"delay":5}}`,
+			want:   []string{"serve.delay@1:19"},
+		},
+		{
 			name:   "PATCH not JSON",
 			method: http.MethodPatch,
 			path:   "/v1/config",
