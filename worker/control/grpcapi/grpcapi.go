@@ -23,7 +23,9 @@ func Register(s *grpc.Server, svc *control.Service) {
 	irsv1.RegisterWorkerControlServiceServer(s, &server{svc: svc})
 }
 
-// ServerOptions returns the interceptors that require the control token on every call.
+// ServerOptions returns the server options of the control API: a codec that refuses undecodable requests as
+// INVALID_ARGUMENT (see codec), and the interceptors that require the control token on every call, checked
+// first, so that a caller without it learns nothing else.
 func ServerOptions(svc *control.Service) []grpc.ServerOption {
 	check := func(ctx context.Context) error {
 		md, _ := metadata.FromIncomingContext(ctx)
@@ -36,10 +38,16 @@ func ServerOptions(svc *control.Service) []grpc.ServerOption {
 		}
 		return nil
 	}
+	c := newCodec()
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(c),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			undecodable := c.take(req) // taken whatever happens next, or the codec would keep it
 			if err := check(ctx); err != nil {
 				return nil, err
+			}
+			if undecodable != nil {
+				return nil, undecodable
 			}
 			return h(ctx, req)
 		}),
@@ -47,7 +55,7 @@ func ServerOptions(svc *control.Service) []grpc.ServerOption {
 			if err := check(ss.Context()); err != nil {
 				return err
 			}
-			return h(srv, ss)
+			return h(srv, decodedStream{ServerStream: ss, codec: c})
 		}),
 	}
 }
