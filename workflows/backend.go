@@ -25,6 +25,9 @@ type Backend interface {
 	// SetLoad (re)starts the load of every replica of a service with load (its target's endpoints resolved by
 	// the backend), or stops it with nil; replicas started later get it too.
 	SetLoad(ctx context.Context, service string, load *irsv1.Load) error
+	// Client returns a client of a live replica's control API (the backend knows how to reach it and with what
+	// credentials), or false when the replica is not known or not ready.
+	Client(service, replica string) (irsv1.WorkerControlServiceClient, bool)
 	// Events reports what happens to replicas on the backend's own account (ready, exits, replacements,
 	// endpoint pushes). The channel is closed by Stop.
 	Events() <-chan Event

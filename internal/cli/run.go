@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/atomicfile"
+	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -246,7 +247,7 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, dir, resultPath str
 		Executable: r.app.env.Executable, Dir: filepath.Join(dir, "workers"),
 		RestartDelay: r.tl.RestartDelay, DiscoveryDelay: r.tl.DiscoveryDelay, ReadyTimeout: r.tl.ReadyTimeout,
 		WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh}, Logger: r.app.logger,
-		Mesh: mesh, Envoy: r.envoy.Path,
+		Mesh: mesh, Envoy: r.envoy.Path, ControlToken: token.New(),
 	})
 	if err != nil {
 		return nil, err

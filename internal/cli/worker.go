@@ -16,6 +16,7 @@ import (
 	"github.com/irs-sim/irs/internal/atomicfile"
 	"github.com/irs-sim/irs/internal/field"
 	"github.com/irs-sim/irs/internal/memtrim"
+	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/worker"
 	"github.com/irs-sim/irs/worker/control"
 	"github.com/irs-sim/irs/worker/control/grpcapi"
@@ -133,12 +134,18 @@ func (o *workerOptions) resolve(v *viper.Viper) error {
 	o.dogstatsd = v.GetString("dogstatsd")
 	o.dogstatsdEvery = v.GetDuration("dogstatsd-interval")
 	o.traceSample = v.GetFloat64("trace-sample")
-	if o.controlTokenFile != "" {
-		b, err := os.ReadFile(o.controlTokenFile)
+	switch {
+	case o.controlTokenFile != "" && o.controlToken != "":
+		return errors.New("--control-token and --control-token-file: give one")
+	case o.controlTokenFile != "":
+		tok, err := token.Read(o.controlTokenFile)
 		if err != nil {
 			return fmt.Errorf("--control-token-file: %w", err)
 		}
-		o.controlToken = strings.TrimSpace(string(b))
+		o.controlToken = tok
+	case o.controlToken != "" && strings.TrimSpace(o.controlToken) != o.controlToken:
+		// A token with spaces around it would be a token nobody can send (headers are trimmed).
+		return errors.New("--control-token: has leading or trailing whitespace")
 	}
 	if o.traceSample < 0 || o.traceSample > 1 {
 		return fmt.Errorf("--trace-sample %v: want a fraction between 0 and 1", o.traceSample)

@@ -203,6 +203,22 @@ func TestControlToken(t *testing.T) {
 	}
 }
 
+// TestControlTokenEmpty: an empty or whitespace-only token file is an error at start-up (exit 2), not a worker
+// with its control API open.
+func TestControlTokenEmpty(t *testing.T) {
+	for _, content := range []string{"", " \n\t\n"} {
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tokenFile, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := command(t, nil, "worker", "--name", "server", "--listen", "127.0.0.1:0", "--control-token-file", tokenFile)
+		p.start()
+		if code := p.exitCode(10 * time.Second); code != 2 || !strings.Contains(p.stderr.String(), "--control-token-file") {
+			t.Errorf("token file %q: exit %d, stderr %q; want 2 naming --control-token-file", content, code, p.stderr)
+		}
+	}
+}
+
 // TestStatsStream streams a real worker's stats: one snapshot per interval, each covering its interval, until
 // the client cancels.
 func TestStatsStream(t *testing.T) {

@@ -16,10 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/envoy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -33,11 +34,26 @@ func envoyBinary(t *testing.T) envoy.Binary {
 	return bin
 }
 
-// controlPlane starts `irs mesh control-plane` and returns its address and a client.
-func controlPlane(t *testing.T) (string, irsv1.MeshControlServiceClient) {
+// meshPlane is a control plane started by a test, with the control authority of its channel.
+type meshPlane struct {
+	addr    string
+	control *ca.Control
+}
+
+// controlPlane starts `irs mesh control-plane` (mutual TLS, with credentials made for the test) and returns it
+// and a client holding the runner's certificate.
+func controlPlane(t *testing.T) (meshPlane, irsv1.MeshControlServiceClient) {
 	t.Helper()
-	ready := filepath.Join(t.TempDir(), "cp.json")
-	p := command(t, nil, "mesh", "control-plane", "--ready-file", ready)
+	dir := t.TempDir()
+	control, err := ca.NewControl(filepath.Join(dir, "credentials"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := control.Server("127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	ready := filepath.Join(dir, "cp.json")
+	p := command(t, nil, "mesh", "control-plane", "--ready-file", ready, "--credentials", control.Dir())
 	p.start()
 	deadline := time.Now().Add(10 * time.Second)
 	var info struct{ Address string }
@@ -50,21 +66,40 @@ func controlPlane(t *testing.T) (string, irsv1.MeshControlServiceClient) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	conn, err := grpc.NewClient("passthrough:///"+info.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	runner, err := control.Runner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := controlConn(t, control, runner, info.Address)
+	return meshPlane{addr: info.Address, control: control}, irsv1.NewMeshControlServiceClient(conn)
+}
+
+// controlConn connects to a control plane with a certificate of its authority.
+func controlConn(t *testing.T, control *ca.Control, cert ca.Files, addr string) *grpc.ClientConn {
+	t.Helper()
+	cfg, err := ca.ClientTLS(control.CAFile(), cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return info.Address, irsv1.NewMeshControlServiceClient(conn)
+	return conn
 }
 
 // startEnvoy starts a sidecar for node with its admin on ip:15000 and waits until it is ready.
-func startEnvoy(t *testing.T, bin envoy.Binary, cp, node, service, ip string) string {
+func startEnvoy(t *testing.T, bin envoy.Binary, cp meshPlane, node, service, ip string) string {
 	t.Helper()
 	dir := t.TempDir()
-	host, port := splitAddr(t, cp)
+	host, port := splitAddr(t, cp.addr)
+	cert, err := cp.control.Sidecar(service)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := envoy.Bootstrap(envoy.Sidecar{Node: node, Cluster: service, AdminHost: ip, AdminPort: 15000,
-		ControlHost: host, ControlPort: port})
+		ControlHost: host, ControlPort: port, ControlCA: cp.control.CAFile(), Cert: cert.Cert, Key: cert.Key})
 	if err != nil {
 		t.Fatal(err)
 	}

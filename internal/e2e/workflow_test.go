@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -456,6 +457,39 @@ func TestWorkflowInterruptSummary(t *testing.T) {
 	}
 	if !strings.Contains(run.stdout.String(), "INTERRUPTED after") {
 		t.Errorf("the summary does not say when the run was interrupted:\n%s", run.stdout)
+	}
+}
+
+// TestWorkflowWorkersNeedToken: a run's workers answer control calls only with the run's token, which only the
+// run's owner can read.
+func TestWorkflowWorkersNeedToken(t *testing.T) {
+	run := startWorkflow(t, longWorkflow)
+	waitRunning(t, run)
+	secrets := filepath.Join(run.dir, "workers", "secrets")
+	if st, err := os.Stat(secrets); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("%s: %v %v, want a directory of mode 0700", secrets, st.Mode(), err)
+	}
+	tokenFile := filepath.Join(secrets, "control-token")
+	st, err := os.Stat(tokenFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v %v, want mode 0600", tokenFile, st.Mode(), err)
+	}
+	tok, _ := os.ReadFile(tokenFile)
+	var worker proc
+	b, err := os.ReadFile(filepath.Join(run.dir, "workers", "server-0.ready"))
+	if err != nil || json.Unmarshal(b, &worker.ready) != nil {
+		t.Fatalf("server-0's ready file: %v", err)
+	}
+	worker.t = t
+	if code, body := worker.rest("PATCH", "/v1/config", "", `{"serve": {"delay": "1s"}}`); code != 401 {
+		t.Errorf("PATCH without the token = %d %s, want 401", code, body)
+	}
+	if code, body := worker.rest("GET", "/v1/config", strings.TrimSpace(string(tok)), ""); code != 200 {
+		t.Errorf("GET with the run's token = %d %s", code, body)
+	}
+	run.signal(syscall.SIGINT)
+	if code := run.exitCode(15 * time.Second); code != 130 {
+		t.Errorf("exit %d after SIGINT, want 130", code)
 	}
 }
 

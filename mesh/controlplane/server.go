@@ -24,6 +24,8 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -40,6 +42,9 @@ type Server struct {
 	known   map[string][]string    // the nodes of the current state → the resource types they have
 	nodes   map[string]*nodeStatus // every node seen or known
 	streams map[int64]string       // ADS stream → node id
+	// peers is the service whose sidecar certificate each ADS stream presented: a stream gets only that
+	// service's configuration (and so its certificates).
+	peers map[int64]string
 }
 
 type nodeStatus struct {
@@ -57,9 +62,10 @@ func New(ctx context.Context, logger *slog.Logger, trustDomain string) (*Server,
 		return nil, err
 	}
 	s := &Server{logger: logger, ca: authority, known: map[string][]string{}, nodes: map[string]*nodeStatus{},
-		streams: map[int64]string{}}
+		streams: map[int64]string{}, peers: map[int64]string{}}
 	s.cache = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
 	s.xds = server.NewServer(ctx, s.cache, server.CallbackFuncs{
+		StreamOpenFunc:    s.onOpen,
 		StreamRequestFunc: s.onRequest,
 		StreamClosedFunc:  s.onClosed,
 	})
@@ -138,10 +144,54 @@ func (s *Server) GetStatus(context.Context, *irsv1.GetStatusRequest) (*irsv1.Get
 	return out, nil
 }
 
-// onRequest records acknowledgements: a request that names a version and carries no error accepts it.
+// Authorize returns the server option that admits only the runner to the mesh control API. (Sidecars are
+// admitted to ADS by onOpen.) The server must require verified client certificates of the run's control
+// authority (ca.ServerTLS).
+func Authorize() grpc.ServerOption {
+	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if id, ok := identity(ctx); !ok || !id.Runner {
+			return nil, status.Error(codes.PermissionDenied, "the mesh control API is the runner's: present its certificate")
+		}
+		return h(ctx, req)
+	})
+}
+
+// identity is who the peer's verified certificate says it is.
+func identity(ctx context.Context) (ca.Identity, bool) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ca.Identity{}, false
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return ca.Identity{}, false
+	}
+	return ca.IdentityOf(info.State.VerifiedChains[0][0])
+}
+
+// onOpen admits an ADS stream from a sidecar's certificate, and remembers its service.
+func (s *Server) onOpen(ctx context.Context, stream int64, _ string) error {
+	id, ok := identity(ctx)
+	if !ok || id.Service == "" {
+		return status.Error(codes.PermissionDenied, "xDS is for the run's sidecars: present a sidecar certificate")
+	}
+	s.mu.Lock()
+	s.peers[stream] = id.Service
+	s.mu.Unlock()
+	return nil
+}
+
+// onRequest checks that a node belongs to the service of its stream's certificate, and records
+// acknowledgements: a request that names a version and carries no error accepts it.
 func (s *Server) onRequest(stream int64, req *discovery.DiscoveryRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if svc, ok := s.peers[stream]; ok && req.GetNode() != nil && req.GetNode().GetCluster() != svc {
+		s.logger.Warn("refused a node of another service", "node", req.GetNode().GetId(),
+			"cluster", req.GetNode().GetCluster(), "certificate", svc)
+		return status.Errorf(codes.PermissionDenied, "node %s of service %q presented the certificate of %q",
+			req.GetNode().GetId(), req.GetNode().GetCluster(), svc)
+	}
 	id := s.streams[stream]
 	if req.GetNode().GetId() != "" && id == "" {
 		id = req.GetNode().GetId()
@@ -168,6 +218,7 @@ func (s *Server) onRequest(stream int64, req *discovery.DiscoveryRequest) error 
 func (s *Server) onClosed(stream int64, _ *core.Node) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.peers, stream)
 	if id, ok := s.streams[stream]; ok {
 		delete(s.streams, stream)
 		if n := s.nodes[id]; n != nil && n.connected > 0 {

@@ -1,6 +1,6 @@
 // Package envoy finds the Envoy binary and writes the bootstrap of a sidecar: its node identity, an admin
-// interface on the replica's loopback address, and one ADS stream to the run's control plane, from which
-// everything else comes.
+// interface on the replica's loopback address, and one ADS stream to the run's control plane (mutual TLS with
+// the service's sidecar certificate), from which everything else comes.
 package envoy
 
 import (
@@ -19,7 +19,10 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpopts "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/irs-sim/irs/mesh/ca"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -133,6 +136,9 @@ type Sidecar struct {
 	// ControlPlane is host:port of the control plane's gRPC (ADS) listener.
 	ControlHost string
 	ControlPort uint32
+	// ControlCA is the file of the control authority's certificate; Cert and Key the service's sidecar
+	// certificate (mutual TLS to the control plane).
+	ControlCA, Cert, Key string
 }
 
 // Bootstrap returns a sidecar's bootstrap configuration (JSON, which Envoy reads as YAML).
@@ -144,6 +150,23 @@ func Bootstrap(s Sidecar) ([]byte, error) {
 					Http2ProtocolOptions: &core.Http2ProtocolOptions{},
 				},
 			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	file := func(path string) *core.DataSource {
+		return &core.DataSource{Specifier: &core.DataSource_Filename{Filename: path}}
+	}
+	xdsTLS, err := anypb.New(&tlsv3.UpstreamTlsContext{
+		Sni: ca.ControlServerName,
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsCertificates: []*tlsv3.TlsCertificate{{CertificateChain: file(s.Cert), PrivateKey: file(s.Key)}},
+			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+				TrustedCa: file(s.ControlCA),
+				MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{SanType: tlsv3.SubjectAltNameMatcher_DNS,
+					Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: ca.ControlServerName}}}},
+			}},
 		},
 	})
 	if err != nil {
@@ -166,8 +189,10 @@ func Bootstrap(s Sidecar) ([]byte, error) {
 			CdsConfig: ads,
 		},
 		StaticResources: &bootstrap.Bootstrap_StaticResources{Clusters: []*cluster.Cluster{{
-			Name:                          "xds",
-			ConnectTimeout:                durationpb.New(time.Second),
+			Name:           "xds",
+			ConnectTimeout: durationpb.New(time.Second),
+			TransportSocket: &core.TransportSocket{Name: "envoy.transport_sockets.tls",
+				ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: xdsTLS}},
 			ClusterDiscoveryType:          &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
 			TypedExtensionProtocolOptions: map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": h2},
 			LoadAssignment: &endpoint.ClusterLoadAssignment{ClusterName: "xds", Endpoints: []*endpoint.LocalityLbEndpoints{{

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -23,33 +21,36 @@ type collector struct {
 	align    time.Time // every window ends at align + k×interval
 	out      chan sample
 	ctx      context.Context
+	// client reaches a replica's control API (the backend's).
+	client func(service, replica string) (irsv1.WorkerControlServiceClient, bool)
 
 	mu      sync.Mutex
 	streams map[string]context.CancelFunc
 	wg      sync.WaitGroup
 }
 
-func newCollector(ctx context.Context, interval time.Duration, align time.Time) *collector {
-	return &collector{interval: interval, align: align, out: make(chan sample, 1024), ctx: ctx, streams: map[string]context.CancelFunc{}}
+func newCollector(ctx context.Context, interval time.Duration, align time.Time,
+	client func(service, replica string) (irsv1.WorkerControlServiceClient, bool)) *collector {
+	return &collector{interval: interval, align: align, out: make(chan sample, 1024), ctx: ctx, client: client,
+		streams: map[string]context.CancelFunc{}}
 }
 
 // watch starts streaming a replica's stats (once per replica).
-func (c *collector) watch(service, replica, control string) {
+func (c *collector) watch(service, replica string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.streams[replica]; ok || c.ctx.Err() != nil {
 		return
 	}
+	client, ok := c.client(service, replica)
+	if !ok {
+		return // gone already
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.streams[replica] = cancel
 	c.wg.Go(func() {
 		defer cancel()
-		conn, err := grpc.NewClient("passthrough:///"+control, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		stream, err := irsv1.NewWorkerControlServiceClient(conn).StreamStats(ctx,
+		stream, err := client.StreamStats(ctx,
 			&irsv1.StreamStatsRequest{Interval: c.interval.String(), Align: timestamppb.New(c.align)})
 		if err != nil {
 			return

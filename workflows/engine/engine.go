@@ -97,10 +97,10 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 	e.t0 = time.Now()
 	e.res.Startup = e.t0.Sub(e.res.GetStartedAt().AsTime()).Seconds()
 	e.mu.Unlock()
-	col := newCollector(runCtx, e.interval, e.t0)
+	col := newCollector(runCtx, e.interval, e.t0, o.Backend.Client)
 	for _, s := range specs {
 		for _, r := range o.Backend.Replicas(s.Name) {
-			col.watch(s.Name, r.ID, r.Control)
+			col.watch(s.Name, r.ID)
 		}
 	}
 	e.sampleUsage(e.t0) // the baseline: start-up CPU is not the run's
@@ -247,7 +247,7 @@ func (e *engine) event(at time.Time, kind, service, replica, detail string) *irs
 func (e *engine) consumeEvents(col *collector) {
 	for ev := range e.o.Backend.Events() {
 		if ev.Kind == workflows.EventReady {
-			col.watch(ev.Service, ev.Replica, ev.Control)
+			col.watch(ev.Service, ev.Replica)
 		}
 		e.event(ev.At, string(ev.Kind), ev.Service, ev.Replica, ev.Detail)
 	}

@@ -8,12 +8,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/irs-sim/irs/internal/token"
+	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -36,6 +39,8 @@ type Config struct {
 	Mesh *irsv1.Mesh
 	// Envoy is the Envoy binary the sidecars run (when Mesh has them).
 	Envoy string
+	// ControlToken is required of every call to the workers' control APIs (the backend's own calls carry it).
+	ControlToken string
 }
 
 // Backend runs services as local processes.
@@ -52,6 +57,7 @@ type Backend struct {
 	closed   bool
 	mesh     *meshRuntime // nil without sidecars
 	cpAddr   string       // the mesh control plane's address
+	secrets  string       // the run's private directory (0700)
 
 	// What the timeline reads without the lock, so that a kill is never held up by slow work under it (a
 	// replica starting): the replicas in service, per service (replaced whole under mu), and every replica
@@ -136,15 +142,46 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ControlToken == "" {
+		return nil, errors.New("local backend: no control token")
+	}
 	b := &Backend{cfg: cfg, spawn: newSpawner(), services: map[string]*service{},
-		events: make(chan workflows.Event, 4096)}
+		events: make(chan workflows.Event, 4096), secrets: filepath.Join(cfg.Dir, "secrets")}
+	// What only the runner may read: the workers' control token, the mesh's control credentials.
+	if err := os.MkdirAll(b.secrets, 0o700); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	if err := token.Write(b.tokenFile(), cfg.ControlToken); err != nil {
+		return nil, err
+	}
 	if policy.Enabled(cfg.Mesh) {
 		if cfg.Envoy == "" {
 			return nil, errors.New("local backend: a mesh needs the Envoy binary")
 		}
-		b.mesh = &meshRuntime{policy: cfg.Mesh, envoy: cfg.Envoy, ips: newIPBlock()}
+		control, err := ca.NewControl(filepath.Join(b.secrets, "mesh"))
+		if err != nil {
+			return nil, err
+		}
+		b.mesh = &meshRuntime{policy: cfg.Mesh, envoy: cfg.Envoy, ips: newIPBlock(), control: control}
 	}
 	return b, nil
+}
+
+func (b *Backend) tokenFile() string { return filepath.Join(b.secrets, "control-token") }
+
+// Client implements workflows.Backend.
+func (b *Backend) Client(service, id string) (irsv1.WorkerControlServiceClient, bool) {
+	v, ok := b.byID.Load(id)
+	if !ok {
+		return nil, false
+	}
+	r := v.(*replica)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.svc.spec.Name != service || r.client == nil || !r.alive() {
+		return nil, false
+	}
+	return r.client, true
 }
 
 // Events implements workflows.Backend.

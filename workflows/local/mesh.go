@@ -17,13 +17,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 )
 
 // Ports of a replica's sidecar on the replica's own loopback address, as Istio's on a pod IP.
@@ -47,6 +48,9 @@ type meshRuntime struct {
 	ips     ipBlock
 	version uint64     // guarded by the backend's mu
 	syncMu  sync.Mutex // orders SetState calls, so versions arrive in order
+	// control issues the certificates of the control channel: the control plane's, the runner's, and each
+	// service's sidecars'.
+	control *ca.Control
 }
 
 // sidecar is a replica's Envoy.
@@ -66,8 +70,22 @@ func (b *Backend) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, err := m.control.Server("127.0.0.1"); err != nil {
+		logf.Close()
+		return err
+	}
+	runner, err := m.control.Runner()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	creds, err := ca.ClientTLS(m.control.CAFile(), runner)
+	if err != nil {
+		logf.Close()
+		return err
+	}
 	m.cp = exec.Command(b.cfg.Executable, "mesh", "control-plane", "--listen", "127.0.0.1:0", "--ready-file", ready,
-		"--log-format", "json")
+		"--credentials", m.control.Dir(), "--log-format", "json")
 	m.cp.Stdout, m.cp.Stderr = logf, logf
 	if err := b.spawn.start(m.cp); err != nil {
 		logf.Close()
@@ -96,7 +114,7 @@ func (b *Backend) startControlPlane(ctx context.Context) error {
 			return fmt.Errorf("the mesh control plane is not ready after %v", b.cfg.ReadyTimeout)
 		}
 	}
-	m.conn, err = grpc.NewClient("passthrough:///"+info.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	m.conn, err = grpc.NewClient("passthrough:///"+info.Address, grpc.WithTransportCredentials(credentials.NewTLS(creds)))
 	if err != nil {
 		return err
 	}
@@ -112,8 +130,13 @@ func (b *Backend) startSidecar(r *replica) error {
 		return err
 	}
 	cpPort, _ := strconv.ParseUint(port, 10, 32)
+	cert, err := b.mesh.control.Sidecar(r.svc.spec.Name)
+	if err != nil {
+		return err
+	}
 	boot, err := envoy.Bootstrap(envoy.Sidecar{Node: r.id, Cluster: r.svc.spec.Name, AdminHost: r.ip,
-		AdminPort: adminPort, ControlHost: host, ControlPort: uint32(cpPort)})
+		AdminPort: adminPort, ControlHost: host, ControlPort: uint32(cpPort),
+		ControlCA: b.mesh.control.CAFile(), Cert: cert.Cert, Key: cert.Key})
 	if err != nil {
 		return err
 	}

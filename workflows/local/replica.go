@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irs-sim/irs/internal/token"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"golang.org/x/sys/unix"
@@ -46,7 +47,8 @@ func (b *Backend) startReplica(s *service) (*replica, error) {
 		return nil, fmt.Errorf("create %s log: %w", r.id, err)
 	}
 	args := append([]string{"worker", "--config", base + ".json", "--ready-file", base + ".ready",
-		"--control-listen", "127.0.0.1:0", "--check-upstreams=false", "--instance", r.id, "--log-format", "json",
+		"--control-listen", "127.0.0.1:0", "--control-token-file", b.tokenFile(),
+		"--check-upstreams=false", "--instance", r.id, "--log-format", "json",
 		"--seed", strconv.FormatUint(replicaSeed(s.spec.Seed, r.index), 10)}, b.cfg.WorkerArgs...)
 	r.cmd = exec.Command(b.cfg.Executable, args...)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
@@ -117,7 +119,8 @@ func (b *Backend) awaitReady(ctx context.Context, r *replica) error {
 // ready takes a replica whose worker listens: it connects to its control API and, with a sidecar, gives the
 // control plane the new node and waits for its Envoy to be configured; then the replica is ready.
 func (b *Backend) ready(ctx context.Context, r *replica, rf readyFile, deadline time.Time) error {
-	conn, err := grpc.NewClient("passthrough:///"+rf.Control, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+rf.Control, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(token.Bearer(b.cfg.ControlToken)))
 	if err != nil {
 		return fmt.Errorf("%s control: %w", r.id, err)
 	}

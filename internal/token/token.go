@@ -1,0 +1,56 @@
+// Package token is the bearer token a workflow run gives its workers' control APIs: made at random for the
+// run, kept in a file only its owner can read, and sent on every control call by whoever drives the workers.
+package token
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// New returns a random token (256 bits, hex).
+func New() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics rather than return an error)
+	return hex.EncodeToString(b)
+}
+
+// Write writes a token to path, readable by its owner only.
+func Write(path, tok string) error {
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write control token: %w", err)
+	}
+	return os.Chmod(path, 0o600) // WriteFile keeps the mode of a file that existed
+}
+
+// Read reads a token file: surrounding whitespace is not part of it, and an empty token is an error (a worker
+// given an empty token would otherwise run with its control API open).
+func Read(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s holds no token (it is empty or whitespace)", path)
+	}
+	return tok, nil
+}
+
+// Bearer sends a token on every gRPC call ("authorization: Bearer <token>"), over a plain connection too: the
+// control APIs it is for listen on loopback.
+type Bearer string
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (b Bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	if b == "" {
+		return nil, nil
+	}
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (Bearer) RequireTransportSecurity() bool { return false }
