@@ -32,7 +32,22 @@ func TestParseDelay(t *testing.T) {
 		{name: "unknown distribution", in: "pareto(1ms)", wantErr: `unknown distribution "pareto"`},
 		{name: "uniform reversed", in: "uniform(30ms, 10ms)", wantErr: "max is below min"},
 		{name: "uniform arity", in: "uniform(30ms)", wantErr: "want 2 arguments"},
-		{name: "lognormal p99 below p50", in: "lognormal(p50=20ms, p99=10ms)", wantErr: "p50 <= p99"},
+		{name: "lognormal p99 below p50", in: "lognormal(p50=20ms, p99=10ms)", wantErr: "want 0 < p50 < p99"},
+		{name: "lognormal zero p50", in: "lognormal(p50=0s, p99=10ms)", wantErr: "want 0 < p50 < p99"},
+		// Degenerate parameters: a distribution with no spread (or an exponential with no mean) is a fixed delay
+		// written in a way that suggests otherwise; each used to be accepted.
+		{name: "exponential zero mean", in: "exponential(0s)", wantErr: "the mean must be more than 0"},
+		{name: "exp zero mean", in: "exp(0)", wantErr: "the mean must be more than 0"},
+		{name: "lognormal p99 equals p50", in: "lognormal(p50=20ms, p99=20ms)", wantErr: "p99 equals p50: for a fixed delay write 20ms"},
+		{name: "normal zero stddev", in: "normal(50ms, 0s)", wantErr: "stddev is 0: for a fixed delay write 50ms"},
+		{name: "normal negative stddev", in: "normal(50ms, -1ms)", wantErr: `stddev: negative duration "-1ms"`},
+		{name: "uniform max equals min", in: "uniform(10ms, 10ms)", wantErr: "max equals min: for a fixed delay write 10ms"},
+		{name: "empirical point without duration", in: ":1, 10ms:1", wantErr: "want duration:weight"},
+		{name: "empirical without points", in: ",", wantErr: `invalid delay ","`},
+		{name: "empirical point without anything", in: ":", wantErr: "want duration:weight"},
+		{name: "empirical trailing comma", in: "10ms:1,", wantErr: "want duration:weight"},
+		{name: "distribution without arguments", in: "exponential()", wantErr: "empty argument"},
+		{name: "normal with zero mean is half-normal", in: "normal(0s, 10ms)", kind: Normal},
 		{name: "lognormal missing", in: "lognormal(p50=20ms, p90=10ms)", wantErr: "missing argument p99="},
 		{name: "missing paren", in: "normal(1ms, 2ms", wantErr: "missing ')'"},
 		{name: "empirical bad weight", in: "10ms:x", wantErr: "invalid weight"},
@@ -166,6 +181,11 @@ func TestStatusMix(t *testing.T) {
 		{name: "sum over 100", in: map[string]string{"503": "60%", "500": "50%"}, errKey: "", wantErr: "more than 100%"},
 		{name: "bad code", in: map[string]string{"700": "1%"}, errKey: "700", wantErr: "outside 100-599"},
 		{name: "bad name", in: map[string]string{"NOPE": "1%"}, errKey: "NOPE", wantErr: "unknown status"},
+		// 200 is what every request the mix does not pick gets: listing it used to be accepted, and counted
+		// successes as injected.
+		{name: "200", in: map[string]string{"200": "1%", "503": "1%"}, errKey: "200", wantErr: "200 is what every request the mix does not pick gets"},
+		{name: "OK", in: map[string]string{"OK": "1%"}, errKey: "OK", wantErr: "OK is what every request"},
+		{name: "other 2xx is a status of its own", in: map[string]string{"204": "1%"}, prob: 0.01},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

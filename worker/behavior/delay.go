@@ -180,11 +180,17 @@ func parseDistribution(name, args string) (Delay, error) {
 		if v[1] < v[0] {
 			return fail(errors.New("max is below min"))
 		}
+		if v[1] == v[0] {
+			return fail(fmt.Errorf("max equals min: for a fixed delay write %v", v[0]))
+		}
 		return Delay{Kind: Uniform, A: v[0], B: v[1]}, nil
 	case "normal":
 		v, err := durs("mean", "stddev")
 		if err != nil {
 			return fail(err)
+		}
+		if v[1] == 0 { // a negative one is refused as a negative duration
+			return fail(fmt.Errorf("stddev is 0: for a fixed delay write %v", v[0]))
 		}
 		return Delay{Kind: Normal, A: v[0], B: v[1]}, nil
 	case "exponential", "exp":
@@ -192,14 +198,20 @@ func parseDistribution(name, args string) (Delay, error) {
 		if err != nil {
 			return fail(err)
 		}
+		if v[0] == 0 {
+			return fail(errors.New("the mean must be more than 0 (for no delay write 0s)"))
+		}
 		return Delay{Kind: Exponential, A: v[0]}, nil
 	case "lognormal":
 		v, err := durs("p50", "p99")
 		if err != nil {
 			return fail(err)
 		}
-		if v[0] <= 0 || v[1] < v[0] {
-			return fail(errors.New("want 0 < p50 <= p99"))
+		switch {
+		case v[0] <= 0 || v[1] < v[0]:
+			return fail(errors.New("want 0 < p50 < p99"))
+		case v[1] == v[0]:
+			return fail(fmt.Errorf("p99 equals p50: for a fixed delay write %v", v[0]))
 		}
 		mu := math.Log(float64(v[0]))
 		return Delay{Kind: LogNormal, A: v[0], B: v[1], mu: mu, sigma: (math.Log(float64(v[1])) - mu) / z99}, nil
@@ -214,7 +226,7 @@ func parseEmpirical(s string) (Delay, error) {
 	var total float64
 	for _, part := range strings.Split(s, ",") {
 		v, w, ok := strings.Cut(strings.TrimSpace(part), ":")
-		if !ok {
+		if !ok || strings.TrimSpace(v) == "" {
 			return Delay{}, fmt.Errorf("invalid empirical delay %q: want duration:weight,...", s)
 		}
 		dur, err := ParseDuration(v)

@@ -131,7 +131,8 @@ func (m StatusMix) Probability() float64 {
 }
 
 // ParseStatusMix parses a document's status map ({"503": "1%"}). Keys are sorted so that a seeded draw does
-// not depend on map order. Errors name the offending key.
+// not depend on map order. Errors name the offending key. 200 (or OK) is refused: it is what the requests the
+// mix does not pick get, so listing it would only count successes as injected.
 func ParseStatusMix(in map[string]string) (StatusMix, map[string]error) {
 	keys := make([]string, 0, len(in))
 	for k := range in {
@@ -151,6 +152,10 @@ func ParseStatusMix(in map[string]string) (StatusMix, map[string]error) {
 		st, err := ParseStatus(k)
 		if err != nil {
 			fail(k, err)
+			continue
+		}
+		if st == OK {
+			fail(k, fmt.Errorf("%s is what every request the mix does not pick gets: list only the statuses to inject", k))
 			continue
 		}
 		p, err := ParsePercent(in[k])

@@ -56,3 +56,17 @@ func TestMergePatchTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestDegenerateServe: a status mix that lists 200 (what every request it does not pick gets) and a delay
+// distribution without spread are refused, each naming its field, at its position in the document. Both used
+// to be accepted.
+func TestDegenerateServe(t *testing.T) {
+	svc, _ := newService(t, baseConfig(), "")
+	before := svc.Config()
+	_, err := svc.ReplaceDocument([]byte("serve:\n  delay: exponential(0s)\n  status: {200: 1%, 503: 1%}\n"))
+	want := []string{"serve.delay@2:10", `serve.status["200"]@3:17`}
+	if got := problems(t, err); !slices.Equal(got, want) {
+		t.Errorf("problems %q, want %q (%v)", got, want, err)
+	}
+	unchanged(t, svc, before)
+}
