@@ -1,9 +1,13 @@
 package yamlpb_test
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/irs-sim/irs/internal/field"
@@ -136,4 +140,48 @@ func firstLine(err error) string {
 	}
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
+}
+
+// TestReadFile: a file over MaxBytes is refused with its size, having read none of it; a pipe (whose size is
+// unknown) is refused after MaxBytes+1 bytes.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small.yaml")
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(small, []byte("name: a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, make([]byte, 3*yamlpb.MaxBytes+5), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := yamlpb.ReadFile(small, "x"); err != nil || string(b) != "name: a\n" {
+		t.Errorf("ReadFile(small) = %q, %v", b, err)
+	}
+	var le *yamlpb.LimitError
+	_, err := yamlpb.ReadFile(big, "worker configuration")
+	if !errors.As(err, &le) || err.Error() != "worker configuration is 3.0 MiB (3145733 bytes); the limit is 1 MiB" {
+		t.Errorf("ReadFile(big) = %v", err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip(err)
+	}
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_, _ = f.Write(make([]byte, 2*yamlpb.MaxBytes)) // stops with EPIPE once the reader has had enough
+	}()
+	_, err = yamlpb.ReadFile(fifo, "workflow")
+	if !errors.As(err, &le) || err.Error() != "workflow is larger than 1 MiB; the limit is 1 MiB" {
+		t.Errorf("ReadFile(fifo) = %v", err)
+	}
+	<-wrote
+	if _, err := yamlpb.ReadFile(filepath.Join(dir, "missing"), "x"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadFile(missing) = %v, want not exist", err)
+	}
 }
