@@ -132,6 +132,30 @@ func TestUnmarshalLinearInDepth(t *testing.T) {
 				float64(deep)/float64(shallow))
 		}
 	})
+	t.Run("cost per error is the length of its path", func(t *testing.T) {
+		// 30,000 list items of the wrong type, nested 1 and 25 parallel groups deep: only the paths in the
+		// errors grow with depth. Spelling a path segment by segment copied it once per level: 460 MB at 25.
+		const items = 30_000
+		cost := func(depth int) (uint64, int) {
+			doc := []byte("calls: [" + strings.Repeat("{parallel: [", depth) + "{retry_on: [" +
+				strings.Repeat("{}, ", items-1) + "{}]}" + strings.Repeat("]}", depth) + "]\n")
+			var err error
+			n := allocated(func() { err = yamlpb.Unmarshal(doc, &irsv1.WorkerConfig{}) })
+			errs := field.Flatten(err)
+			if len(errs) != items {
+				t.Fatalf("depth %d: %d errors, want %d", depth, len(errs), items)
+			}
+			return n, len(errs[0].Path)
+		}
+		cost(1) // warm up
+		shallow, _ := cost(1)
+		deep, pathLen := cost(25)
+		t.Logf("allocated %d bytes at depth 1, %d at depth 25 (paths of %d bytes)", shallow, deep, pathLen)
+		if extra := deep - min(deep, shallow); extra > 3*items*uint64(pathLen) {
+			t.Errorf("errors 25 groups deep cost %d bytes more than 1 deep, want at most 3 × their paths (%d)",
+				extra, 3*items*pathLen)
+		}
+	})
 }
 
 func firstLine(err error) string {

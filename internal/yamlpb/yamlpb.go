@@ -95,24 +95,43 @@ func (p *fieldPath) mapKey(k string) *fieldPath {
 	return &fieldPath{parent: p, key: k, index: -1, isKey: true}
 }
 
-// String spells the path as field.Join, field.Index and field.Key do.
+// String spells the path as field.Join, field.Index and field.Key do, in one pass (joining segment by segment
+// would copy the path once per level).
 func (p *fieldPath) String() string {
-	var chain []*fieldPath
+	var b strings.Builder
+	b.Grow(p.size())
+	p.write(&b)
+	return b.String()
+}
+
+// size is about the length of the path spelled out (at least it, but for quotes in keys).
+func (p *fieldPath) size() int {
+	n := 0
 	for q := p; q != nil; q = q.parent {
-		chain = append(chain, q)
+		n += len(q.name) + len(q.key) + 6 // a dot, or brackets with quotes or an index of up to 4 digits
 	}
-	s := ""
-	for i := len(chain) - 1; i >= 0; i-- {
-		switch q := chain[i]; {
-		case q.isKey:
-			s = field.Key(s, q.key)
-		case q.index >= 0:
-			s = field.Index(s, q.index)
-		default:
-			s = field.Join(s, q.name)
+	return n
+}
+
+func (p *fieldPath) write(b *strings.Builder) {
+	if p.parent != nil {
+		p.parent.write(b)
+	}
+	switch {
+	case p.isKey:
+		b.WriteByte('[')
+		b.WriteString(strconv.Quote(p.key))
+		b.WriteByte(']')
+	case p.index >= 0:
+		b.WriteByte('[')
+		b.WriteString(strconv.Itoa(p.index))
+		b.WriteByte(']')
+	case p.name != "":
+		if b.Len() > 0 && p.name[0] != '[' {
+			b.WriteByte('.')
 		}
+		b.WriteString(p.name)
 	}
-	return s
 }
 
 func (d *decoder) fail(n *yaml.Node, path *fieldPath, format string, args ...any) {
