@@ -200,15 +200,24 @@ func runLoad(t *testing.T, args ...string) *irsv1.StatsSnapshot {
 // cpuSeconds returns the process's user+system CPU time.
 func cpuSeconds(t *testing.T, pid int) float64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// The threads' run time in nanoseconds (schedstat): /proc/PID/stat counts clock ticks, which attribute a
+	// whole 10 ms to whatever runs at the tick, an error that grows when a busy machine interleaves processes.
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Fields after the command name (which is in parentheses and may contain spaces).
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100 // USER_HZ is 100 on Linux
+	var ns float64
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, task.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			v, _ := strconv.ParseFloat(f[0], 64)
+			ns += v
+		}
+	}
+	return ns / 1e9
 }
 
 // signal sends sig to the process.

@@ -565,3 +565,29 @@ func TestCompareMeshes(t *testing.T) {
 		}
 	}
 }
+
+// TestMeshCPUExample runs the seed benchmark, examples/mesh-cpu.yaml, without and with Envoy, ten times faster
+// than written: both variants must pass their assertions (on a busy machine too), and the comparison must hold
+// both.
+func TestMeshCPUExample(t *testing.T) {
+	envoyBinary(t)
+	file, err := filepath.Abs("../../examples/mesh-cpu.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startWorkflowFile(t, file, t.TempDir(), "--time-scale", "0.1", "--mesh", "none,envoy")
+	if code := run.exitCode(3 * time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(run.dir, "comparison.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmp := &irsv1.Comparison{}
+	if err := protojson.Unmarshal(b, cmp); err != nil {
+		t.Fatal(err)
+	}
+	if len(cmp.GetVariants()) != 2 || cmp.GetStatus() != "passed" {
+		t.Errorf("comparison: %d variants, status %q; want 2, passed", len(cmp.GetVariants()), cmp.GetStatus())
+	}
+}
