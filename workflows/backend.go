@@ -31,7 +31,8 @@ type Backend interface {
 	// Events reports what happens to replicas on the backend's own account (ready, exits, replacements,
 	// endpoint pushes). The channel is closed by Stop.
 	Events() <-chan Event
-	// Usage samples the CPU time and memory of every process of the run.
+	// Usage samples the CPU time and memory of every worker and sidecar of the run, and of the mesh's control
+	// plane and node proxies.
 	Usage() []Usage
 	// Stop stops everything and waits: no process of the run is left. It may be called more than once; force
 	// kills without grace.
@@ -52,15 +53,10 @@ type ServiceSpec struct {
 	Seed uint64
 }
 
-// Replica is one running worker.
+// Replica is one running worker. How to reach it is the backend's business (Client).
 type Replica struct {
 	Service, ID string
-	// Control is the address of its control API.
-	Control string
-	// Data is the address its data plane listens on (what callers are given).
-	Data    string
-	PID     int
-	Started time.Time
+	Started     time.Time
 }
 
 // Signal is how a replica is killed.
@@ -83,6 +79,10 @@ const (
 	EventEndpoints EventKind = "endpoints" // callers were given a service's new endpoint list
 	EventDrained   EventKind = "drained"   // a scaled-down replica left the endpoints and is being stopped
 	EventError     EventKind = "error"     // something the backend tried failed (a replacement did not start)
+	// EventEndpointRemoved: callers stopped being given a replica (it went or was drained).
+	EventEndpointRemoved EventKind = "endpoint_removed"
+	// EventRestart: a replica's process ended and is restarted in place (a container restart).
+	EventRestart EventKind = "restart"
 )
 
 // Event is something the backend did or saw.
@@ -92,24 +92,31 @@ type Event struct {
 	Service string
 	Replica string
 	Detail  string
-	// Control is the control address of a ready replica.
-	Control string
+	// Replaces is, for EventReplace and EventReady, the replica this one replaces ("" for none).
+	Replaces string
 }
 
-// Kinds of processes whose usage is measured.
+// Kinds of what is measured: a replica's worker and its sidecar, and the mesh's control plane and node
+// proxies (e.g. ztunnel), which belong to no service.
 const (
 	UsageWorker       = "worker"
 	UsageSidecar      = "sidecar"
 	UsageControlPlane = "control-plane"
+	UsageNodeProxy    = "node-proxy"
 )
 
-// Usage is one process's resource use so far.
+// Usage is the resource use so far of one process or container: a service's replica's worker or sidecar, or
+// (Service "") a control plane's or node proxy's instance.
 type Usage struct {
-	Service, Replica string
-	// Kind is UsageWorker, UsageSidecar or UsageControlPlane (whose Service is "").
+	Service string
+	// Replica names the replica, or the control plane's or node proxy's instance (process, pod, container).
+	Replica string
+	// Kind is UsageWorker, UsageSidecar, UsageControlPlane or UsageNodeProxy.
 	Kind string
-	PID  int
-	// CPUSeconds is the process's user+system CPU time since it started.
+	// At is when it was measured (a cluster's counters may be some seconds old); zero: now.
+	At time.Time
+	// CPUSeconds is its CPU time since it started.
 	CPUSeconds float64
-	RSSBytes   int64
+	// RSSBytes is its memory: resident set (a process), working set (a container).
+	RSSBytes int64
 }

@@ -764,6 +764,14 @@ func TestKillOnTime(t *testing.T) {
 		t.Fatalf("no exit event of the victim %s", k.GetReplica())
 	}
 	t.Logf("kill %.1f ms after its time; exit recorded %.1f ms after the kill", 1000*(k.GetT()-k.GetScheduled()), 1000*(exit.GetT()-k.GetT()))
+	if len(res.GetKills()) != 1 {
+		t.Fatalf("kill records %v, want 1", res.GetKills())
+	}
+	rec := res.GetKills()[0]
+	if rec.GetReplica() != k.GetReplica() || rec.Gone == nil || rec.GetGone() != exit.GetT() || rec.EndpointRemoved == nil ||
+		rec.GetEndpointRemoved() < rec.GetGone() || rec.GetReplacement() == "" || rec.ReplacementReady == nil {
+		t.Errorf("kill record %v: want the victim gone at its exit, then out of the endpoints, and a replacement ready", rec)
+	}
 	// SIGKILL is immediate; the kernel's teardown of the process took up to ~25 ms on a loaded 2-core machine.
 	if after := exit.GetT() - k.GetT(); after < 0 || after > 0.1 {
 		t.Errorf("victim's exit recorded %.0f ms after the kill, want < 100 ms", 1000*after)

@@ -232,9 +232,11 @@ func (e *engine) killStep(ctx context.Context, st workflows.Step) error {
 		ids[i] = v.ID
 	}
 	now := time.Now()
+	signal := strings.ToUpper("sig" + signalName(sig))
+	e.recordKills(now, st, svc, ids, signal) // before the kill: what follows may be reported at once
 	err := e.o.Backend.Kill(ctx, svc, ids, sig, grace)
 	for _, id := range ids {
-		e.action(now, st, "kill", id, strings.ToUpper("sig"+signalName(sig)))
+		e.action(now, st, "kill", id, signal)
 	}
 	return err
 }

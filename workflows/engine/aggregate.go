@@ -24,6 +24,7 @@ const (
 	kindServed       = "served"
 	kindEdge         = "edge"
 	kindControlPlane = "control-plane"
+	kindNodeProxy    = "node-proxy"
 )
 
 // acc accumulates what one point measured over some interval: counts, a merged latency histogram, a hop

@@ -59,8 +59,11 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 			}
 			for uk, u := range usage {
 				k := key{service: uk.service, kind: e.primary[uk.service]}
-				if uk.kind == workflows.UsageControlPlane {
+				switch uk.kind {
+				case workflows.UsageControlPlane:
 					k = key{kind: kindControlPlane}
+				case workflows.UsageNodeProxy:
+					k = key{kind: kindNodeProxy}
 				}
 				a, ok := b[k]
 				if !ok {
@@ -109,7 +112,7 @@ func (e *engine) closeBuckets(k int) {
 		// The interval an interrupt fell in counts up to the interrupt.
 		secs := min(end, e.end) - (end - e.interval)
 		for _, k := range sortedKeys(b) {
-			place(k, b[k].point(k, secs.Seconds(), false), &tick.Services, &tick.Edges, &tick.ControlPlane)
+			place(k, b[k].point(k, secs.Seconds(), false), tickSlots(tick))
 		}
 		e.addToAggregates(phase, b)
 		e.res.Series = append(e.res.Series, tick)
@@ -155,15 +158,31 @@ func (e *engine) addToAggregates(phase string, b map[key]*acc) {
 	}
 }
 
-// place puts a point where its kind goes in a tick or a phase.
-func place(k key, p *irsv1.Point, services, edges *[]*irsv1.Point, controlPlane **irsv1.Point) {
+// slots are where the points of a tick or a phase go.
+type slots struct {
+	services, edges           *[]*irsv1.Point
+	controlPlane, nodeProxies **irsv1.Point
+}
+
+func tickSlots(t *irsv1.Tick) slots {
+	return slots{&t.Services, &t.Edges, &t.ControlPlane, &t.NodeProxies}
+}
+
+func phaseSlots(p *irsv1.PhaseResult) slots {
+	return slots{&p.Services, &p.Edges, &p.ControlPlane, &p.NodeProxies}
+}
+
+// place puts a point where its kind goes.
+func place(k key, p *irsv1.Point, to slots) {
 	switch k.kind {
 	case kindEdge:
-		*edges = append(*edges, p)
+		*to.edges = append(*to.edges, p)
 	case kindControlPlane:
-		*controlPlane = p
+		*to.controlPlane = p
+	case kindNodeProxy:
+		*to.nodeProxies = p
 	default:
-		*services = append(*services, p)
+		*to.services = append(*to.services, p)
 	}
 }
 

@@ -50,6 +50,8 @@ type Options struct {
 	Logger      *slog.Logger
 	// Interval between stats samples; default: a second scaled by the time scale, between 100 ms and 1 s.
 	Interval time.Duration
+	// Notes say what the backend does differently from what the workflow says (kept in the result).
+	Notes []string
 }
 
 type engine struct {
@@ -64,15 +66,16 @@ type engine struct {
 	closed     int // the last interval closed into the series
 	phaseAccs  map[string]map[key]*acc
 	totalAccs  map[key]*acc
-	primary    map[string]string    // service → the kind of its main point (load or served)
-	procs      map[int]*procHistory // pid → recent CPU samples
+	primary    map[string]string       // service → the kind of its main point (load or served)
+	procs      map[string]*procHistory // usageID → recent CPU samples
 	lastSample time.Time
 	loads      map[string]*irsv1.Load
 	tags       map[string]map[string]string // service → its own tags (the phase tag apart)
 	phase      string                       // the phase running
 	kills      int
 	lastTick   *irsv1.Tick
-	backlog    map[string]int64 // load service → requests due and not sent, at the last interval's end
+	backlog    map[string]int64             // load service → requests due and not sent, at the last interval's end
+	killed     map[string]*irsv1.KillRecord // replica → the record of its kill
 	// end is when the timeline ended: its planned end, or when the run was interrupted.
 	end time.Duration
 }
@@ -150,8 +153,8 @@ func newEngine(o Options) *engine {
 	}
 	e := &engine{o: o, interval: interval, logger: o.Logger,
 		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{}, totalAccs: map[key]*acc{},
-		primary: map[string]string{}, procs: map[int]*procHistory{}, loads: map[string]*irsv1.Load{},
-		backlog: map[string]int64{}, end: o.Timeline.Total,
+		primary: map[string]string{}, procs: map[string]*procHistory{}, loads: map[string]*irsv1.Load{},
+		backlog: map[string]int64{}, end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{},
 	}
 	for name, l := range o.Timeline.InitialLoads {
 		e.loads[name] = l
@@ -173,7 +176,7 @@ func newEngine(o Options) *engine {
 	}
 	e.res = &irsv1.WorkflowResult{
 		Schema: ResultSchema, Status: StatusRunning, Workflow: o.Workflow, Environment: o.Environment,
-		Seed: o.Workflow.GetSeed(), TimeScale: o.Timeline.Scale, StartedAt: timestamppb.Now(),
+		Seed: o.Workflow.GetSeed(), TimeScale: o.Timeline.Scale, StartedAt: timestamppb.Now(), Notes: o.Notes,
 	}
 	return e
 }
@@ -250,6 +253,10 @@ func (e *engine) consumeEvents(col *collector) {
 			col.watch(ev.Service, ev.Replica)
 		}
 		e.event(ev.At, string(ev.Kind), ev.Service, ev.Replica, ev.Detail)
+		t := e.since(ev.At)
+		e.mu.Lock()
+		e.followKill(ev, t)
+		e.mu.Unlock()
 	}
 }
 
@@ -281,7 +288,7 @@ func (e *engine) finish(status string) {
 		pr := &irsv1.PhaseResult{Name: span.Name, Start: start.Seconds(), End: end.Seconds()}
 		for _, k := range sortedKeys(e.phaseAccs[span.Name]) {
 			a := e.phaseAccs[span.Name][k]
-			place(k, a.point(k, (end-start).Seconds(), true), &pr.Services, &pr.Edges, &pr.ControlPlane)
+			place(k, a.point(k, (end-start).Seconds(), true), phaseSlots(pr))
 			if sat := saturation(k, a, span.Name); sat != nil {
 				e.res.Saturation = append(e.res.Saturation, sat)
 			}
@@ -290,7 +297,7 @@ func (e *engine) finish(status string) {
 	}
 	total := &irsv1.PhaseResult{Name: "total", End: e.end.Seconds()}
 	for _, k := range sortedKeys(e.totalAccs) {
-		place(k, e.totalAccs[k].point(k, e.end.Seconds(), true), &total.Services, &total.Edges, &total.ControlPlane)
+		place(k, e.totalAccs[k].point(k, e.end.Seconds(), true), phaseSlots(total))
 	}
 	e.res.Total = total
 	if e.res.Status != StatusError {

@@ -68,7 +68,7 @@ func testEngine(t *testing.T, doc string, scale float64, interval time.Duration,
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 func proc(service string, pid int, cpuSeconds float64, rssMiB int64) workflows.Usage {
-	return workflows.Usage{Service: service, Replica: fmt.Sprintf("%s-%d", service, pid), Kind: "worker", PID: pid,
+	return workflows.Usage{Service: service, Replica: fmt.Sprintf("%s-%d", service, pid), Kind: "worker",
 		CPUSeconds: cpuSeconds, RSSBytes: rssMiB << 20}
 }
 
@@ -203,12 +203,13 @@ func TestSampleUsage(t *testing.T) {
 						t.Errorf("at %v: %s = %+v, want %+v", st.at, svc, g, want)
 					}
 				}
-				var pids []int
+				var ids []string
 				for _, p := range st.procs {
-					pids = append(pids, p.PID)
+					ids = append(ids, usageID(p))
 				}
-				if got := slices.Sorted(maps.Keys(e.procs)); !slices.Equal(got, pids) {
-					t.Errorf("at %v: tracked pids %v, want %v (those sampled)", st.at, got, pids)
+				slices.Sort(ids)
+				if got := slices.Sorted(maps.Keys(e.procs)); !slices.Equal(got, ids) {
+					t.Errorf("at %v: tracked %v, want %v (those sampled)", st.at, got, ids)
 				}
 			}
 		})
@@ -522,5 +523,32 @@ func TestCloseBucketsLateWindow(t *testing.T) {
 	served := key{service: "storefront", kind: kindServed}
 	if got := e.totalAccs[served].requests; got != 407 {
 		t.Errorf("run total: %d requests, want 407 (the late window counts)", got)
+	}
+}
+
+// TestSampleUsageStaleCounters: a cluster's counters are refreshed every few seconds and carry the time they
+// were measured: a rate is over those times, and a counter not refreshed since the last sample keeps its rate.
+func TestSampleUsageStaleCounters(t *testing.T) {
+	var next []workflows.Usage
+	e := testEngine(t, shopYAML, 1, time.Second, &usageBackend{usage: func() []workflows.Usage { return next }})
+	c := func(measured time.Duration, cpu float64) []workflows.Usage {
+		return []workflows.Usage{{Service: "storefront", Replica: "pod-a", Kind: workflows.UsageWorker,
+			At: t0.Add(measured), CPUSeconds: cpu, RSSBytes: 10 << 20}}
+	}
+	for _, st := range []struct {
+		sampled, measured time.Duration
+		cpu, want         float64
+	}{
+		{0, 0, 1, 0}, // the baseline
+		{time.Second, 900 * time.Millisecond, 1.45, 500},      // measured 100 ms before the sample
+		{2 * time.Second, 900 * time.Millisecond, 1.45, 500},  // not refreshed: the same rate
+		{3 * time.Second, 2900 * time.Millisecond, 2.45, 500}, // 1 CPU-s in the 2 s since the last refresh
+		{4 * time.Second, 3900 * time.Millisecond, 2.45, 0},   // idle
+	} {
+		next = c(st.measured, st.cpu)
+		got := e.sampleUsage(t0.Add(st.sampled))[usageKey{service: "storefront", kind: workflows.UsageWorker}]
+		if math.Abs(got.mcores-st.want) > 1e-6 {
+			t.Errorf("sample at %v (measured %v): %.1f mcores, want %.1f", st.sampled, st.measured, got.mcores, st.want)
+		}
 	}
 }

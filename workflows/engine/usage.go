@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/irs-sim/irs/workflows"
+)
 
 // usageKey says whose usage: a service's workers or sidecars, or the control plane (service "").
 type usageKey struct {
@@ -16,21 +20,28 @@ type serviceUsage struct {
 	replicas        int
 }
 
-// cpuPoint is a process's CPU time at a sample.
+// cpuPoint is a process's (or container's) CPU time at a sample.
 type cpuPoint struct {
 	at  time.Time
 	cpu float64
 }
 
-// procHistory is a process's recent CPU samples, for rates over the last interval and the last second.
+// procHistory is a process's recent CPU samples, for rates over the last interval and the last second, and
+// the rates of its last refresh (held while its counter is not refreshed).
 type procHistory struct {
-	points []cpuPoint
-	seen   bool
+	points         []cpuPoint
+	rate, busiest  float64
+	seen, hasRates bool
 }
+
+// usageID names what a usage sample measures, across samples.
+func usageID(u workflows.Usage) string { return u.Kind + "/" + u.Service + "/" + u.Replica }
 
 // sampleUsage samples every process of the run and returns each service's usage since the previous sample.
 // The first call only takes the baseline. A process first seen later (a replacement) counts from zero CPU at
-// the previous sample, so its start-up is charged to the interval it happened in.
+// the previous sample, so its start-up is charged to the interval it happened in. Rates are over the times the
+// samples were measured (a cluster's counters lag, and are refreshed every few seconds); a counter not
+// refreshed since the last sample keeps the rates it had.
 func (e *engine) sampleUsage(now time.Time) map[usageKey]serviceUsage {
 	usage := e.o.Backend.Usage()
 	e.mu.Lock()
@@ -43,13 +54,18 @@ func (e *engine) sampleUsage(now time.Time) map[usageKey]serviceUsage {
 		h.seen = false
 	}
 	for _, u := range usage {
-		h, ok := e.procs[u.PID]
+		at := u.At
+		if at.IsZero() {
+			at = now
+		}
+		id := usageID(u)
+		h, ok := e.procs[id]
 		if !ok {
 			h = &procHistory{}
-			if !prevSample.IsZero() {
+			if !prevSample.IsZero() && prevSample.Before(at) {
 				h.points = []cpuPoint{{at: prevSample}}
 			}
-			e.procs[u.PID] = h
+			e.procs[id] = h
 		}
 		h.seen = true
 		k := usageKey{service: u.Service, kind: u.Kind}
@@ -58,32 +74,41 @@ func (e *engine) sampleUsage(now time.Time) map[usageKey]serviceUsage {
 		rss := float64(u.RSSBytes) / (1 << 20)
 		s.rssMB += rss
 		s.rssMBMax = max(s.rssMBMax, rss)
-		if n := len(h.points); n > 0 {
-			last := h.points[n-1]
-			if dt := now.Sub(last.at).Seconds(); dt > 0 {
-				s.mcores += (u.CPUSeconds - last.cpu) / dt * 1000
-			}
-			// The busiest second: from the latest sample at least about a second old (or the oldest kept).
-			from := h.points[0]
-			for _, p := range h.points {
-				if now.Sub(p.at) >= window*9/10 {
-					from = p
-				}
-			}
-			if dt := now.Sub(from.at).Seconds(); dt > 0 {
-				s.mcoresMax = max(s.mcoresMax, (u.CPUSeconds-from.cpu)/dt*1000)
-			}
+		if n := len(h.points); n == 0 || at.After(h.points[n-1].at) {
+			h.refresh(at, u.CPUSeconds, window)
 		}
-		h.points = append(h.points, cpuPoint{at: now, cpu: u.CPUSeconds})
-		for len(h.points) > 1 && now.Sub(h.points[1].at) >= window*9/10 {
-			h.points = h.points[1:]
-		}
+		s.mcores += h.rate
+		s.mcoresMax = max(s.mcoresMax, h.busiest)
 		out[k] = s
 	}
-	for pid, h := range e.procs {
+	for id, h := range e.procs {
 		if !h.seen {
-			delete(e.procs, pid)
+			delete(e.procs, id)
 		}
 	}
 	return out
+}
+
+// refresh adds a sample of a counter and computes its rates: since the previous sample, and over the latest
+// stretch of about a second (or the oldest kept).
+func (h *procHistory) refresh(at time.Time, cpu float64, window time.Duration) {
+	if n := len(h.points); n > 0 {
+		last := h.points[n-1]
+		if dt := at.Sub(last.at).Seconds(); dt > 0 {
+			h.rate = (cpu - last.cpu) / dt * 1000
+		}
+		from := h.points[0]
+		for _, p := range h.points {
+			if at.Sub(p.at) >= window*9/10 {
+				from = p
+			}
+		}
+		if dt := at.Sub(from.at).Seconds(); dt > 0 {
+			h.busiest = (cpu - from.cpu) / dt * 1000
+		}
+	}
+	h.points = append(h.points, cpuPoint{at: at, cpu: cpu})
+	for len(h.points) > 1 && at.Sub(h.points[1].at) >= window*9/10 {
+		h.points = h.points[1:]
+	}
 }

@@ -26,7 +26,7 @@ func (b *Backend) refreshInService() {
 		var out []workflows.Replica
 		for _, r := range s.replicas {
 			if r.alive() && !r.readyAt.IsZero() && r.drainAt.IsZero() {
-				out = append(out, workflows.Replica{Service: name, ID: r.id, Control: r.control, Data: r.data, PID: r.pid, Started: r.started})
+				out = append(out, workflows.Replica{Service: name, ID: r.id, Started: r.started})
 			}
 		}
 		m[name] = out

@@ -104,6 +104,8 @@ type replica struct {
 	exited   chan struct{}
 	// dead is set as soon as the process is reaped, before the backend's lock is taken.
 	dead atomic.Bool
+	// replaces is the replica this one replaced ("" for none).
+	replaces string
 	// pushMu orders the configuration pushes and load changes sent to the replica: each resolves what it sends
 	// while holding it, so the last one to arrive carries the latest state (a phase's tag push must not undo
 	// the load change made at the same moment).

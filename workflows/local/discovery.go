@@ -63,6 +63,18 @@ func (b *Backend) publish(s *service) {
 		b.mu.Unlock()
 		return
 	}
+	removed := map[string]bool{}
+	for _, ep := range s.published {
+		if !slices.Contains(eps, ep) {
+			removed[ep] = true
+		}
+	}
+	var gone []string // the replicas callers stop being given
+	for _, r := range s.replicas {
+		if (r.data != "" || r.ip != "") && removed[r.endpoint()] {
+			gone = append(gone, r.id)
+		}
+	}
 	s.published = eps
 	var callers []*replica
 	for _, name := range b.order {
@@ -87,11 +99,17 @@ func (b *Backend) publish(s *service) {
 			detail += fmt.Sprintf(", every sidecar configured in %v", took.Round(time.Millisecond))
 		}
 	}
-	b.mu.Lock()
-	b.emit(workflows.Event{Kind: workflows.EventEndpoints, Service: s.spec.Name, Detail: detail})
-	b.mu.Unlock()
 	if err := b.pushAll(context.Background(), callers); err != nil {
 		b.cfg.Logger.Warn("push endpoints", "service", s.spec.Name, "err", err)
+	}
+	// Every caller (or sidecar) has the new list now.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.emit(workflows.Event{At: now, Kind: workflows.EventEndpoints, Service: s.spec.Name, Detail: detail})
+	for _, id := range gone {
+		b.emit(workflows.Event{At: now, Kind: workflows.EventEndpointRemoved, Service: s.spec.Name, Replica: id,
+			Detail: "callers no longer given it"})
 	}
 }
 

@@ -143,7 +143,7 @@ func (b *Backend) ready(ctx context.Context, r *replica, rf readyFile, deadline 
 	r.readyAt = time.Now()
 	b.refreshInService()
 	b.emit(workflows.Event{At: r.readyAt, Kind: workflows.EventReady, Service: r.svc.spec.Name, Replica: r.id,
-		Control: r.control, Detail: detail})
+		Replaces: r.replaces, Detail: detail})
 	return nil
 }
 
@@ -201,7 +201,8 @@ func (b *Backend) replace(s *service, dead string) {
 		b.cfg.Logger.Error("replace replica", "service", s.spec.Name, "err", err)
 		return
 	}
-	b.emit(workflows.Event{Kind: workflows.EventReplace, Service: s.spec.Name, Replica: r.id, Detail: "replaces " + dead})
+	r.replaces = dead
+	b.emit(workflows.Event{Kind: workflows.EventReplace, Service: s.spec.Name, Replica: r.id, Replaces: dead, Detail: "replaces " + dead})
 	b.mu.Unlock()
 	b.adopt(r)
 }

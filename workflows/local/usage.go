@@ -1,6 +1,8 @@
 package local
 
 import (
+	"time"
+
 	"github.com/irs-sim/irs/workflows"
 	"github.com/prometheus/procfs"
 )
@@ -31,7 +33,7 @@ func (b *Backend) Usage() []workflows.Usage {
 		if err != nil {
 			return // exited just now
 		}
-		out = append(out, workflows.Usage{Service: service, Replica: replica, Kind: kind, PID: pid,
+		out = append(out, workflows.Usage{Service: service, Replica: replica, Kind: kind, At: time.Now(),
 			CPUSeconds: cpuSeconds(pid, st), RSSBytes: int64(st.ResidentMemory())})
 	}
 	for _, r := range rs {

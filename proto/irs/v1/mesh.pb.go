@@ -27,7 +27,9 @@ const (
 // other (mutual TLS by default), and the last sidecar to its worker.
 type Mesh struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "none" (default: workers talk to each other directly) or "envoy".
+	// "none" (default: workers talk to each other directly), "envoy" (IRS's own Envoy sidecars and control plane,
+	// on either backend), or, on a Kubernetes cluster where that mesh is installed, "istio" (sidecar injection),
+	// "linkerd" (proxy injection) or "ambient" (Istio ambient: the namespace enrolled, ztunnel per node).
 	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	// Which services get sidecars: "both" (default: every service), "server-only" (the services that serve, not
 	// the pure load generators), "client-only" (the load generators only).

@@ -55,7 +55,12 @@ type WorkflowResult struct {
 	Startup float64 `protobuf:"fixed64,15,opt,name=startup,proto3" json:"startup,omitempty"`
 	// The load generators that fell behind their schedule, per phase: their latency is the generator's, not the
 	// system's, and the run's status is then invalid.
-	Saturation    []*Saturation `protobuf:"bytes,16,rep,name=saturation,proto3" json:"saturation,omitempty"`
+	Saturation []*Saturation `protobuf:"bytes,16,rep,name=saturation,proto3" json:"saturation,omitempty"`
+	// Every replica killed, and what followed: when it was gone, when callers stopped being sent to it, when its
+	// replacement was ready.
+	Kills []*KillRecord `protobuf:"bytes,17,rep,name=kills,proto3" json:"kills,omitempty"`
+	// What the backend did differently from what the workflow says (a field it ignores), in words.
+	Notes         []string `protobuf:"bytes,18,rep,name=notes,proto3" json:"notes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -202,6 +207,136 @@ func (x *WorkflowResult) GetSaturation() []*Saturation {
 	return nil
 }
 
+func (x *WorkflowResult) GetKills() []*KillRecord {
+	if x != nil {
+		return x.Kills
+	}
+	return nil
+}
+
+func (x *WorkflowResult) GetNotes() []string {
+	if x != nil {
+		return x.Notes
+	}
+	return nil
+}
+
+// KillRecord is one replica killed and what followed, in seconds from the start of the first phase (absent:
+// not seen before the run ended).
+type KillRecord struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Replica string                 `protobuf:"bytes,2,opt,name=replica,proto3" json:"replica,omitempty"`
+	// SIGKILL, SIGTERM (pod deletion with a grace period), or a process kill inside the container.
+	Signal string `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
+	// When the kill was due and when it was made.
+	Scheduled float64 `protobuf:"fixed64,4,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	Killed    float64 `protobuf:"fixed64,5,opt,name=killed,proto3" json:"killed,omitempty"`
+	// When the replica was gone: its process reaped (local), its pod deleted or its container ended (Kubernetes).
+	Gone *float64 `protobuf:"fixed64,6,opt,name=gone,proto3,oneof" json:"gone,omitempty"`
+	// When callers stopped being given it: the endpoint list pushed without it (local), the Service's
+	// EndpointSlice without it, or not ready (Kubernetes).
+	EndpointRemoved *float64 `protobuf:"fixed64,7,opt,name=endpoint_removed,json=endpointRemoved,proto3,oneof" json:"endpoint_removed,omitempty"`
+	// The replica that replaced it and when that was ready (for a restart in place, the same replica).
+	Replacement      string   `protobuf:"bytes,8,opt,name=replacement,proto3" json:"replacement,omitempty"`
+	ReplacementReady *float64 `protobuf:"fixed64,9,opt,name=replacement_ready,json=replacementReady,proto3,oneof" json:"replacement_ready,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *KillRecord) Reset() {
+	*x = KillRecord{}
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillRecord) ProtoMessage() {}
+
+func (x *KillRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillRecord.ProtoReflect.Descriptor instead.
+func (*KillRecord) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *KillRecord) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *KillRecord) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *KillRecord) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+func (x *KillRecord) GetScheduled() float64 {
+	if x != nil {
+		return x.Scheduled
+	}
+	return 0
+}
+
+func (x *KillRecord) GetKilled() float64 {
+	if x != nil {
+		return x.Killed
+	}
+	return 0
+}
+
+func (x *KillRecord) GetGone() float64 {
+	if x != nil && x.Gone != nil {
+		return *x.Gone
+	}
+	return 0
+}
+
+func (x *KillRecord) GetEndpointRemoved() float64 {
+	if x != nil && x.EndpointRemoved != nil {
+		return *x.EndpointRemoved
+	}
+	return 0
+}
+
+func (x *KillRecord) GetReplacement() string {
+	if x != nil {
+		return x.Replacement
+	}
+	return ""
+}
+
+func (x *KillRecord) GetReplacementReady() float64 {
+	if x != nil && x.ReplacementReady != nil {
+		return *x.ReplacementReady
+	}
+	return 0
+}
+
 // Saturation is a load generator that could not keep its schedule during a phase.
 type Saturation struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -222,7 +357,7 @@ type Saturation struct {
 
 func (x *Saturation) Reset() {
 	*x = Saturation{}
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +369,7 @@ func (x *Saturation) String() string {
 func (*Saturation) ProtoMessage() {}
 
 func (x *Saturation) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +382,7 @@ func (x *Saturation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Saturation.ProtoReflect.Descriptor instead.
 func (*Saturation) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Saturation) GetService() string {
@@ -319,15 +454,20 @@ type Environment struct {
 	// local or kubernetes.
 	Backend string `protobuf:"bytes,8,opt,name=backend,proto3" json:"backend,omitempty"`
 	// The mesh as run ("none", "envoy", "envoy/server-only") and, with Envoy, its version.
-	Mesh          string `protobuf:"bytes,9,opt,name=mesh,proto3" json:"mesh,omitempty"`
-	EnvoyVersion  string `protobuf:"bytes,10,opt,name=envoy_version,json=envoyVersion,proto3" json:"envoy_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Mesh         string `protobuf:"bytes,9,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	EnvoyVersion string `protobuf:"bytes,10,opt,name=envoy_version,json=envoyVersion,proto3" json:"envoy_version,omitempty"`
+	// Kubernetes: the cluster's version, its nodes, the run's namespace and the worker image.
+	KubernetesVersion string `protobuf:"bytes,11,opt,name=kubernetes_version,json=kubernetesVersion,proto3" json:"kubernetes_version,omitempty"`
+	Nodes             int32  `protobuf:"varint,12,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Namespace         string `protobuf:"bytes,13,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Image             string `protobuf:"bytes,14,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Environment) Reset() {
 	*x = Environment{}
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +479,7 @@ func (x *Environment) String() string {
 func (*Environment) ProtoMessage() {}
 
 func (x *Environment) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +492,7 @@ func (x *Environment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Environment.ProtoReflect.Descriptor instead.
 func (*Environment) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Environment) GetIrsVersion() string {
@@ -425,6 +565,34 @@ func (x *Environment) GetEnvoyVersion() string {
 	return ""
 }
 
+func (x *Environment) GetKubernetesVersion() string {
+	if x != nil {
+		return x.KubernetesVersion
+	}
+	return ""
+}
+
+func (x *Environment) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *Environment) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Environment) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
 // RunEvent is something that happened during the run.
 type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -446,7 +614,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +626,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +639,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RunEvent) GetT() float64 {
@@ -531,14 +699,16 @@ type Tick struct {
 	Services []*Point               `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
 	Edges    []*Point               `protobuf:"bytes,4,rep,name=edges,proto3" json:"edges,omitempty"`
 	// The mesh control plane's CPU and memory (cpu_mcores, cpu_mcores_max, rss_mb), under a mesh.
-	ControlPlane  *Point `protobuf:"bytes,5,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
+	ControlPlane *Point `protobuf:"bytes,5,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
+	// The mesh's node proxies (e.g. ztunnel): CPU and memory summed over them (replicas: how many).
+	NodeProxies   *Point `protobuf:"bytes,6,opt,name=node_proxies,json=nodeProxies,proto3" json:"node_proxies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +720,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +733,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Tick) GetT() float64 {
@@ -597,6 +767,13 @@ func (x *Tick) GetEdges() []*Point {
 func (x *Tick) GetControlPlane() *Point {
 	if x != nil {
 		return x.ControlPlane
+	}
+	return nil
+}
+
+func (x *Tick) GetNodeProxies() *Point {
+	if x != nil {
+		return x.NodeProxies
 	}
 	return nil
 }
@@ -670,7 +847,7 @@ type Point struct {
 
 func (x *Point) Reset() {
 	*x = Point{}
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +859,7 @@ func (x *Point) String() string {
 func (*Point) ProtoMessage() {}
 
 func (x *Point) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +872,7 @@ func (x *Point) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Point.ProtoReflect.Descriptor instead.
 func (*Point) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Point) GetService() string {
@@ -966,14 +1143,16 @@ type PhaseResult struct {
 	Services []*Point               `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
 	Edges    []*Point               `protobuf:"bytes,5,rep,name=edges,proto3" json:"edges,omitempty"`
 	// The mesh control plane's CPU and memory, under a mesh.
-	ControlPlane  *Point `protobuf:"bytes,6,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
+	ControlPlane *Point `protobuf:"bytes,6,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
+	// The mesh's node proxies (e.g. ztunnel), under a mesh that has them.
+	NodeProxies   *Point `protobuf:"bytes,7,opt,name=node_proxies,json=nodeProxies,proto3" json:"node_proxies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PhaseResult) Reset() {
 	*x = PhaseResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1164,7 @@ func (x *PhaseResult) String() string {
 func (*PhaseResult) ProtoMessage() {}
 
 func (x *PhaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1177,7 @@ func (x *PhaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseResult.ProtoReflect.Descriptor instead.
 func (*PhaseResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PhaseResult) GetName() string {
@@ -1043,6 +1222,13 @@ func (x *PhaseResult) GetControlPlane() *Point {
 	return nil
 }
 
+func (x *PhaseResult) GetNodeProxies() *Point {
+	if x != nil {
+		return x.NodeProxies
+	}
+	return nil
+}
+
 // AssertionResult is an assertion and what was measured.
 type AssertionResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1064,7 +1250,7 @@ type AssertionResult struct {
 
 func (x *AssertionResult) Reset() {
 	*x = AssertionResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1262,7 @@ func (x *AssertionResult) String() string {
 func (*AssertionResult) ProtoMessage() {}
 
 func (x *AssertionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1275,7 @@ func (x *AssertionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssertionResult.ProtoReflect.Descriptor instead.
 func (*AssertionResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AssertionResult) GetName() string {
@@ -1172,7 +1358,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1370,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1383,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Comparison) GetSchema() string {
@@ -1280,7 +1466,7 @@ type Variant struct {
 
 func (x *Variant) Reset() {
 	*x = Variant{}
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1478,7 @@ func (x *Variant) String() string {
 func (*Variant) ProtoMessage() {}
 
 func (x *Variant) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1491,7 @@ func (x *Variant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variant.ProtoReflect.Descriptor instead.
 func (*Variant) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Variant) GetName() string {
@@ -1359,7 +1545,7 @@ type Figure struct {
 
 func (x *Figure) Reset() {
 	*x = Figure{}
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1557,7 @@ func (x *Figure) String() string {
 func (*Figure) ProtoMessage() {}
 
 func (x *Figure) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1570,7 @@ func (x *Figure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Figure.ProtoReflect.Descriptor instead.
 func (*Figure) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Figure) GetName() string {
@@ -1426,7 +1612,7 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\x8f\x05\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xcf\x05\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -1450,7 +1636,23 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\astartup\x18\x0f \x01(\x01R\astartup\x122\n" +
 	"\n" +
 	"saturation\x18\x10 \x03(\v2\x12.irs.v1.SaturationR\n" +
-	"saturation\"\xc3\x01\n" +
+	"saturation\x12(\n" +
+	"\x05kills\x18\x11 \x03(\v2\x12.irs.v1.KillRecordR\x05kills\x12\x14\n" +
+	"\x05notes\x18\x12 \x03(\tR\x05notes\"\xdf\x02\n" +
+	"\n" +
+	"KillRecord\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
+	"\areplica\x18\x02 \x01(\tR\areplica\x12\x16\n" +
+	"\x06signal\x18\x03 \x01(\tR\x06signal\x12\x1c\n" +
+	"\tscheduled\x18\x04 \x01(\x01R\tscheduled\x12\x16\n" +
+	"\x06killed\x18\x05 \x01(\x01R\x06killed\x12\x17\n" +
+	"\x04gone\x18\x06 \x01(\x01H\x00R\x04gone\x88\x01\x01\x12.\n" +
+	"\x10endpoint_removed\x18\a \x01(\x01H\x01R\x0fendpointRemoved\x88\x01\x01\x12 \n" +
+	"\vreplacement\x18\b \x01(\tR\vreplacement\x120\n" +
+	"\x11replacement_ready\x18\t \x01(\x01H\x02R\x10replacementReady\x88\x01\x01B\a\n" +
+	"\x05_goneB\x13\n" +
+	"\x11_endpoint_removedB\x14\n" +
+	"\x12_replacement_ready\"\xc3\x01\n" +
 	"\n" +
 	"Saturation\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
@@ -1460,7 +1662,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06unsent\x18\x05 \x01(\x03R\x06unsent\x12\x18\n" +
 	"\ablocked\x18\x06 \x01(\x03R\ablocked\x12\x12\n" +
 	"\x04late\x18\a \x01(\x03R\x04late\x12\x16\n" +
-	"\x06detail\x18\b \x01(\tR\x06detail\"\x8c\x02\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\"\x85\x03\n" +
 	"\vEnvironment\x12\x1f\n" +
 	"\virs_version\x18\x01 \x01(\tR\n" +
 	"irsVersion\x12\x1d\n" +
@@ -1474,7 +1676,11 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\abackend\x18\b \x01(\tR\abackend\x12\x12\n" +
 	"\x04mesh\x18\t \x01(\tR\x04mesh\x12#\n" +
 	"\renvoy_version\x18\n" +
-	" \x01(\tR\fenvoyVersion\"\xbf\x01\n" +
+	" \x01(\tR\fenvoyVersion\x12-\n" +
+	"\x12kubernetes_version\x18\v \x01(\tR\x11kubernetesVersion\x12\x14\n" +
+	"\x05nodes\x18\f \x01(\x05R\x05nodes\x12\x1c\n" +
+	"\tnamespace\x18\r \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05image\x18\x0e \x01(\tR\x05image\"\xbf\x01\n" +
 	"\bRunEvent\x12\f\n" +
 	"\x01t\x18\x01 \x01(\x01R\x01t\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
@@ -1484,13 +1690,14 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12!\n" +
 	"\tscheduled\x18\a \x01(\x01H\x00R\tscheduled\x88\x01\x01B\f\n" +
 	"\n" +
-	"_scheduled\"\xae\x01\n" +
+	"_scheduled\"\xe0\x01\n" +
 	"\x04Tick\x12\f\n" +
 	"\x01t\x18\x01 \x01(\x01R\x01t\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12)\n" +
 	"\bservices\x18\x03 \x03(\v2\r.irs.v1.PointR\bservices\x12#\n" +
 	"\x05edges\x18\x04 \x03(\v2\r.irs.v1.PointR\x05edges\x122\n" +
-	"\rcontrol_plane\x18\x05 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\"\xe3\n" +
+	"\rcontrol_plane\x18\x05 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\x120\n" +
+	"\fnode_proxies\x18\x06 \x01(\v2\r.irs.v1.PointR\vnodeProxies\"\xe3\n" +
 	"\n" +
 	"\x05Point\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
@@ -1544,14 +1751,15 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
 	"\x12ProxyStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xcd\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xff\x01\n" +
 	"\vPhaseResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x01R\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\x01R\x03end\x12)\n" +
 	"\bservices\x18\x04 \x03(\v2\r.irs.v1.PointR\bservices\x12#\n" +
 	"\x05edges\x18\x05 \x03(\v2\r.irs.v1.PointR\x05edges\x122\n" +
-	"\rcontrol_plane\x18\x06 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\"\xd8\x01\n" +
+	"\rcontrol_plane\x18\x06 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\x120\n" +
+	"\fnode_proxies\x18\a \x01(\v2\r.irs.v1.PointR\vnodeProxies\"\xd8\x01\n" +
 	"\x0fAssertionResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06expect\x18\x02 \x01(\tR\x06expect\x12\x14\n" +
@@ -1597,59 +1805,63 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
-	(*Saturation)(nil),            // 1: irs.v1.Saturation
-	(*Environment)(nil),           // 2: irs.v1.Environment
-	(*RunEvent)(nil),              // 3: irs.v1.RunEvent
-	(*Tick)(nil),                  // 4: irs.v1.Tick
-	(*Point)(nil),                 // 5: irs.v1.Point
-	(*PhaseResult)(nil),           // 6: irs.v1.PhaseResult
-	(*AssertionResult)(nil),       // 7: irs.v1.AssertionResult
-	(*Comparison)(nil),            // 8: irs.v1.Comparison
-	(*Variant)(nil),               // 9: irs.v1.Variant
-	(*Figure)(nil),                // 10: irs.v1.Figure
-	nil,                           // 11: irs.v1.Point.StatusesEntry
-	nil,                           // 12: irs.v1.Point.ErrorsEntry
-	nil,                           // 13: irs.v1.Point.ProxyStatusesEntry
-	(*Workflow)(nil),              // 14: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 16: irs.v1.Histogram
-	(*Mesh)(nil),                  // 17: irs.v1.Mesh
+	(*KillRecord)(nil),            // 1: irs.v1.KillRecord
+	(*Saturation)(nil),            // 2: irs.v1.Saturation
+	(*Environment)(nil),           // 3: irs.v1.Environment
+	(*RunEvent)(nil),              // 4: irs.v1.RunEvent
+	(*Tick)(nil),                  // 5: irs.v1.Tick
+	(*Point)(nil),                 // 6: irs.v1.Point
+	(*PhaseResult)(nil),           // 7: irs.v1.PhaseResult
+	(*AssertionResult)(nil),       // 8: irs.v1.AssertionResult
+	(*Comparison)(nil),            // 9: irs.v1.Comparison
+	(*Variant)(nil),               // 10: irs.v1.Variant
+	(*Figure)(nil),                // 11: irs.v1.Figure
+	nil,                           // 12: irs.v1.Point.StatusesEntry
+	nil,                           // 13: irs.v1.Point.ErrorsEntry
+	nil,                           // 14: irs.v1.Point.ProxyStatusesEntry
+	(*Workflow)(nil),              // 15: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 17: irs.v1.Histogram
+	(*Mesh)(nil),                  // 18: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	14, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
-	2,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	15, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	15, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
-	6,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
-	3,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
-	4,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
-	7,  // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
-	6,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
-	1,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
-	5,  // 10: irs.v1.Tick.services:type_name -> irs.v1.Point
-	5,  // 11: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	5,  // 12: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	11, // 13: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	12, // 14: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	16, // 15: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	13, // 16: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	5,  // 17: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	5,  // 18: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	5,  // 19: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	14, // 20: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	2,  // 21: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	9,  // 22: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	17, // 23: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	0,  // 24: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	10, // 25: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	15, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	3,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
+	16, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	16, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	7,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
+	4,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
+	5,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
+	8,  // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
+	7,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
+	2,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
+	1,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
+	6,  // 11: irs.v1.Tick.services:type_name -> irs.v1.Point
+	6,  // 12: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	6,  // 13: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	6,  // 14: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
+	12, // 15: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	13, // 16: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	17, // 17: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	14, // 18: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	6,  // 19: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	6,  // 20: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	6,  // 21: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	6,  // 22: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	15, // 23: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	3,  // 24: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	10, // 25: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	18, // 26: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	0,  // 27: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	11, // 28: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -1660,14 +1872,15 @@ func file_irs_v1_result_proto_init() {
 	file_irs_v1_mesh_proto_init()
 	file_irs_v1_stats_proto_init()
 	file_irs_v1_workflow_proto_init()
-	file_irs_v1_result_proto_msgTypes[3].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[1].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -133,17 +133,21 @@ func (x *Workflow) GetMesh() *Mesh {
 	return nil
 }
 
-// Platform tunes how services behave when pods come and go, as a cluster would.
+// Platform says how the backend runs the services.
 type Platform struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// How long a killed replica stays down before its replacement starts (a ReplicaSet's reaction, scheduling and
-	// container start). Default "1s".
+	// Local backend: how long a killed replica stays down before its replacement starts (a ReplicaSet's reaction,
+	// scheduling and container start). Default "1s". On Kubernetes the cluster's own delays are what is measured:
+	// it is ignored (and the run says so).
 	RestartDelay string `protobuf:"bytes,1,opt,name=restart_delay,json=restartDelay,proto3" json:"restart_delay,omitempty"`
-	// How long callers keep the old endpoint list after a replica goes or comes (endpoint controller, kube-proxy
-	// or mesh push). Requests to a dead replica fail until then. Default "1s".
+	// Local backend: how long callers keep the old endpoint list after a replica goes or comes (endpoint
+	// controller, kube-proxy or mesh push). Requests to a dead replica fail until then. Default "1s". Ignored on
+	// Kubernetes, like restart_delay.
 	DiscoveryDelay string `protobuf:"bytes,2,opt,name=discovery_delay,json=discoveryDelay,proto3" json:"discovery_delay,omitempty"`
-	// How long a replica may take to become ready. Default "30s".
-	ReadyTimeout  string `protobuf:"bytes,3,opt,name=ready_timeout,json=readyTimeout,proto3" json:"ready_timeout,omitempty"`
+	// How long a replica may take to become ready. Default "30s" (local), "120s" (Kubernetes: image pulls).
+	ReadyTimeout string `protobuf:"bytes,3,opt,name=ready_timeout,json=readyTimeout,proto3" json:"ready_timeout,omitempty"`
+	// How the services run on the kubernetes backend (`--backend kubernetes`); ignored locally.
+	Kubernetes    *Kubernetes `protobuf:"bytes,4,opt,name=kubernetes,proto3" json:"kubernetes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,6 +203,387 @@ func (x *Platform) GetReadyTimeout() string {
 	return ""
 }
 
+func (x *Platform) GetKubernetes() *Kubernetes {
+	if x != nil {
+		return x.Kubernetes
+	}
+	return nil
+}
+
+// Kubernetes says how a workflow's services run on a cluster. Flags and IRS_* variables override it.
+type Kubernetes struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run's namespace, which the run creates and deletes; it must not exist. Default irs-<workflow>-<run id>.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The worker image. Default the image of this IRS version (ghcr.io/irs-sim/irs:<version>).
+	Image string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	// Always, IfNotPresent (default) or Never.
+	ImagePullPolicy string `protobuf:"bytes,3,opt,name=image_pull_policy,json=imagePullPolicy,proto3" json:"image_pull_policy,omitempty"`
+	// Resources of each service's worker container, by service name; "*" applies to every service not named.
+	// Default: a request of 10m CPU and 32Mi memory, no limits (a limit throttles what is measured).
+	Resources map[string]*Resources `protobuf:"bytes,4,rep,name=resources,proto3" json:"resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Where the pods may run.
+	NodeSelector map[string]string `protobuf:"bytes,5,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Tolerations  []*Toleration     `protobuf:"bytes,6,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	// Added to every pod (and, for labels, every object) of the run.
+	Labels      map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations map[string]string `protobuf:"bytes,8,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The mesh installed on the cluster (--mesh istio, linkerd, ambient): which pods are its control plane and its
+	// node proxies, whose CPU and memory the run measures. Default: each mesh's standard install.
+	Mesh *InstalledMesh `protobuf:"bytes,9,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	// The Envoy sidecar image of --mesh envoy (IRS's own sidecar and control plane). Default
+	// ghcr.io/irs-sim/envoy:<the Envoy version IRS is tested with>.
+	EnvoyImage    string `protobuf:"bytes,10,opt,name=envoy_image,json=envoyImage,proto3" json:"envoy_image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Kubernetes) Reset() {
+	*x = Kubernetes{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Kubernetes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Kubernetes) ProtoMessage() {}
+
+func (x *Kubernetes) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Kubernetes.ProtoReflect.Descriptor instead.
+func (*Kubernetes) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Kubernetes) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Kubernetes) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *Kubernetes) GetImagePullPolicy() string {
+	if x != nil {
+		return x.ImagePullPolicy
+	}
+	return ""
+}
+
+func (x *Kubernetes) GetResources() map[string]*Resources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *Kubernetes) GetNodeSelector() map[string]string {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *Kubernetes) GetTolerations() []*Toleration {
+	if x != nil {
+		return x.Tolerations
+	}
+	return nil
+}
+
+func (x *Kubernetes) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Kubernetes) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *Kubernetes) GetMesh() *InstalledMesh {
+	if x != nil {
+		return x.Mesh
+	}
+	return nil
+}
+
+func (x *Kubernetes) GetEnvoyImage() string {
+	if x != nil {
+		return x.EnvoyImage
+	}
+	return ""
+}
+
+// Resources are a container's requests and limits, as Kubernetes quantities ("250m", "64Mi").
+type Resources struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CpuRequest    string                 `protobuf:"bytes,1,opt,name=cpu_request,json=cpuRequest,proto3" json:"cpu_request,omitempty"`
+	CpuLimit      string                 `protobuf:"bytes,2,opt,name=cpu_limit,json=cpuLimit,proto3" json:"cpu_limit,omitempty"`
+	MemoryRequest string                 `protobuf:"bytes,3,opt,name=memory_request,json=memoryRequest,proto3" json:"memory_request,omitempty"`
+	MemoryLimit   string                 `protobuf:"bytes,4,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resources) Reset() {
+	*x = Resources{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resources) ProtoMessage() {}
+
+func (x *Resources) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resources.ProtoReflect.Descriptor instead.
+func (*Resources) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Resources) GetCpuRequest() string {
+	if x != nil {
+		return x.CpuRequest
+	}
+	return ""
+}
+
+func (x *Resources) GetCpuLimit() string {
+	if x != nil {
+		return x.CpuLimit
+	}
+	return ""
+}
+
+func (x *Resources) GetMemoryRequest() string {
+	if x != nil {
+		return x.MemoryRequest
+	}
+	return ""
+}
+
+func (x *Resources) GetMemoryLimit() string {
+	if x != nil {
+		return x.MemoryLimit
+	}
+	return ""
+}
+
+// Toleration is a pod toleration (see Kubernetes' core/v1 Toleration).
+type Toleration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Equal (default) or Exists.
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Value    string `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// NoSchedule, PreferNoSchedule or NoExecute; empty: all.
+	Effect        string `protobuf:"bytes,4,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Toleration) Reset() {
+	*x = Toleration{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Toleration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Toleration) ProtoMessage() {}
+
+func (x *Toleration) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
+func (*Toleration) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Toleration) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Toleration) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *Toleration) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Toleration) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+// InstalledMesh names the pods of an installed mesh outside the run's namespace.
+type InstalledMesh struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ControlPlane  []*PodSelector         `protobuf:"bytes,1,rep,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
+	NodeProxies   []*PodSelector         `protobuf:"bytes,2,rep,name=node_proxies,json=nodeProxies,proto3" json:"node_proxies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstalledMesh) Reset() {
+	*x = InstalledMesh{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstalledMesh) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstalledMesh) ProtoMessage() {}
+
+func (x *InstalledMesh) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstalledMesh.ProtoReflect.Descriptor instead.
+func (*InstalledMesh) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *InstalledMesh) GetControlPlane() []*PodSelector {
+	if x != nil {
+		return x.ControlPlane
+	}
+	return nil
+}
+
+func (x *InstalledMesh) GetNodeProxies() []*PodSelector {
+	if x != nil {
+		return x.NodeProxies
+	}
+	return nil
+}
+
+// PodSelector selects pods by namespace and labels.
+type PodSelector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodSelector) Reset() {
+	*x = PodSelector{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodSelector) ProtoMessage() {}
+
+func (x *PodSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodSelector.ProtoReflect.Descriptor instead.
+func (*PodSelector) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PodSelector) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodSelector) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // Service is a set of identical replicas of one worker.
 type Service struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -215,7 +600,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[2]
+	mi := &file_irs_v1_workflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +612,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[2]
+	mi := &file_irs_v1_workflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +625,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{2}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Service) GetName() string {
@@ -280,7 +665,7 @@ type Phase struct {
 
 func (x *Phase) Reset() {
 	*x = Phase{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[3]
+	mi := &file_irs_v1_workflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +677,7 @@ func (x *Phase) String() string {
 func (*Phase) ProtoMessage() {}
 
 func (x *Phase) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[3]
+	mi := &file_irs_v1_workflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +690,7 @@ func (x *Phase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phase.ProtoReflect.Descriptor instead.
 func (*Phase) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{3}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Phase) GetName() string {
@@ -360,7 +745,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	mi := &file_irs_v1_workflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +757,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	mi := &file_irs_v1_workflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +770,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Action) GetAt() string {
@@ -472,7 +857,7 @@ type LoadAction struct {
 
 func (x *LoadAction) Reset() {
 	*x = LoadAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[5]
+	mi := &file_irs_v1_workflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +869,7 @@ func (x *LoadAction) String() string {
 func (*LoadAction) ProtoMessage() {}
 
 func (x *LoadAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[5]
+	mi := &file_irs_v1_workflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +882,7 @@ func (x *LoadAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadAction.ProtoReflect.Descriptor instead.
 func (*LoadAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LoadAction) GetService() string {
@@ -540,7 +925,7 @@ type KillAction struct {
 
 func (x *KillAction) Reset() {
 	*x = KillAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[6]
+	mi := &file_irs_v1_workflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +937,7 @@ func (x *KillAction) String() string {
 func (*KillAction) ProtoMessage() {}
 
 func (x *KillAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[6]
+	mi := &file_irs_v1_workflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +950,7 @@ func (x *KillAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillAction.ProtoReflect.Descriptor instead.
 func (*KillAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KillAction) GetService() string {
@@ -626,7 +1011,7 @@ type ConfigureAction struct {
 
 func (x *ConfigureAction) Reset() {
 	*x = ConfigureAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[7]
+	mi := &file_irs_v1_workflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +1023,7 @@ func (x *ConfigureAction) String() string {
 func (*ConfigureAction) ProtoMessage() {}
 
 func (x *ConfigureAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[7]
+	mi := &file_irs_v1_workflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +1036,7 @@ func (x *ConfigureAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureAction.ProtoReflect.Descriptor instead.
 func (*ConfigureAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConfigureAction) GetService() string {
@@ -686,7 +1071,7 @@ type ScaleAction struct {
 
 func (x *ScaleAction) Reset() {
 	*x = ScaleAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[8]
+	mi := &file_irs_v1_workflow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +1083,7 @@ func (x *ScaleAction) String() string {
 func (*ScaleAction) ProtoMessage() {}
 
 func (x *ScaleAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[8]
+	mi := &file_irs_v1_workflow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +1096,7 @@ func (x *ScaleAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleAction.ProtoReflect.Descriptor instead.
 func (*ScaleAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScaleAction) GetService() string {
@@ -751,7 +1136,7 @@ type Assertion struct {
 
 func (x *Assertion) Reset() {
 	*x = Assertion{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[9]
+	mi := &file_irs_v1_workflow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +1148,7 @@ func (x *Assertion) String() string {
 func (*Assertion) ProtoMessage() {}
 
 func (x *Assertion) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[9]
+	mi := &file_irs_v1_workflow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +1161,7 @@ func (x *Assertion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assertion.ProtoReflect.Descriptor instead.
 func (*Assertion) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Assertion) GetName() string {
@@ -836,11 +1221,61 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\n" +
 	"assertions\x18\a \x03(\v2\x11.irs.v1.AssertionR\n" +
 	"assertions\x12 \n" +
-	"\x04mesh\x18\b \x01(\v2\f.irs.v1.MeshR\x04mesh\"}\n" +
+	"\x04mesh\x18\b \x01(\v2\f.irs.v1.MeshR\x04mesh\"\xb1\x01\n" +
 	"\bPlatform\x12#\n" +
 	"\rrestart_delay\x18\x01 \x01(\tR\frestartDelay\x12'\n" +
 	"\x0fdiscovery_delay\x18\x02 \x01(\tR\x0ediscoveryDelay\x12#\n" +
-	"\rready_timeout\x18\x03 \x01(\tR\freadyTimeout\"g\n" +
+	"\rready_timeout\x18\x03 \x01(\tR\freadyTimeout\x122\n" +
+	"\n" +
+	"kubernetes\x18\x04 \x01(\v2\x12.irs.v1.KubernetesR\n" +
+	"kubernetes\"\x86\x06\n" +
+	"\n" +
+	"Kubernetes\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12*\n" +
+	"\x11image_pull_policy\x18\x03 \x01(\tR\x0fimagePullPolicy\x12?\n" +
+	"\tresources\x18\x04 \x03(\v2!.irs.v1.Kubernetes.ResourcesEntryR\tresources\x12I\n" +
+	"\rnode_selector\x18\x05 \x03(\v2$.irs.v1.Kubernetes.NodeSelectorEntryR\fnodeSelector\x124\n" +
+	"\vtolerations\x18\x06 \x03(\v2\x12.irs.v1.TolerationR\vtolerations\x126\n" +
+	"\x06labels\x18\a \x03(\v2\x1e.irs.v1.Kubernetes.LabelsEntryR\x06labels\x12E\n" +
+	"\vannotations\x18\b \x03(\v2#.irs.v1.Kubernetes.AnnotationsEntryR\vannotations\x12)\n" +
+	"\x04mesh\x18\t \x01(\v2\x15.irs.v1.InstalledMeshR\x04mesh\x12\x1f\n" +
+	"\venvoy_image\x18\n" +
+	" \x01(\tR\n" +
+	"envoyImage\x1aO\n" +
+	"\x0eResourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +
+	"\x05value\x18\x02 \x01(\v2\x11.irs.v1.ResourcesR\x05value:\x028\x01\x1a?\n" +
+	"\x11NodeSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x01\n" +
+	"\tResources\x12\x1f\n" +
+	"\vcpu_request\x18\x01 \x01(\tR\n" +
+	"cpuRequest\x12\x1b\n" +
+	"\tcpu_limit\x18\x02 \x01(\tR\bcpuLimit\x12%\n" +
+	"\x0ememory_request\x18\x03 \x01(\tR\rmemoryRequest\x12!\n" +
+	"\fmemory_limit\x18\x04 \x01(\tR\vmemoryLimit\"h\n" +
+	"\n" +
+	"Toleration\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\x81\x01\n" +
+	"\rInstalledMesh\x128\n" +
+	"\rcontrol_plane\x18\x01 \x03(\v2\x13.irs.v1.PodSelectorR\fcontrolPlane\x126\n" +
+	"\fnode_proxies\x18\x02 \x03(\v2\x13.irs.v1.PodSelectorR\vnodeProxies\"\x9f\x01\n" +
+	"\vPodSelector\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x127\n" +
+	"\x06labels\x18\x02 \x03(\v2\x1f.irs.v1.PodSelector.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
 	"\aService\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12,\n" +
@@ -901,43 +1336,64 @@ func file_irs_v1_workflow_proto_rawDescGZIP() []byte {
 	return file_irs_v1_workflow_proto_rawDescData
 }
 
-var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_irs_v1_workflow_proto_goTypes = []any{
 	(*Workflow)(nil),        // 0: irs.v1.Workflow
 	(*Platform)(nil),        // 1: irs.v1.Platform
-	(*Service)(nil),         // 2: irs.v1.Service
-	(*Phase)(nil),           // 3: irs.v1.Phase
-	(*Action)(nil),          // 4: irs.v1.Action
-	(*LoadAction)(nil),      // 5: irs.v1.LoadAction
-	(*KillAction)(nil),      // 6: irs.v1.KillAction
-	(*ConfigureAction)(nil), // 7: irs.v1.ConfigureAction
-	(*ScaleAction)(nil),     // 8: irs.v1.ScaleAction
-	(*Assertion)(nil),       // 9: irs.v1.Assertion
-	(*Mesh)(nil),            // 10: irs.v1.Mesh
-	(*WorkerConfig)(nil),    // 11: irs.v1.WorkerConfig
-	(*Load)(nil),            // 12: irs.v1.Load
+	(*Kubernetes)(nil),      // 2: irs.v1.Kubernetes
+	(*Resources)(nil),       // 3: irs.v1.Resources
+	(*Toleration)(nil),      // 4: irs.v1.Toleration
+	(*InstalledMesh)(nil),   // 5: irs.v1.InstalledMesh
+	(*PodSelector)(nil),     // 6: irs.v1.PodSelector
+	(*Service)(nil),         // 7: irs.v1.Service
+	(*Phase)(nil),           // 8: irs.v1.Phase
+	(*Action)(nil),          // 9: irs.v1.Action
+	(*LoadAction)(nil),      // 10: irs.v1.LoadAction
+	(*KillAction)(nil),      // 11: irs.v1.KillAction
+	(*ConfigureAction)(nil), // 12: irs.v1.ConfigureAction
+	(*ScaleAction)(nil),     // 13: irs.v1.ScaleAction
+	(*Assertion)(nil),       // 14: irs.v1.Assertion
+	nil,                     // 15: irs.v1.Kubernetes.ResourcesEntry
+	nil,                     // 16: irs.v1.Kubernetes.NodeSelectorEntry
+	nil,                     // 17: irs.v1.Kubernetes.LabelsEntry
+	nil,                     // 18: irs.v1.Kubernetes.AnnotationsEntry
+	nil,                     // 19: irs.v1.PodSelector.LabelsEntry
+	(*Mesh)(nil),            // 20: irs.v1.Mesh
+	(*WorkerConfig)(nil),    // 21: irs.v1.WorkerConfig
+	(*Load)(nil),            // 22: irs.v1.Load
 }
 var file_irs_v1_workflow_proto_depIdxs = []int32{
 	1,  // 0: irs.v1.Workflow.platform:type_name -> irs.v1.Platform
-	2,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
-	3,  // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
-	9,  // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
-	10, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
-	11, // 5: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
-	4,  // 6: irs.v1.Phase.actions:type_name -> irs.v1.Action
-	5,  // 7: irs.v1.Action.load:type_name -> irs.v1.LoadAction
-	6,  // 8: irs.v1.Action.kill:type_name -> irs.v1.KillAction
-	7,  // 9: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
-	8,  // 10: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
-	4,  // 11: irs.v1.Action.serial:type_name -> irs.v1.Action
-	4,  // 12: irs.v1.Action.parallel:type_name -> irs.v1.Action
-	12, // 13: irs.v1.LoadAction.set:type_name -> irs.v1.Load
-	11, // 14: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	7,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
+	8,  // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
+	14, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
+	20, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
+	2,  // 5: irs.v1.Platform.kubernetes:type_name -> irs.v1.Kubernetes
+	15, // 6: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
+	16, // 7: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
+	4,  // 8: irs.v1.Kubernetes.tolerations:type_name -> irs.v1.Toleration
+	17, // 9: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
+	18, // 10: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
+	5,  // 11: irs.v1.Kubernetes.mesh:type_name -> irs.v1.InstalledMesh
+	6,  // 12: irs.v1.InstalledMesh.control_plane:type_name -> irs.v1.PodSelector
+	6,  // 13: irs.v1.InstalledMesh.node_proxies:type_name -> irs.v1.PodSelector
+	19, // 14: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
+	21, // 15: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
+	9,  // 16: irs.v1.Phase.actions:type_name -> irs.v1.Action
+	10, // 17: irs.v1.Action.load:type_name -> irs.v1.LoadAction
+	11, // 18: irs.v1.Action.kill:type_name -> irs.v1.KillAction
+	12, // 19: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
+	13, // 20: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
+	9,  // 21: irs.v1.Action.serial:type_name -> irs.v1.Action
+	9,  // 22: irs.v1.Action.parallel:type_name -> irs.v1.Action
+	22, // 23: irs.v1.LoadAction.set:type_name -> irs.v1.Load
+	21, // 24: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
+	3,  // 25: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_workflow_proto_init() }
@@ -953,7 +1409,7 @@ func file_irs_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_workflow_proto_rawDesc), len(file_irs_v1_workflow_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
