@@ -22,7 +22,8 @@ const (
 	ExitInvalidConfig = 2 // bad flags, environment, configuration file or workflow document
 	// ExitAssertionFailed is the exit code of a workflow run whose assertions did not all hold.
 	ExitAssertionFailed = 3
-	// ExitInvalidEnvironment: the machine lacks what the command needs (Envoy, for a mesh).
+	// ExitInvalidEnvironment: the machine or cluster cannot run what the command asks (no Envoy for a mesh; a
+	// cluster unreachable, a permission missing, a mesh not installed, an image that cannot be pulled).
 	ExitInvalidEnvironment = 4
 	// ExitInvalidRun: the run ended, but its measurement cannot be trusted (a load generator fell behind).
 	ExitInvalidRun  = 5
@@ -116,7 +117,8 @@ func (a *app) newRootCmd() *cobra.Command {
 		},
 	}
 	a.log.register(root)
-	root.AddCommand(a.newWorkerCmd(), a.newWorkflowCmd(), a.newMeshCmd(), a.newVersionCmd())
+	root.AddCommand(a.newWorkerCmd(), a.newWorkflowCmd(), a.newMeshCmd(), a.newVersionCmd(), a.newRelayCmd(),
+		a.newCleanupCmd())
 	return root
 }
 

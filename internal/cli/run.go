@@ -22,6 +22,7 @@ import (
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/engine"
+	"github.com/irs-sim/irs/workflows/kube"
 	"github.com/irs-sim/irs/workflows/local"
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/spf13/cobra"
@@ -42,16 +43,19 @@ type runOptions struct {
 	repeat           int
 	discard          string
 	phase            string
+	kube             kubeOptions
 }
 
 func (a *app) newWorkflowRunCmd() *cobra.Command {
 	var opts runOptions
 	cmd := &cobra.Command{
 		Use:   "run FILE",
-		Short: "Run a workflow on this machine and check its assertions; compare meshes",
-		Long: `Run a workflow on the local backend: every replica is an irs worker process on a loopback port (with
-a mesh, beside its sidecar Envoy). The run prints a live progress line, then a summary per phase and service,
-and the assertions; the result (JSON) is kept current in the run directory while it runs.
+		Short: "Run a workflow on this machine or on a Kubernetes cluster and check its assertions; compare meshes",
+		Long: `Run a workflow. On the local backend (the default) every replica is an irs worker process on a loopback
+port (with a mesh, beside its sidecar Envoy). With --backend kubernetes every service is a Deployment and a
+Service in a namespace of the run's own, on the cluster of the current kubeconfig context (see
+docs/kubernetes.md). The run prints a live progress line, then a summary per phase and service, and the
+assertions; the result (JSON) is kept current in the run directory while it runs.
 
 With --mesh none,envoy (and/or --sidecars both,server-only, --repeat N) the workflow runs once per variant and
 repetition, interleaved, and ends with one side-by-side table of what each variant cost and delivered: client
@@ -77,6 +81,7 @@ interrupted (Ctrl-C; a second Ctrl-C stops the workers at once).`,
 	f.IntVar(&opts.repeat, "repeat", 1, "runs of each variant (interleaved); figures are medians ± standard deviations")
 	f.StringVar(&opts.discard, "discard", compare.DiscardNone, "leave the worst run of each variant (highest client p99) out of the figures: worst or none")
 	f.StringVar(&opts.phase, "compare-phase", "", "the phase the comparison's figures come from (default: the last; total: the whole run)")
+	opts.kube.register(f)
 	return cmd
 }
 
@@ -148,6 +153,14 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 		func(p workflows.PhaseSpan) bool { return p.Name == opts.phase }) {
 		return withExitCode(fmt.Errorf("--compare-phase %q: no such phase", opts.phase), ExitInvalidConfig)
 	}
+	if err := opts.kube.resolve(a.env.LookupEnv, wf); err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	for _, v := range variants {
+		if err := meshForBackend(v, opts.kube.backend); err != nil {
+			return withExitCode(err, ExitInvalidConfig)
+		}
+	}
 	if opts.dryRun {
 		wf.Mesh = variants[0]
 		report.Plan(a.env.Stdout, wf, tl)
@@ -165,7 +178,7 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 		return withExitCode(err, ExitInvalidConfig)
 	}
 	var envoyBin envoy.Binary
-	if slices.ContainsFunc(variants, policy.Enabled) {
+	if slices.ContainsFunc(variants, policy.Enabled) && opts.kube.backend == backendLocal {
 		// Before anything starts: a mesh without Envoy is an environment to fix, not a run that fails.
 		if envoyBin, err = envoy.Locate(ctx, opts.envoyPath); err != nil {
 			return envoyError(err)
@@ -181,7 +194,7 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 			return withExitCode(fmt.Errorf("--result: %w", err), ExitInvalidConfig)
 		}
 	}
-	r := &runner{app: a, wf: wf, tl: tl, envoy: envoyBin, interactive: interactive, progress: opts.progress}
+	r := &runner{app: a, wf: wf, tl: tl, envoy: envoyBin, interactive: interactive, progress: opts.progress, kube: opts.kube}
 	stop := r.handleSignals()
 	defer stop()
 	if len(variants) == 1 && opts.repeat == 1 {
@@ -198,9 +211,10 @@ type runner struct {
 	envoy       envoy.Binary
 	interactive bool
 	progress    string
+	kube        kubeOptions
 
 	mu      sync.Mutex
-	current *local.Backend
+	current workflows.Backend
 	forced  bool
 }
 
@@ -235,7 +249,7 @@ func (r *runner) handleSignals() func() {
 func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, dir, resultPath string) (*irsv1.WorkflowResult, error) {
 	wf := proto.Clone(r.wf).(*irsv1.Workflow)
 	wf.Mesh = mesh
-	env := environment("local")
+	env := environment(r.kube.backend)
 	env.Mesh = policy.Describe(mesh)
 	if policy.Enabled(mesh) {
 		env.EnvoyVersion = r.envoy.Version
@@ -243,14 +257,33 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, dir, resultPath str
 	if err := os.MkdirAll(filepath.Dir(resultPath), 0o755); err != nil {
 		return nil, fmt.Errorf("result directory: %w", err)
 	}
-	backend, err := local.New(local.Config{
-		Executable: r.app.env.Executable, Dir: filepath.Join(dir, "workers"),
-		RestartDelay: r.tl.RestartDelay, DiscoveryDelay: r.tl.DiscoveryDelay, ReadyTimeout: r.tl.ReadyTimeout,
-		WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh}, Logger: r.app.logger,
-		Mesh: mesh, Envoy: r.envoy.Path, ControlToken: token.New(),
-	})
-	if err != nil {
-		return nil, err
+	var backend workflows.Backend
+	var notes []string
+	if r.kube.backend == backendKubernetes {
+		kb, err := r.kubeBackend(wf, mesh, env)
+		if err != nil {
+			return nil, kubeError(err)
+		}
+		version, err := kb.(*kube.Backend).Check(ctx)
+		if err != nil {
+			return nil, kubeError(err)
+		}
+		env.KubernetesVersion = version
+		backend, notes = kb, kubeNotes(wf)
+		for _, n := range notes {
+			fmt.Fprintln(r.app.env.Stderr, "note:", n)
+		}
+	} else {
+		lb, err := local.New(local.Config{
+			Executable: r.app.env.Executable, Dir: filepath.Join(dir, "workers"),
+			RestartDelay: r.tl.RestartDelay, DiscoveryDelay: r.tl.DiscoveryDelay, ReadyTimeout: r.tl.ReadyTimeout,
+			WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh}, Logger: r.app.logger,
+			Mesh: mesh, Envoy: r.envoy.Path, ControlToken: token.New(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		backend = lb
 	}
 	r.mu.Lock()
 	r.current = backend
@@ -265,15 +298,19 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, dir, resultPath str
 		r.current = nil
 		r.mu.Unlock()
 	}()
-	fmt.Fprintf(r.app.env.Stderr, "running %s (mesh %s): %d services, %v (time scale %g, seed %d); result: %s\n",
-		wf.GetName(), env.Mesh, len(wf.GetServices()), r.tl.Total, r.tl.Scale, wf.GetSeed(), resultPath)
+	where := ""
+	if env.Namespace != "" {
+		where = fmt.Sprintf(" in namespace %s (Kubernetes %s)", env.Namespace, env.KubernetesVersion)
+	}
+	fmt.Fprintf(r.app.env.Stderr, "running %s (mesh %s)%s: %d services, %v (time scale %g, seed %d); result: %s\n",
+		wf.GetName(), env.Mesh, where, len(wf.GetServices()), r.tl.Total, r.tl.Scale, wf.GetSeed(), resultPath)
 	progress := r.app.env.Stdout
 	if r.progress == "off" {
 		progress = nil
 	}
 	res, err := engine.Run(ctx, engine.Options{
 		Workflow: wf, Timeline: r.tl, Backend: backend, ResultPath: resultPath, Environment: env,
-		Progress: progress, Interactive: r.interactive, Logger: r.app.logger,
+		Progress: progress, Interactive: r.interactive, Logger: r.app.logger, Notes: notes,
 	})
 	if r.interactive {
 		fmt.Fprintln(r.app.env.Stdout)
@@ -298,7 +335,13 @@ func runError(name string, res *irsv1.WorkflowResult, err error) error {
 	switch {
 	case errors.Is(err, engine.ErrInterrupted):
 		return withExitCode(errors.New("interrupted"), ExitInterrupted)
+	case errors.As(err, new(*kube.EnvironmentError)):
+		return withExitCode(fmt.Errorf("run %s: %w", name, err), ExitInvalidEnvironment)
 	case err != nil:
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return err
+		}
 		return withExitCode(fmt.Errorf("run %s: %w", name, err), ExitError)
 	case res.GetStatus() == engine.StatusInvalid:
 		return withExitCode(errors.New("invalid run: a load generator fell behind its schedule (see above)"), ExitInvalidRun)

@@ -78,6 +78,11 @@ Examples:
 			if err := opts.resolve(v); err != nil {
 				return withExitCode(err, ExitInvalidConfig)
 			}
+			if v.GetBool("seed-per-instance") && spec.Seed != 0 {
+				// Replicas started from one configuration (a Deployment's pods) each draw their own sequence,
+				// reproducibly for a given instance name.
+				spec.Seed = instanceSeed(spec.Seed, opts.instance)
+			}
 			if opts.checkUpstreams {
 				if err := worker.CheckEndpoints(cmd.Context(), spec, opts.checkTimeout); err != nil {
 					return withExitCode(src.describeUnreachable(err), ExitInvalidConfig)
@@ -96,6 +101,7 @@ Examples:
 	f.BoolVar(&opts.exitWhenDone, "exit-when-done", false, "exit when the load ends, printing the stats as JSON")
 	f.BoolVar(&opts.checkUpstreams, "check-upstreams", true, "at start, fail (exit 2) if an endpoint cannot be reached")
 	f.DurationVar(&opts.checkTimeout, "check-timeout", 5*time.Second, "how long --check-upstreams keeps trying")
+	f.Bool("seed-per-instance", false, "mix the --instance name into the seed (replicas that share a configuration)")
 	f.StringVar(&opts.instance, "instance", "", "this worker's instance id in telemetry (default host:pid)")
 	f.StringArrayVar(&opts.tags, "tag", nil, "telemetry tag `key=value` for the worker's lifetime (repeatable)")
 	f.BoolVar(&opts.prometheus, "prometheus", true, "serve metrics at /metrics on the control port")
@@ -320,4 +326,16 @@ func (s *configSource) describeUnreachable(err error) error {
 		return errors.New("unreachable endpoints")
 	}
 	return s.describe(err)
+}
+
+// instanceSeed mixes an instance name into a seed (FNV-1a, then splitmix64's finaliser).
+func instanceSeed(seed uint64, instance string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(instance); i++ {
+		h = (h ^ uint64(instance[i])) * 1099511628211
+	}
+	x := seed ^ h
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }

@@ -12,12 +12,17 @@ import (
 	"github.com/irs-sim/irs/internal/units"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Mesh types.
 const (
 	TypeNone  = "none"
 	TypeEnvoy = "envoy"
+	// The meshes a Kubernetes cluster may have installed: the run enrols its pods in them (see Installed).
+	TypeIstio   = "istio"
+	TypeLinkerd = "linkerd"
+	TypeAmbient = "ambient"
 )
 
 // Sidecar placements.
@@ -29,7 +34,7 @@ const (
 
 // Types and Placements are the accepted values, in the order reports list them.
 var (
-	Types      = []string{TypeNone, TypeEnvoy}
+	Types      = []string{TypeNone, TypeEnvoy, TypeIstio, TypeLinkerd, TypeAmbient}
 	Placements = []string{SidecarsBoth, SidecarsServerOnly, SidecarsClientOnly}
 )
 
@@ -51,8 +56,18 @@ const (
 // istioRetryOn is Istio's default retry policy (2 attempts).
 var istioRetryOn = []string{"connect-failure", "refused-stream", "unavailable", "cancelled", "retriable-status-codes"}
 
-// Enabled reports whether m puts sidecars anywhere.
+// Enabled reports whether m puts IRS's own sidecars (and control plane) anywhere.
 func Enabled(m *irsv1.Mesh) bool { return m.GetType() == TypeEnvoy }
+
+// Installed reports whether m is a mesh installed on the cluster (Istio, Linkerd, ambient), which the run only
+// enrols its pods in: its policy is the mesh's own, not the workflow's.
+func Installed(m *irsv1.Mesh) bool {
+	switch m.GetType() {
+	case TypeIstio, TypeLinkerd, TypeAmbient:
+		return true
+	}
+	return false
+}
 
 // Resolve returns m with every default filled in (nil: no mesh).
 func Resolve(m *irsv1.Mesh) *irsv1.Mesh {
@@ -113,6 +128,21 @@ func Validate(m *irsv1.Mesh) field.List {
 	if m.GetType() != "" && !slices.Contains(Types, m.GetType()) {
 		errs.Addf("type", "unknown mesh %q (want %s)", m.GetType(), strings.Join(Types, " or "))
 	}
+	if Installed(m) {
+		// The installed mesh's own policy applies (its retries, timeouts, mTLS): fields that set IRS's would
+		// silently mean nothing.
+		var set []string
+		m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+			if fd.Name() != "type" {
+				set = append(set, string(fd.Name()))
+			}
+			return true
+		})
+		if len(set) > 0 {
+			errs.Addf("type", "mesh %s is the cluster's own, with its own policy: %s apply to type envoy only",
+				m.GetType(), strings.Join(set, ", "))
+		}
+	}
 	if m.GetSidecars() != "" && !slices.Contains(Placements, m.GetSidecars()) {
 		errs.Addf("sidecars", "unknown placement %q (want %s)", m.GetSidecars(), strings.Join(Placements, ", "))
 	}
@@ -172,6 +202,9 @@ func HasSidecar(placement string, serves bool) bool {
 // Describe names a variant of a mesh for reports: "none", "envoy", "envoy/server-only".
 func Describe(m *irsv1.Mesh) string {
 	m = Resolve(m)
+	if Installed(m) {
+		return m.GetType()
+	}
 	if !Enabled(m) {
 		return TypeNone
 	}

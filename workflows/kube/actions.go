@@ -1,0 +1,188 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Kill implements workflows.Backend: pod deletions, with a grace period of 0 (the kubelet SIGKILLs the
+// containers) or grace (SIGTERM, then SIGKILL). The ReplicaSet replaces them.
+func (b *Backend) Kill(ctx context.Context, service string, ids []string, sig workflows.Signal, grace time.Duration) error {
+	b.mu.Lock()
+	s, ok := b.services[service]
+	if !ok {
+		b.mu.Unlock()
+		return fmt.Errorf("unknown service %q", service)
+	}
+	var victims []string
+	for _, id := range ids {
+		if p := b.pods[id]; p != nil && p.service == service && !p.deleting {
+			p.deleting, p.killed = true, true
+			victims = append(victims, id)
+			s.victims = append(s.victims, id)
+		}
+	}
+	b.refreshInService()
+	b.mu.Unlock()
+	seconds := int64(0)
+	if sig == workflows.SignalTerm {
+		seconds = int64((grace + time.Second - 1) / time.Second)
+	}
+	errs := make([]error, len(victims))
+	var wg sync.WaitGroup
+	for i, id := range victims {
+		wg.Go(func() {
+			if err := b.c.remove(ctx, b.c.core, b.cfg.Namespace, "pods", id, &seconds); err != nil && !isNotFound(err) {
+				errs[i] = fmt.Errorf("delete pod %s: %w", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Scale implements workflows.Backend: the Deployment's replicas. Which pods go on a scale-down is the
+// ReplicaSet's choice.
+func (b *Backend) Scale(ctx context.Context, service string, n int) error {
+	b.mu.Lock()
+	s, ok := b.services[service]
+	if ok {
+		s.spec.Replicas = n
+	}
+	b.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("unknown service %q", service)
+	}
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+	return b.c.mergePatch(ctx, b.c.apps, b.cfg.Namespace, "deployments", service, []byte(patch))
+}
+
+// Configure implements workflows.Backend: the service's ConfigMap (for the pods started later) and every live
+// replica (through its control API).
+func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.ConfigureAction) error {
+	b.mu.Lock()
+	s, ok := b.services[service]
+	if !ok {
+		b.mu.Unlock()
+		return fmt.Errorf("unknown service %q", service)
+	}
+	next, err := workflows.Configure(s.config, c)
+	if err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	s.config = next
+	b.mu.Unlock()
+	if err := b.updateConfigMap(ctx, service); err != nil {
+		return err
+	}
+	return b.pushAll(ctx, service, func(p *pod, client irsv1.WorkerControlServiceClient, cctx context.Context) error {
+		b.mu.Lock()
+		cfg := b.resolved(s)
+		b.mu.Unlock()
+		_, err := client.ReplaceConfig(cctx, &irsv1.ReplaceConfigRequest{Config: cfg})
+		return err
+	})
+}
+
+// SetLoad implements workflows.Backend.
+func (b *Backend) SetLoad(ctx context.Context, service string, load *irsv1.Load) error {
+	b.mu.Lock()
+	s, ok := b.services[service]
+	if !ok {
+		b.mu.Unlock()
+		return fmt.Errorf("unknown service %q", service)
+	}
+	s.load = load
+	b.mu.Unlock()
+	if err := b.updateConfigMap(ctx, service); err != nil {
+		return err
+	}
+	return b.pushAll(ctx, service, func(p *pod, client irsv1.WorkerControlServiceClient, cctx context.Context) error {
+		b.mu.Lock()
+		var resolved *irsv1.Load
+		if s.load != nil {
+			resolved = b.resolved(s).GetLoad()
+		}
+		b.mu.Unlock()
+		var err error
+		if resolved != nil {
+			_, err = client.StartLoad(cctx, &irsv1.StartLoadRequest{Load: resolved})
+		} else {
+			_, err = client.StopLoad(cctx, &irsv1.StopLoadRequest{})
+		}
+		return err
+	})
+}
+
+// updateConfigMap writes a service's current configuration to its ConfigMap, for the pods started later. The
+// writes of one service are in order (a merge patch carries no version that a concurrent write could have
+// outdated: the last one wins, and it carries the latest state).
+func (b *Backend) updateConfigMap(ctx context.Context, service string) error {
+	b.mu.Lock()
+	s := b.services[service]
+	b.mu.Unlock()
+	s.cmMu.Lock()
+	defer s.cmMu.Unlock()
+	b.mu.Lock()
+	cfg := b.resolved(s)
+	b.mu.Unlock()
+	doc, err := protojson.MarshalOptions{UseProtoNames: true, Indent: "  "}.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"data": map[string]string{"worker.json": string(doc)}})
+	if err != nil {
+		return err
+	}
+	name := service + "-worker"
+	if err := b.c.mergePatch(ctx, b.c.core, b.cfg.Namespace, "configmaps", name, patch); err != nil {
+		return fmt.Errorf("configmap %s: %w", name, err)
+	}
+	return nil
+}
+
+// pushAll calls fn for every live replica of a service, in parallel, each under its pod's push lock (so that
+// the last push to reach a replica carries the latest state). A replica that went meanwhile is skipped.
+func (b *Backend) pushAll(ctx context.Context, service string, fn func(*pod, irsv1.WorkerControlServiceClient, context.Context) error) error {
+	b.mu.Lock()
+	var pods []*pod
+	for _, p := range b.pods {
+		if p.service == service && p.ready && !p.deleting && !p.terminated {
+			pods = append(pods, p)
+		}
+	}
+	b.mu.Unlock()
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Go(func() {
+			client, ok := b.Client(service, p.name)
+			if !ok {
+				return
+			}
+			p.pushMu.Lock()
+			defer p.pushMu.Unlock()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := fn(p, client, cctx); err != nil {
+				b.mu.Lock()
+				gone := p.deleting || p.terminated
+				b.mu.Unlock()
+				if !gone {
+					errs[i] = fmt.Errorf("%s: %w", p.name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,333 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/irs-sim/irs/internal/token"
+	"github.com/irs-sim/irs/mesh/policy"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/relay"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Config configures the kubernetes backend.
+type Config struct {
+	Access Access
+	// Namespace is the run's own namespace: the run creates it and deletes it; it must not exist.
+	Namespace string
+	// RunID and Workflow label everything the run makes.
+	RunID, Workflow string
+	// Platform is the workflow's kubernetes section (flags applied): image, resources, placement, labels.
+	Platform *irsv1.Kubernetes
+	// Image is the worker image (and the relay's).
+	Image string
+	// Mesh is the mesh, defaults applied (policy.Resolve).
+	Mesh *irsv1.Mesh
+	// ReadyTimeout bounds how long the replicas may take to be ready.
+	ReadyTimeout time.Duration
+	// ControlToken is required of every call to the workers and the relay.
+	ControlToken string
+	// Expires is when the run's namespace may be removed by `irs cleanup --expired` in any case.
+	Expires time.Time
+	// WorkerArgs are added to every worker's command line (telemetry tags).
+	WorkerArgs []string
+	Logger     *slog.Logger
+}
+
+// Backend runs a workflow's services as Deployments on a cluster.
+type Backend struct {
+	cfg Config
+	c   *client
+
+	mu        sync.Mutex
+	services  map[string]*service
+	order     []string
+	pods      map[string]*pod // by name, while they exist
+	events    chan workflows.Event
+	closed    bool
+	stopping  bool
+	inService atomic.Pointer[map[string][]workflows.Replica]
+	endpoints map[string]map[string]bool // service → the pods its EndpointSlices list as ready
+
+	watchers *watchers // pods and EndpointSlices of the namespace
+	relay    *forwarder
+	conn     *grpc.ClientConn // to the relay
+	created  bool             // the namespace is ours: Stop deletes it
+	checked  bool             // Check passed
+	usage    *usageReader
+	stopBeat context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+var _ workflows.Backend = (*Backend)(nil)
+
+type service struct {
+	spec      workflows.ServiceSpec
+	config    *irsv1.WorkerConfig // current configuration (patches applied), endpoints unresolved
+	load      *irsv1.Load
+	clusterIP string
+	// victims are killed replicas waiting for their replacement, oldest first: a ReplicaSet's new pod replaces
+	// the oldest victim (it does not say which it replaces).
+	victims []string
+	cmMu    sync.Mutex // orders the writes of its ConfigMap
+}
+
+// pod is what the backend knows of one pod of the run.
+type pod struct {
+	name, service, ip string
+	node              string
+	created           time.Time
+	ready, terminated bool
+	readyAt           time.Time
+	deleting          bool   // deletion asked (by the run or anyone): out of service
+	killed            bool   // by the run
+	restarts          int32  // of the worker container
+	replaces          string // the victim it replaces
+	why               string // why it cannot start, if it cannot (see stuck)
+	client            irsv1.WorkerControlServiceClient
+	pushMu            sync.Mutex // orders configuration pushes and load changes to it
+}
+
+// New returns a backend for a cluster; nothing is contacted until Check or Start.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ControlToken == "" {
+		return nil, errors.New("kubernetes backend: no control token")
+	}
+	if cfg.Namespace == "" {
+		return nil, errors.New("kubernetes backend: no namespace")
+	}
+	c, err := connect(cfg.Access)
+	if err != nil {
+		return nil, &EnvironmentError{Err: err}
+	}
+	return &Backend{cfg: cfg, c: c, services: map[string]*service{}, pods: map[string]*pod{},
+		events: make(chan workflows.Event, 4096), endpoints: map[string]map[string]bool{}}, nil
+}
+
+// Events implements workflows.Backend.
+func (b *Backend) Events() <-chan workflows.Event { return b.events }
+
+// emit reports an event without blocking. Callers hold b.mu.
+func (b *Backend) emit(e workflows.Event) {
+	if b.closed {
+		return
+	}
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	select {
+	case b.events <- e:
+	default:
+		b.cfg.Logger.Warn("event dropped: the engine is not reading", "kind", e.Kind, "replica", e.Replica)
+	}
+}
+
+// Start implements workflows.Backend.
+func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) error {
+	if !b.checked {
+		if _, err := b.Check(ctx); err != nil {
+			return err
+		}
+	}
+	b.mu.Lock()
+	for _, spec := range specs {
+		s := &service{spec: spec, config: proto.Clone(spec.Worker).(*irsv1.WorkerConfig)}
+		s.config.Load = nil
+		b.services[spec.Name] = s
+		b.order = append(b.order, spec.Name)
+	}
+	b.refreshInService()
+	b.mu.Unlock()
+	deadline := time.Now().Add(b.cfg.ReadyTimeout)
+	steps := []struct {
+		what string
+		do   func(context.Context) error
+	}{
+		{"create namespace " + b.cfg.Namespace, b.createNamespace},
+		{"create the control token's Secret", b.createTokenSecret},
+		{"create Services", b.createServices},
+		{"watch pods and EndpointSlices", b.watch},
+		{"create the relay", b.createRelay},
+		{"create Deployments", b.createDeployments},
+		{"reach the relay", func(ctx context.Context) error { return b.connectRelay(ctx, deadline) }},
+		{"wait for every replica", func(ctx context.Context) error { return b.awaitReplicas(ctx, deadline) }},
+		{"check the mesh", b.checkMesh},
+	}
+	for _, st := range steps {
+		if err := st.do(ctx); err != nil {
+			return fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	b.usage = newUsageReader(b)
+	hctx, cancel := context.WithCancel(context.Background())
+	b.stopBeat = cancel
+	b.wg.Go(func() { b.heartbeat(hctx) })
+	return nil
+}
+
+// Replicas implements workflows.Backend: the ready pods not being deleted, oldest first.
+func (b *Backend) Replicas(service string) []workflows.Replica {
+	if m := b.inService.Load(); m != nil {
+		return (*m)[service]
+	}
+	return nil
+}
+
+// refreshInService replaces the list Replicas reads. Callers hold b.mu.
+func (b *Backend) refreshInService() {
+	m := make(map[string][]workflows.Replica, len(b.services))
+	for name := range b.services {
+		m[name] = nil
+	}
+	for _, p := range b.pods {
+		if p.ready && !p.deleting && !p.terminated {
+			m[p.service] = append(m[p.service], workflows.Replica{Service: p.service, ID: p.name, Started: p.created})
+		}
+	}
+	for name, rs := range m {
+		sortReplicas(rs)
+		m[name] = rs
+	}
+	b.inService.Store(&m)
+}
+
+// Client implements workflows.Backend: a client whose calls go through the relay to the pod.
+func (b *Backend) Client(service, replica string) (irsv1.WorkerControlServiceClient, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.pods[replica]
+	if !ok || p.service != service || p.ip == "" || b.conn == nil {
+		return nil, false
+	}
+	if p.client == nil {
+		p.client = irsv1.NewWorkerControlServiceClient(routed{cc: b.conn, target: net.JoinHostPort(p.ip, strconv.Itoa(ControlPort))})
+	}
+	return p.client, true
+}
+
+// routed sends every call through the relay to one target.
+type routed struct {
+	cc     grpc.ClientConnInterface
+	target string
+}
+
+func (r routed) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return r.cc.Invoke(metadata.AppendToOutgoingContext(ctx, relay.Target, r.target), method, args, reply, opts...)
+}
+
+func (r routed) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return r.cc.NewStream(metadata.AppendToOutgoingContext(ctx, relay.Target, r.target), desc, method, opts...)
+}
+
+// Stop implements workflows.Backend: it deletes the run's namespace (pods first, at once when forced) and
+// waits, within ctx, until it is gone.
+func (b *Backend) Stop(ctx context.Context, force bool) error {
+	b.mu.Lock()
+	if b.stopping {
+		b.mu.Unlock()
+		return nil
+	}
+	b.stopping = true
+	b.mu.Unlock()
+	if b.stopBeat != nil {
+		b.stopBeat()
+	}
+	if b.conn != nil {
+		_ = b.conn.Close()
+	}
+	if b.relay != nil {
+		b.relay.stop()
+	}
+	var err error
+	if b.created {
+		err = b.deleteNamespace(ctx, force)
+	}
+	if b.watchers != nil {
+		b.watchers.stop()
+	}
+	b.wg.Wait()
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.events)
+	}
+	b.mu.Unlock()
+	return err
+}
+
+// deleteNamespace deletes the run's namespace: its pods first (grace 0 when forced, so that nothing of the run
+// keeps running), then the namespace, and waits until it is gone or ctx ends.
+func (b *Backend) deleteNamespace(ctx context.Context, force bool) error {
+	ns := b.cfg.Namespace
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var grace *int64
+	if force {
+		grace = ptr(int64(0))
+	}
+	bg := metav1.DeletePropagationBackground
+	_ = b.c.core.Delete().Namespace(ns).Resource("pods").Body(&metav1.DeleteOptions{GracePeriodSeconds: grace,
+		PropagationPolicy: &bg}).Do(dctx).Error()
+	if err := b.c.remove(dctx, b.c.core, "", "namespaces", ns, nil); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete namespace %s: %w", ns, err)
+	}
+	for {
+		err := b.c.get(dctx, b.c.core, "", "namespaces", ns, &corev1.Namespace{})
+		if isNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			b.cfg.Logger.Warn("namespace still terminating; it will go on its own", "namespace", ns)
+			return nil
+		case <-dctx.Done():
+			return fmt.Errorf("namespace %s still terminating after 30s (irs cleanup --backend kubernetes removes it)", ns)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// heartbeat marks the namespace as having a live runner, every 10 s: `irs cleanup` leaves alone the namespaces
+// of runs that are still going.
+func (b *Backend) heartbeat(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationHeartbeat, time.Now().UTC().Format(time.RFC3339))
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := b.c.mergePatch(cctx, b.c.core, "", "namespaces", b.cfg.Namespace, []byte(patch)); err != nil && ctx.Err() == nil {
+			b.cfg.Logger.Debug("heartbeat", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// AnnotationHeartbeat is when the run's runner last said it is alive (RFC 3339), every 10 s.
+const AnnotationHeartbeat = "irs.dev/heartbeat"
+
+// meshType is the run's mesh type.
+func (b *Backend) meshType() string { return policy.Resolve(b.cfg.Mesh).GetType() }
+
+// NewToken makes a control token (the CLI passes it in Config).
+func NewToken() string { return token.New() }

@@ -1,0 +1,173 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// client talks to one cluster through client-go's REST clients, one per API group the backend uses. It does
+// not use client-go's typed clientset: that links, and initialises in every irs process (workers included),
+// every API group of Kubernetes — measured: 3 MB more anonymous memory per process and a 25 MB larger binary.
+type client struct {
+	config *rest.Config
+	core   *rest.RESTClient // "" v1
+	apps   *rest.RESTClient // apps/v1
+	disc   *rest.RESTClient // discovery.k8s.io/v1
+	authz  *rest.RESTClient // authorization.k8s.io/v1
+	params runtime.ParameterCodec
+	// context is the kubeconfig context in use, server its API server (for messages).
+	context, server string
+}
+
+// scheme holds the types of the groups the backend uses.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, discoveryv1.AddToScheme,
+		authorizationv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err) // the generated registrations cannot fail
+		}
+	}
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s
+}()
+
+// Access says how to reach a cluster: a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config) and a
+// context in it (default: its current one).
+type Access struct {
+	Kubeconfig, Context string
+}
+
+// connect loads the kubeconfig and makes the clients. It does not contact the cluster.
+func connect(a Access) (*client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if a.Kubeconfig != "" {
+		rules.ExplicitPath = a.Kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: a.Context})
+	raw, err := cc.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, errors.New("kubeconfig: no cluster configured (set --kubeconfig, KUBECONFIG or ~/.kube/config)")
+		}
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100 // a run creates and watches a few objects per service, and deletes pods at once
+	cfg.Timeout = 0              // watches and port-forwards are long; every call has its own context
+	cfg.UserAgent = "irs"
+	c := &client{config: cfg, params: runtime.NewParameterCodec(scheme), context: a.Context, server: cfg.Host}
+	if c.context == "" {
+		c.context = raw.CurrentContext
+	}
+	for _, g := range []struct {
+		into *(*rest.RESTClient)
+		gv   schema.GroupVersion
+		path string
+	}{
+		{&c.core, corev1.SchemeGroupVersion, "/api"},
+		{&c.apps, appsv1.SchemeGroupVersion, "/apis"},
+		{&c.disc, discoveryv1.SchemeGroupVersion, "/apis"},
+		{&c.authz, authorizationv1.SchemeGroupVersion, "/apis"},
+	} {
+		gc := rest.CopyConfig(cfg)
+		gv := g.gv
+		gc.GroupVersion, gc.APIPath = &gv, g.path
+		gc.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+		rc, err := rest.RESTClientFor(gc)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		*g.into = rc
+	}
+	return c, nil
+}
+
+// version returns the API server's version; it is also the check that the cluster can be reached.
+func (c *client) version(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	body, err := c.core.Get().AbsPath("/version").DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("the API server %s (context %q) cannot be reached: %w", c.server, c.context, err)
+	}
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", fmt.Errorf("the API server %s: /version: %w", c.server, err)
+	}
+	return v.GitVersion, nil
+}
+
+// create creates an object of a namespaced resource (ns "" for a cluster one) and decodes the result into out.
+func (c *client) create(ctx context.Context, rc *rest.RESTClient, ns, resource string, obj, out runtime.Object) error {
+	return rc.Post().NamespaceIfScoped(ns, ns != "").Resource(resource).Body(obj).Do(ctx).Into(out)
+}
+
+func (c *client) get(ctx context.Context, rc *rest.RESTClient, ns, resource, name string, out runtime.Object) error {
+	return rc.Get().NamespaceIfScoped(ns, ns != "").Resource(resource).Name(name).Do(ctx).Into(out)
+}
+
+func (c *client) list(ctx context.Context, rc *rest.RESTClient, ns, resource string, opts metav1.ListOptions, out runtime.Object) error {
+	return rc.Get().NamespaceIfScoped(ns, ns != "").Resource(resource).VersionedParams(&opts, c.params).Do(ctx).Into(out)
+}
+
+func (c *client) update(ctx context.Context, rc *rest.RESTClient, ns, resource, name string, obj, out runtime.Object) error {
+	return rc.Put().NamespaceIfScoped(ns, ns != "").Resource(resource).Name(name).Body(obj).Do(ctx).Into(out)
+}
+
+// mergePatch applies a JSON merge patch to an object.
+func (c *client) mergePatch(ctx context.Context, rc *rest.RESTClient, ns, resource, name string, patch []byte) error {
+	return rc.Patch(types.MergePatchType).NamespaceIfScoped(ns, ns != "").Resource(resource).Name(name).
+		Body(patch).Do(ctx).Error()
+}
+
+// remove deletes an object, with a grace period (nil: the object's own) and the given propagation.
+func (c *client) remove(ctx context.Context, rc *rest.RESTClient, ns, resource, name string, grace *int64) error {
+	bg := metav1.DeletePropagationBackground
+	opts := &metav1.DeleteOptions{GracePeriodSeconds: grace, PropagationPolicy: &bg}
+	return rc.Delete().NamespaceIfScoped(ns, ns != "").Resource(resource).Name(name).Body(opts).Do(ctx).Error()
+}
+
+// raw GETs a path of the API server (e.g. a node's kubelet through the node proxy).
+func (c *client) raw(ctx context.Context, path ...string) ([]byte, error) {
+	return c.core.Get().AbsPath(path...).DoRaw(ctx)
+}
+
+// allowed asks the API server whether this user may do verb on a resource (group "" for core) in ns.
+func (c *client) allowed(ctx context.Context, verb, group, resource, subresource, ns string) (bool, string, error) {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group,
+			Resource: resource, Subresource: subresource}}}
+	out := &authorizationv1.SelfSubjectAccessReview{}
+	if err := c.create(ctx, c.authz, "", "selfsubjectaccessreviews", review, out); err != nil {
+		return false, "", err
+	}
+	return out.Status.Allowed, out.Status.Reason, nil
+}
+
+// isNotFound, isAlreadyExists and isForbidden classify API errors.
+func isNotFound(err error) bool      { return apierrors.IsNotFound(err) }
+func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
+func isForbidden(err error) bool     { return apierrors.IsForbidden(err) }
+

@@ -1,0 +1,265 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"google.golang.org/protobuf/proto"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const tokenSecret = "irs-control-token"
+
+// runLabels label everything of the run.
+func (b *Backend) runLabels() map[string]string {
+	l := maps.Clone(b.cfg.Platform.GetLabels())
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[LabelManagedBy], l[LabelRun], l[LabelWorkflow] = ManagedBy, b.cfg.RunID, b.cfg.Workflow
+	return l
+}
+
+func (b *Backend) createNamespace(ctx context.Context) error {
+	labels := b.runLabels()
+	maps.Copy(labels, namespaceMeshLabels(b.meshType()))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.cfg.Namespace, Labels: labels,
+		Annotations: map[string]string{AnnotationExpires: b.cfg.Expires.UTC().Format(time.RFC3339),
+			AnnotationHeartbeat: time.Now().UTC().Format(time.RFC3339)}}}
+	if err := b.c.create(ctx, b.c.core, "", "namespaces", ns, &corev1.Namespace{}); err != nil {
+		if isAlreadyExists(err) {
+			return &EnvironmentError{Err: fmt.Errorf("namespace %s exists: a run makes its own", b.cfg.Namespace)}
+		}
+		return err
+	}
+	b.created = true
+	// The namespace's default service account appears a moment later; pods are refused until it does.
+	for {
+		err := b.c.get(ctx, b.c.core, b.cfg.Namespace, "serviceaccounts", "default", &corev1.ServiceAccount{})
+		if err == nil {
+			return nil
+		}
+		if !isNotFound(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (b *Backend) createTokenSecret(ctx context.Context) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecret, Namespace: b.cfg.Namespace, Labels: b.runLabels()},
+		Type: corev1.SecretTypeOpaque, StringData: map[string]string{"token": b.cfg.ControlToken}}
+	return b.c.create(ctx, b.c.core, b.cfg.Namespace, "secrets", s, &corev1.Secret{})
+}
+
+// createServices creates every service's Service first: the workers are given their upstreams' ClusterIPs
+// (a cluster may have no DNS; callers reach upstreams through the Service, as applications do).
+func (b *Backend) createServices(ctx context.Context) error {
+	for _, name := range b.order {
+		objs, err := b.objects(name)
+		if err != nil {
+			return err
+		}
+		out := &corev1.Service{}
+		if err := b.c.create(ctx, b.c.core, b.cfg.Namespace, "services", objs.Service, out); err != nil {
+			return fmt.Errorf("service %s: %w", name, err)
+		}
+		b.mu.Lock()
+		b.services[name].clusterIP = out.Spec.ClusterIP
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+func (b *Backend) createRelay(ctx context.Context) error {
+	d := RelayObjects(b.cfg.Namespace, b.cfg.Image, b.pullPolicy(), b.runLabels(), tokenSecret,
+		b.cfg.Platform.GetNodeSelector(), tolerations(b.cfg.Platform.GetTolerations()))
+	return b.c.create(ctx, b.c.apps, b.cfg.Namespace, "deployments", d, &appsv1.Deployment{})
+}
+
+func (b *Backend) createDeployments(ctx context.Context) error {
+	for _, name := range b.order {
+		objs, err := b.objects(name)
+		if err != nil {
+			return err
+		}
+		if err := b.c.create(ctx, b.c.core, b.cfg.Namespace, "configmaps", objs.ConfigMap, &corev1.ConfigMap{}); err != nil {
+			return fmt.Errorf("service %s: %w", name, err)
+		}
+		if err := b.c.create(ctx, b.c.apps, b.cfg.Namespace, "deployments", objs.Deployment, &appsv1.Deployment{}); err != nil {
+			return fmt.Errorf("service %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) pullPolicy() corev1.PullPolicy {
+	if p := b.cfg.Platform.GetImagePullPolicy(); p != "" {
+		return corev1.PullPolicy(p)
+	}
+	return corev1.PullIfNotPresent
+}
+
+// objects makes a service's objects from its current configuration.
+func (b *Backend) objects(name string) (Objects, error) {
+	b.mu.Lock()
+	s := b.services[name]
+	cfg := b.resolved(s)
+	replicas := int32(s.spec.Replicas)
+	b.mu.Unlock()
+	res := b.cfg.Platform.GetResources()[name]
+	if res == nil {
+		res = b.cfg.Platform.GetResources()["*"]
+	}
+	rr, err := resources(res)
+	if err != nil {
+		return Objects{}, fmt.Errorf("service %s: resources: %w", name, err)
+	}
+	annotations := maps.Clone(b.cfg.Platform.GetAnnotations())
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	maps.Copy(annotations, podMeshAnnotations(b.meshType()))
+	labels := b.runLabels()
+	maps.Copy(labels, podMeshLabels(b.meshType()))
+	return ServiceObjects(ServiceParams{Namespace: b.cfg.Namespace, Name: name, Replicas: replicas, Config: cfg,
+		Labels: labels, Annotations: annotations, Image: b.cfg.Image, PullPolicy: b.pullPolicy(), Resources: rr,
+		NodeSelector: b.cfg.Platform.GetNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
+		TokenSecret: tokenSecret, WorkerArgs: b.cfg.WorkerArgs, ServicePort: DataPort})
+}
+
+// resolved is the configuration a service's replicas run: listen on the data port, the current load, and every
+// upstream's endpoint its Service's ClusterIP. Callers hold b.mu.
+func (b *Backend) resolved(s *service) *irsv1.WorkerConfig {
+	cfg := proto.Clone(s.config).(*irsv1.WorkerConfig)
+	cfg.Name = s.spec.Name
+	cfg.Listen = "0.0.0.0:" + strconv.Itoa(DataPort)
+	cfg.Seed = s.spec.Seed
+	if s.load != nil {
+		cfg.Load = proto.Clone(s.load).(*irsv1.Load)
+	}
+	workflows.FillEndpoints(cfg, func(name string) []string {
+		if t, ok := b.services[name]; ok && t.clusterIP != "" {
+			return []string{net.JoinHostPort(t.clusterIP, strconv.Itoa(DataPort))}
+		}
+		return nil
+	})
+	return cfg
+}
+
+// awaitReplicas waits until every service has its replicas ready and in its Service's endpoints, failing at
+// once on a pod that cannot start (an image that cannot be pulled, a crash loop, no room on any node) with
+// what the pod's events say.
+func (b *Backend) awaitReplicas(ctx context.Context, deadline time.Time) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		waiting, err := b.progress(ctx)
+		if err != nil {
+			return err
+		}
+		if len(waiting) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w after %v: %s", errNotReady, b.cfg.ReadyTimeout, strings.Join(waiting, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	// kube-proxy programs a new endpoint about a second after the EndpointSlice lists it (measured on the
+	// test node): give it that before the first request.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Second):
+	}
+	return nil
+}
+
+// progress says what is still awaited, or why it never will be.
+func (b *Backend) progress(ctx context.Context) ([]string, error) {
+	b.mu.Lock()
+	var waiting []string
+	var broken []string
+	for _, name := range b.order {
+		s := b.services[name]
+		ready, listed := 0, 0
+		for _, p := range b.pods {
+			if p.service != name || p.deleting {
+				continue
+			}
+			if p.ready {
+				ready++
+			}
+			if b.endpoints[name][p.name] {
+				listed++
+			}
+			if why := p.problem(); why != "" {
+				broken = append(broken, p.name)
+			}
+		}
+		if ready < s.spec.Replicas || listed < s.spec.Replicas {
+			waiting = append(waiting, fmt.Sprintf("%s: %d of %d ready, %d in its Service", name, ready, s.spec.Replicas, listed))
+		}
+	}
+	b.mu.Unlock()
+	if len(broken) > 0 {
+		return nil, b.describePods(ctx, broken)
+	}
+	return waiting, nil
+}
+
+// describePods says why pods cannot run: their containers' states and their events.
+func (b *Backend) describePods(ctx context.Context, names []string) error {
+	var errs []error
+	for _, n := range names {
+		b.mu.Lock()
+		why := b.pods[n].problem()
+		b.mu.Unlock()
+		msg := fmt.Sprintf("pod %s: %s", n, why)
+		if ev := b.podEvents(ctx, n); ev != "" {
+			msg += "\n    events: " + ev
+		}
+		errs = append(errs, errors.New(msg))
+	}
+	return errors.Join(errs...)
+}
+
+// podEvents returns a pod's warning events, newest last, in a line.
+func (b *Backend) podEvents(ctx context.Context, pod string) string {
+	list := &corev1.EventList{}
+	if err := b.c.list(ctx, b.c.core, b.cfg.Namespace, "events", metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + pod}, list); err != nil {
+		return ""
+	}
+	slices.SortFunc(list.Items, func(x, y corev1.Event) int { return x.LastTimestamp.Compare(y.LastTimestamp.Time) })
+	var parts []string
+	for _, e := range list.Items {
+		if e.Type == corev1.EventTypeWarning {
+			parts = append(parts, e.Reason+": "+e.Message)
+		}
+	}
+	if len(parts) > 4 {
+		parts = parts[len(parts)-4:]
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,216 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// usageReader reads the CPU and memory of every container of the run (and of the installed mesh's control
+// plane and node proxies) from each node's kubelet, through the API server's node proxy:
+// /api/v1/nodes/NODE/proxy/metrics/resource gives cumulative CPU seconds and the working set per container,
+// each with the time the kubelet measured it (every housekeeping interval: 10 s by default, 1 s on the test
+// node). Cumulative counters, rather than metrics.k8s.io's averages over a window, give exact figures over any
+// stretch two samples bound.
+type usageReader struct {
+	b *Backend
+
+	mu        sync.Mutex
+	listed    time.Time           // when the mesh's pods were last listed
+	meshPods  map[string]meshPod  // "namespace/pod" → what it is
+	meshNodes map[string]struct{} // the nodes they run on
+	warned    map[string]bool
+}
+
+type meshPod struct{ kind string }
+
+func newUsageReader(b *Backend) *usageReader {
+	return &usageReader{b: b, meshPods: map[string]meshPod{}, meshNodes: map[string]struct{}{}, warned: map[string]bool{}}
+}
+
+// Usage implements workflows.Backend.
+func (b *Backend) Usage() []workflows.Usage {
+	if b.usage == nil {
+		return nil
+	}
+	return b.usage.read()
+}
+
+func (u *usageReader) read() []workflows.Usage {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	u.refreshMesh(ctx)
+	b := u.b
+	nodes := map[string]struct{}{}
+	b.mu.Lock()
+	for _, p := range b.pods {
+		if p.node != "" {
+			nodes[p.node] = struct{}{}
+		}
+	}
+	b.mu.Unlock()
+	u.mu.Lock()
+	for n := range u.meshNodes {
+		nodes[n] = struct{}{}
+	}
+	u.mu.Unlock()
+	var mu sync.Mutex
+	var out []workflows.Usage
+	var wg sync.WaitGroup
+	for n := range nodes {
+		wg.Go(func() {
+			raw, err := b.c.raw(ctx, "/api/v1/nodes", n, "proxy", "metrics", "resource")
+			if err != nil {
+				u.warnOnce("node "+n, "read a kubelet's metrics", err)
+				return
+			}
+			got := u.parse(raw)
+			mu.Lock()
+			out = append(out, got...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// parse turns one kubelet's /metrics/resource into usage samples of what the run measures.
+func (u *usageReader) parse(raw []byte) []workflows.Usage {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		u.warnOnce("parse", "parse a kubelet's metrics", err)
+		return nil
+	}
+	type key struct{ ns, pod, container string }
+	samples := map[key]*workflows.Usage{}
+	take := func(name string, set func(*workflows.Usage, *dto.Metric)) {
+		f := fams[name]
+		if f == nil {
+			return
+		}
+		for _, m := range f.GetMetric() {
+			k := key{}
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "namespace":
+					k.ns = l.GetValue()
+				case "pod":
+					k.pod = l.GetValue()
+				case "container":
+					k.container = l.GetValue()
+				}
+			}
+			us := u.classify(k.ns, k.pod, k.container)
+			if us == nil {
+				continue
+			}
+			if prev, ok := samples[k]; ok {
+				us = prev
+			} else {
+				samples[k] = us
+			}
+			set(us, m)
+		}
+	}
+	take("container_cpu_usage_seconds_total", func(us *workflows.Usage, m *dto.Metric) {
+		us.CPUSeconds = m.GetCounter().GetValue()
+		if m.GetUntyped() != nil {
+			us.CPUSeconds = m.GetUntyped().GetValue()
+		}
+		if ms := m.GetTimestampMs(); ms > 0 {
+			us.At = time.UnixMilli(ms)
+		}
+	})
+	take("container_memory_working_set_bytes", func(us *workflows.Usage, m *dto.Metric) {
+		v := m.GetGauge().GetValue()
+		if m.GetUntyped() != nil {
+			v = m.GetUntyped().GetValue()
+		}
+		us.RSSBytes = int64(v)
+	})
+	out := make([]workflows.Usage, 0, len(samples))
+	for _, s := range samples {
+		if !s.At.IsZero() {
+			out = append(out, *s)
+		}
+	}
+	return out
+}
+
+// classify says what a container is to the run (nil: nothing it measures).
+func (u *usageReader) classify(ns, pod, container string) *workflows.Usage {
+	b := u.b
+	if ns == b.cfg.Namespace {
+		b.mu.Lock()
+		p := b.pods[pod]
+		b.mu.Unlock()
+		switch {
+		case p != nil && container == ContainerWorker:
+			return &workflows.Usage{Service: p.service, Replica: pod, Kind: workflows.UsageWorker}
+		case p != nil && isSidecar(container):
+			return &workflows.Usage{Service: p.service, Replica: pod, Kind: workflows.UsageSidecar}
+		case p == nil && strings.HasPrefix(pod, controlPlaneName+"-"): // IRS's own (--mesh envoy)
+			return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageControlPlane}
+		}
+		return nil
+	}
+	u.mu.Lock()
+	mp, ok := u.meshPods[ns+"/"+pod]
+	u.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return &workflows.Usage{Replica: ns + "/" + pod + "/" + container, Kind: mp.kind}
+}
+
+// refreshMesh lists the installed mesh's control plane and node proxy pods, every 10 s.
+func (u *usageReader) refreshMesh(ctx context.Context) {
+	m := u.b.installed()
+	if m == nil {
+		return
+	}
+	u.mu.Lock()
+	fresh := time.Since(u.listed) < 10*time.Second
+	u.mu.Unlock()
+	if fresh {
+		return
+	}
+	pods, nodes := map[string]meshPod{}, map[string]struct{}{}
+	for kind, sels := range map[string][]*irsv1.PodSelector{workflows.UsageControlPlane: m.GetControlPlane(),
+		workflows.UsageNodeProxy: m.GetNodeProxies()} {
+		for _, sel := range sels {
+			list, err := u.b.selectPods(ctx, sel)
+			if err != nil {
+				u.warnOnce("mesh "+sel.GetNamespace(), "list the mesh's pods", err)
+				continue
+			}
+			for _, p := range list {
+				pods[p.Namespace+"/"+p.Name] = meshPod{kind: kind}
+				if p.Spec.NodeName != "" {
+					nodes[p.Spec.NodeName] = struct{}{}
+				}
+			}
+		}
+	}
+	u.mu.Lock()
+	u.meshPods, u.meshNodes, u.listed = pods, nodes, time.Now()
+	u.mu.Unlock()
+}
+
+func (u *usageReader) warnOnce(key, what string, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.warned[key] {
+		u.warned[key] = true
+		u.b.cfg.Logger.Warn("cannot "+what+": CPU and memory figures will lack it", "err", err)
+	}
+}

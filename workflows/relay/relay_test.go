@@ -1,0 +1,133 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// worker is a control service that answers GetInfo with its name (and checks the token it was forwarded),
+// streams three stats snapshots, and refuses UpdateConfig.
+type worker struct {
+	irsv1.UnimplementedWorkerControlServiceServer
+	name string
+}
+
+func (w *worker) GetInfo(ctx context.Context, _ *irsv1.GetInfoRequest) (*irsv1.GetInfoResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer tok" {
+		return nil, status.Error(codes.Unauthenticated, "no token forwarded")
+	}
+	if len(md.Get(Target)) != 0 {
+		return nil, status.Error(codes.Internal, "the relay's routing key reached the worker")
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs("x-worker", w.name))
+	return &irsv1.GetInfoResponse{Info: &irsv1.WorkerInfo{Name: w.name}}, nil
+}
+
+func (w *worker) StreamStats(_ *irsv1.StreamStatsRequest, s grpc.ServerStreamingServer[irsv1.StreamStatsResponse]) error {
+	for i := range 3 {
+		if err := s.Send(&irsv1.StreamStatsResponse{Stats: &irsv1.StatsSnapshot{Worker: w.name, ConfigVersion: uint64(i)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *worker) UpdateConfig(context.Context, *irsv1.UpdateConfigRequest) (*irsv1.UpdateConfigResponse, error) {
+	return nil, status.Error(codes.InvalidArgument, "serve.delay: bad")
+}
+
+func serve(t *testing.T, opts []grpc.ServerOption, register func(*grpc.Server)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(opts...)
+	register(s)
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(s.Stop)
+	return ln.Addr().String()
+}
+
+// TestRelay: calls of every kind reach the worker the metadata names, with their messages, headers, token and
+// statuses intact; calls without the token or a target are refused.
+func TestRelay(t *testing.T) {
+	workers := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		workers[name] = serve(t, nil, func(s *grpc.Server) { irsv1.RegisterWorkerControlServiceServer(s, &worker{name: name}) })
+	}
+	r := New("tok", slog.New(slog.DiscardHandler))
+	t.Cleanup(r.Close)
+	addr := serve(t, r.ServerOptions(), func(*grpc.Server) {})
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := irsv1.NewWorkerControlServiceClient(conn)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	to := func(target string, auth bool) context.Context {
+		md := metadata.Pairs(Target, target)
+		if auth {
+			md.Set("authorization", "Bearer tok")
+		}
+		return metadata.NewOutgoingContext(ctx, md)
+	}
+
+	for name, target := range workers {
+		var header metadata.MD
+		info, err := c.GetInfo(to(target, true), &irsv1.GetInfoRequest{}, grpc.Header(&header))
+		if err != nil || info.GetInfo().GetName() != name || len(header.Get("x-worker")) != 1 || header.Get("x-worker")[0] != name {
+			t.Errorf("GetInfo through the relay to %s = %v, %v (header %v); want %s", target, info, err, header, name)
+		}
+	}
+	stream, err := c.StreamStats(to(workers["b"], true), &irsv1.StreamStatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Errorf("stream ended with %v, want its end", err)
+			}
+			break
+		}
+		if m.GetStats().GetWorker() != "b" {
+			t.Errorf("a snapshot of %q, want b's", m.GetStats().GetWorker())
+		}
+		got = append(got, m.GetStats().GetConfigVersion())
+	}
+	if len(got) != 3 {
+		t.Errorf("streamed %v, want 3 snapshots", got)
+	}
+	if _, err := c.UpdateConfig(to(workers["a"], true), &irsv1.UpdateConfigRequest{}); status.Code(err) != codes.InvalidArgument ||
+		status.Convert(err).Message() != "serve.delay: bad" {
+		t.Errorf("a worker's refusal through the relay = %v, want its INVALID_ARGUMENT as it was", err)
+	}
+	if _, err := c.GetInfo(to(workers["a"], false), &irsv1.GetInfoRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("GetInfo without the token = %v, want UNAUTHENTICATED from the relay", err)
+	}
+	noTarget := metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer tok"))
+	if _, err := c.GetInfo(noTarget, &irsv1.GetInfoRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("GetInfo without a target = %v, want INVALID_ARGUMENT", err)
+	}
+	if _, err := c.GetInfo(to("127.0.0.1:1", true), &irsv1.GetInfoRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("GetInfo to nowhere = %v, want UNAVAILABLE", err)
+	}
+}
