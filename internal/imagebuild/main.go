@@ -223,7 +223,7 @@ func writeArchive(path string, tag name.Tag, img v1.Image) error {
 			"mediaType": types.OCIManifestSchema1, "digest": mdigest.String(), "size": len(manifest),
 			"platform": map[string]string{"architecture": "amd64", "os": "linux"},
 			"annotations": map[string]string{
-				"io.containerd.image.name":         full,
+				"io.containerd.image.name":          full,
 				"org.opencontainers.image.ref.name": tag.TagStr(),
 			},
 		}},

@@ -2,8 +2,8 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -170,4 +170,3 @@ func (c *client) allowed(ctx context.Context, verb, group, resource, subresource
 func isNotFound(err error) bool      { return apierrors.IsNotFound(err) }
 func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 func isForbidden(err error) bool     { return apierrors.IsForbidden(err) }
-
