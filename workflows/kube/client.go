@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,8 +36,9 @@ type client struct {
 	context, server string
 }
 
-// scheme holds the types of the groups the backend uses.
-var scheme = func() *runtime.Scheme {
+// scheme holds the types of the groups the backend uses. It is made on first use, not at start-up: every irs
+// process (a worker too) links this package.
+var scheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, discoveryv1.AddToScheme,
 		authorizationv1.AddToScheme} {
@@ -46,7 +48,7 @@ var scheme = func() *runtime.Scheme {
 	}
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
 	return s
-}()
+})
 
 // Access says how to reach a cluster: a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config) and a
 // context in it (default: its current one).
@@ -75,7 +77,7 @@ func connect(a Access) (*client, error) {
 	cfg.QPS, cfg.Burst = 50, 100 // a run creates and watches a few objects per service, and deletes pods at once
 	cfg.Timeout = 0              // watches and port-forwards are long; every call has its own context
 	cfg.UserAgent = "irs"
-	c := &client{config: cfg, params: runtime.NewParameterCodec(scheme), context: a.Context, server: cfg.Host}
+	c := &client{config: cfg, params: runtime.NewParameterCodec(scheme()), context: a.Context, server: cfg.Host}
 	if c.context == "" {
 		c.context = raw.CurrentContext
 	}
@@ -92,7 +94,7 @@ func connect(a Access) (*client, error) {
 		gc := rest.CopyConfig(cfg)
 		gv := g.gv
 		gc.GroupVersion, gc.APIPath = &gv, g.path
-		gc.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+		gc.NegotiatedSerializer = serializer.NewCodecFactory(scheme()).WithoutConversion()
 		rc, err := rest.RESTClientFor(gc)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)

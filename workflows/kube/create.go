@@ -228,20 +228,39 @@ func (b *Backend) progress(ctx context.Context) ([]string, error) {
 	return waiting, nil
 }
 
-// describePods says why pods cannot run: their containers' states and their events.
+// describePods says why pods cannot run: their containers' states and their events. An image that cannot be
+// pulled, or no room on any node, is the cluster's: an EnvironmentError.
 func (b *Backend) describePods(ctx context.Context, names []string) error {
 	var errs []error
+	environment := true
 	for _, n := range names {
 		b.mu.Lock()
 		why := b.pods[n].problem()
 		b.mu.Unlock()
-		msg := fmt.Sprintf("pod %s: %s", n, why)
-		if ev := b.podEvents(ctx, n); ev != "" {
-			msg += "\n    events: " + ev
-		}
-		errs = append(errs, errors.New(msg))
+		err := b.stuckError(ctx, n, why)
+		var ee *EnvironmentError
+		environment = environment && errors.As(err, &ee)
+		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if environment {
+		return &EnvironmentError{Err: err}
+	}
+	return err
+}
+
+// stuckError says why a pod cannot run, with its events; an image that cannot be pulled, or no room on any
+// node, is the cluster's: an EnvironmentError.
+func (b *Backend) stuckError(ctx context.Context, pod, why string) error {
+	msg := fmt.Sprintf("pod %s: %s", pod, why)
+	if ev := b.podEvents(ctx, pod); ev != "" {
+		msg += "\n    events: " + ev
+	}
+	err := errors.New(msg)
+	if strings.Contains(why, "Image") || strings.HasPrefix(why, "unschedulable") {
+		return &EnvironmentError{Err: err}
+	}
+	return err
 }
 
 // podEvents returns a pod's warning events, newest last, in a line.

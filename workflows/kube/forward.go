@@ -96,7 +96,8 @@ func (f *forwarder) run(deadline time.Time, first chan<- error) {
 			}
 			_ = err // broken: start again
 		case err := <-errc:
-			if !reported && time.Now().After(deadline) {
+			var permanent *EnvironmentError
+			if !reported && (time.Now().After(deadline) || errors.As(err, &permanent)) {
 				first <- fmt.Errorf("port-forward to the relay: %w", err)
 				return
 			}
@@ -179,7 +180,7 @@ func (b *Backend) readyPod(ctx context.Context, selector string) (string, error)
 				return p.Name, nil
 			}
 			if why := stuck(&p); why != "" {
-				return "", fmt.Errorf("pod %s: %s", p.Name, why)
+				return "", b.stuckError(ctx, p.Name, why)
 			}
 		}
 		select {

@@ -1,0 +1,252 @@
+//go:build integration && kube
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The Kubernetes tests run on the real single-node cluster hack/testnode brings up (make e2e-kube), inside
+// its network namespace, with KUBECONFIG set; IRS_IMAGE is the worker image imported into it.
+
+// kubectl runs kubectl on the test cluster and returns its output.
+func kubectl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("kubectl", args...).CombinedOutput()
+	return string(out), err
+}
+
+// kubeArgs are the flags of a run on the test cluster.
+func kubeArgs(extra ...string) []string {
+	return append([]string{"--backend", "kubernetes", "--image", os.Getenv("IRS_IMAGE")}, extra...)
+}
+
+// namespaceGone waits until a namespace no longer exists.
+func namespaceGone(t *testing.T, ns string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		out, err := kubectl(t, "get", "namespace", ns, "-o", "name")
+		if err != nil && strings.Contains(out, "NotFound") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("namespace %s still there %v after the run: %s", ns, within, out)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// irsNamespaces lists the namespaces IRS made that still exist (terminating ones included).
+func irsNamespaces(t *testing.T) []string {
+	t.Helper()
+	out, err := kubectl(t, "get", "namespaces", "-l", "app.kubernetes.io/managed-by=irs", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil {
+		t.Fatalf("list namespaces: %v: %s", err, out)
+	}
+	return strings.Fields(out)
+}
+
+// TestKubeFlashSale runs examples/flash-sale.yaml, ten times faster, on the cluster: pods ready, traffic
+// through Services, kills replaced by the ReplicaSets, per-service 5xx and latency, per-container CPU, every
+// assertion checked, the namespace gone at the end.
+func TestKubeFlashSale(t *testing.T) {
+	file, err := filepath.Abs("../../examples/flash-sale.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startWorkflowFile(t, file, t.TempDir(), kubeArgs("--time-scale", "0.1")...)
+	if code := run.exitCode(5 * time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	env := res.GetEnvironment()
+	if env.GetBackend() != "kubernetes" || env.GetNamespace() == "" || !strings.HasPrefix(env.GetKubernetesVersion(), "v1.") {
+		t.Errorf("environment %v: want the kubernetes backend, its namespace and version", env)
+	}
+	if len(res.GetNotes()) != 2 || !strings.Contains(run.stderr.String(), "restart_delay") {
+		t.Errorf("notes %v: want restart_delay and discovery_delay said to be ignored", res.GetNotes())
+	}
+	kills := res.GetKills()
+	if len(kills) != 5 {
+		t.Fatalf("%d kill records, want 5", len(kills))
+	}
+	for _, k := range kills {
+		if k.Gone == nil || k.EndpointRemoved == nil || k.ReplacementReady == nil || k.GetReplacement() == "" ||
+			k.GetGone() < k.GetKilled() || k.GetEndpointRemoved() < k.GetKilled() || k.GetReplacementReady() < k.GetGone() {
+			t.Errorf("kill of %s: %v; want gone, out of the Service and replaced, in that order", k.GetReplica(), k)
+		}
+	}
+	t.Logf("first kill: gone after %.0f ms, out of the endpoints after %.0f ms, replacement ready after %.2f s",
+		1000*(kills[0].GetGone()-kills[0].GetKilled()), 1000*(kills[0].GetEndpointRemoved()-kills[0].GetKilled()),
+		kills[0].GetReplacementReady()-kills[0].GetKilled())
+	spike := phaseResult(t, res, "spike")
+	for _, svc := range []string{"storefront", "checkout", "inventory"} {
+		p := point(spike.GetServices(), svc, "", "served")
+		if p == nil || p.GetRequests() < 1000 || p.GetCpuMcores() <= 0 || p.GetRssMb() <= 0 {
+			t.Errorf("%s in spike: %v; want requests, CPU and memory measured", svc, p)
+		}
+	}
+	if p := point(spike.GetServices(), "shoppers", "", "load"); p == nil || p.GetRps() < 250 {
+		t.Errorf("shoppers in spike: %v; want the ramp towards 400 req/s", p)
+	}
+	for _, a := range res.GetAssertions() {
+		if !a.GetPassed() {
+			t.Errorf("assertion %q failed: %s", a.GetName(), a.GetMeasuredText())
+		}
+	}
+	namespaceGone(t, env.GetNamespace(), 60*time.Second)
+}
+
+// TestKubeInterrupt: Ctrl-C mid-run exits 130 with a partial result, and the run's namespace goes.
+func TestKubeInterrupt(t *testing.T) {
+	run := startWorkflow(t, longWorkflow, kubeArgs()...)
+	waitRunning(t, run)
+	ns := readResult(t, run.result).GetEnvironment().GetNamespace()
+	run.signal(syscall.SIGINT)
+	if code := run.exitCode(90 * time.Second); code != 130 {
+		t.Fatalf("exit %d after SIGINT, want 130; stderr:\n%s", code, run.stderr)
+	}
+	if res := readResult(t, run.result); res.GetStatus() != "interrupted" || len(res.GetSeries()) == 0 {
+		t.Errorf("partial result: status %q, %d ticks", res.GetStatus(), len(res.GetSeries()))
+	}
+	namespaceGone(t, ns, 60*time.Second)
+}
+
+// TestKubeRunnerKilled: a SIGKILLed runner leaves its namespace; irs cleanup finds it by its label (its runner
+// no longer marks it) and removes it, and leaves the namespaces of live runs alone.
+func TestKubeRunnerKilled(t *testing.T) {
+	run := startWorkflow(t, longWorkflow, kubeArgs()...)
+	waitRunning(t, run)
+	ns := readResult(t, run.result).GetEnvironment().GetNamespace()
+	if err := run.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	run.exitCode(10 * time.Second)
+	if out, err := kubectl(t, "get", "namespace", ns); err != nil {
+		t.Fatalf("the killed runner's namespace is gone already: %s", out)
+	}
+	// A live run beside it, which cleanup must leave.
+	live := startWorkflow(t, longWorkflow, kubeArgs()...)
+	waitRunning(t, live)
+	liveNS := readResult(t, live.result).GetEnvironment().GetNamespace()
+	time.Sleep(11 * time.Second) // the dead runner's mark is now older than the 10 s between marks
+	clean := command(t, nil, "cleanup", "--backend", "kubernetes", "--stale", "10s")
+	clean.start()
+	if code := clean.exitCode(60 * time.Second); code != 0 || !strings.Contains(clean.stdout.String(), ns) ||
+		strings.Contains(clean.stdout.String(), liveNS) {
+		t.Errorf("irs cleanup: exit %d, stdout:\n%s\nstderr:\n%s\nwant %s removed and %s left", code, clean.stdout, clean.stderr, ns, liveNS)
+	}
+	namespaceGone(t, ns, 60*time.Second)
+	live.signal(syscall.SIGINT)
+	if code := live.exitCode(90 * time.Second); code != 130 {
+		t.Errorf("live run: exit %d after SIGINT, want 130", code)
+	}
+	namespaceGone(t, liveNS, 60*time.Second)
+}
+
+// TestKubeBadEnvironment: a cluster that cannot run the workflow is a clear error within a bounded time, exit
+// 4, and nothing of the run is left.
+func TestKubeBadEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	unreachable := filepath.Join(dir, "unreachable.kubeconfig")
+	if err := os.WriteFile(unreachable, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	limited := limitedKubeconfig(t, dir)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unreachable API server", []string{"--kubeconfig", unreachable}, []string{"cannot be reached", "127.0.0.1:1"}},
+		{"no kubeconfig", []string{"--kubeconfig", filepath.Join(dir, "missing")}, []string{"kubeconfig"}},
+		{"RBAC forbidden", []string{"--kubeconfig", limited}, []string{"RBAC", "create pods/portforward"}},
+		{"an image that cannot be pulled", []string{"--image", "ghcr.io/irs-sim/irs:no-such-tag"},
+			[]string{"ErrImagePull", "events:", "no-such-tag"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := irsNamespaces(t)
+			start := time.Now()
+			run := startWorkflow(t, longWorkflow, append(kubeArgs(), tc.args...)...)
+			if code := run.exitCode(3 * time.Minute); code != 4 {
+				t.Fatalf("exit %d, want 4; stderr:\n%s", code, run.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(run.stderr.String(), w) {
+					t.Errorf("stderr does not say %q:\n%s", w, run.stderr)
+				}
+			}
+			t.Logf("refused after %v", time.Since(start).Round(time.Millisecond))
+			deadline := time.Now().Add(60 * time.Second)
+			for len(irsNamespaces(t)) > len(before) && time.Now().Before(deadline) {
+				time.Sleep(200 * time.Millisecond)
+			}
+			if after := irsNamespaces(t); len(after) > len(before) {
+				t.Errorf("namespaces left: %v (before: %v)", after, before)
+			}
+		})
+	}
+}
+
+// limitedKubeconfig makes a kubeconfig for a service account that may do all a run needs but open a
+// port-forward.
+func limitedKubeconfig(t *testing.T, dir string) string {
+	t.Helper()
+	rbac := `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: irs-limited, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: irs-limited}
+rules:
+- {apiGroups: [""], resources: [namespaces, configmaps, secrets, services, pods, serviceaccounts], verbs: ["*"]}
+- {apiGroups: [apps], resources: [deployments], verbs: ["*"]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: ["*"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: irs-limited}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: irs-limited}
+subjects: [{kind: ServiceAccount, name: irs-limited, namespace: default}]
+`
+	f := filepath.Join(dir, "rbac.yaml")
+	if err := os.WriteFile(f, []byte(rbac), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, "apply", "-f", f); err != nil {
+		t.Fatalf("kubectl apply: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "-f", f, "--wait=false") })
+	tok, err := kubectl(t, "-n", "default", "create", "token", "irs-limited")
+	if err != nil {
+		t.Fatalf("create token: %v: %s", err, tok)
+	}
+	server, _ := kubectl(t, "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+	ca, _ := kubectl(t, "config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.certificate-authority}")
+	cfg := map[string]any{"apiVersion": "v1", "kind": "Config", "current-context": "limited",
+		"clusters": []any{map[string]any{"name": "c", "cluster": map[string]any{"server": server, "certificate-authority": ca}}},
+		"users":    []any{map[string]any{"name": "limited", "user": map[string]any{"token": strings.TrimSpace(tok)}}},
+		"contexts": []any{map[string]any{"name": "limited", "context": map[string]any{"cluster": "c", "user": "limited"}}}}
+	b, _ := json.Marshal(cfg)
+	path := filepath.Join(dir, "limited.kubeconfig")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
