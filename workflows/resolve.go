@@ -133,3 +133,30 @@ func DescribeConfigure(c *irsv1.ConfigureAction) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// MeshUpstreams are the services a configuration calls or sends load to (load may be the load a service will
+// be given, not yet in its configuration), each with the port of its sidecar's outbound listener for it and
+// the protocol its calls use (first seen; default http1), as a mesh's control plane configures them.
+func MeshUpstreams(cfg *irsv1.WorkerConfig, load *irsv1.Load, port func(service string) uint32) []*irsv1.MeshUpstream {
+	var out []*irsv1.MeshUpstream
+	seen := map[string]bool{}
+	add := func(name, protocol string) {
+		p := port(name)
+		if name == "" || seen[name] || p == 0 {
+			return
+		}
+		seen[name] = true
+		if protocol == "" {
+			protocol = "http1"
+		}
+		out = append(out, &irsv1.MeshUpstream{Service: name, Port: p, Protocol: protocol})
+	}
+	for _, c := range Calls(cfg.GetCalls()) {
+		add(c.GetService(), c.GetProtocol())
+	}
+	if load == nil {
+		load = cfg.GetLoad()
+	}
+	add(load.GetTarget(), load.GetProtocol())
+	return out
+}

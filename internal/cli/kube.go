@@ -12,6 +12,7 @@ import (
 
 	"github.com/irs-sim/irs/internal/buildinfo"
 	"github.com/irs-sim/irs/internal/token"
+	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -39,7 +40,7 @@ func imageTag(v string) string {
 
 // kubeOptions say where and how a run goes on a cluster: flags, then IRS_* environment, then the workflow.
 type kubeOptions struct {
-	backend, namespace, kubeconfig, context, image string
+	backend, namespace, kubeconfig, context, image, envoyImage string
 }
 
 func (o *kubeOptions) register(f *pflag.FlagSet) {
@@ -48,6 +49,7 @@ func (o *kubeOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubernetes: the kubeconfig file (default $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "kubernetes: the kubeconfig context (default its current one; $IRS_KUBE_CONTEXT)")
 	f.StringVar(&o.image, "image", "", "kubernetes: the worker image ($IRS_IMAGE; default "+defaultImage()+")")
+	f.StringVar(&o.envoyImage, "envoy-image", "", "kubernetes, --mesh envoy: the sidecar image ($IRS_ENVOY_IMAGE; default "+envoy.DefaultImage+")")
 }
 
 // resolve fills what no flag set from the environment, then from the workflow, then the defaults.
@@ -63,6 +65,7 @@ func (o *kubeOptions) resolve(lookup func(string) (string, bool), wf *irsv1.Work
 	env(&o.namespace, "IRS_NAMESPACE")
 	env(&o.context, "IRS_KUBE_CONTEXT")
 	env(&o.image, "IRS_IMAGE")
+	env(&o.envoyImage, "IRS_ENVOY_IMAGE")
 	k := wf.GetPlatform().GetKubernetes()
 	if o.namespace == "" {
 		o.namespace = k.GetNamespace()
@@ -132,6 +135,9 @@ func (r *runner) kubeBackend(wf *irsv1.Workflow, mesh *irsv1.Mesh, env *irsv1.En
 		return nil, err
 	}
 	env.Namespace, env.Image = ns, r.kube.image
+	if policy.Enabled(mesh) {
+		env.EnvoyVersion = b.EnvoyImage()
+	}
 	return b, nil
 }
 

@@ -105,8 +105,13 @@ func (o runOptions) variants(own *irsv1.Mesh) ([]*irsv1.Mesh, error) {
 			return nil, fmt.Errorf("--mesh %q: want %s", m, strings.Join(policy.Types, ", "))
 		}
 		placements := o.sidecars
-		if m == policy.TypeNone || len(placements) == 0 {
+		if m != policy.TypeEnvoy || len(placements) == 0 {
 			placements = []string{""}
+		}
+		if policy.Installed(&irsv1.Mesh{Type: m}) {
+			// The cluster's mesh, with its own policy: nothing of the workflow's applies.
+			out = append(out, &irsv1.Mesh{Type: m})
+			continue
 		}
 		for _, sc := range placements {
 			v := proto.Clone(own).(*irsv1.Mesh)

@@ -60,6 +60,8 @@ func TestRunOptionsVariants(t *testing.T) {
 				variant(envoyOwn, "envoy", "server-only"), variant(envoyOwn, "envoy", "client-only")}},
 		{name: "sidecars alone use the workflow's envoy", own: envoyOwn, sidecars: []string{"both", "client-only"},
 			want: []*irsv1.Mesh{variant(envoyOwn, "envoy", "both"), variant(envoyOwn, "envoy", "client-only")}},
+		{name: "installed meshes keep none of the workflow's policy", own: envoyOwn, meshes: []string{"envoy", "istio", "ambient"},
+			want: []*irsv1.Mesh{variant(envoyOwn, "envoy", ""), {Type: "istio"}, {Type: "ambient"}}},
 		{name: "sidecars alone under the workflow's none", own: noneOwn, sidecars: []string{"server-only"},
 			want: []*irsv1.Mesh{variant(noneOwn, "none", "")}},
 	}
@@ -144,7 +146,7 @@ func TestRunOptionsVariantsErrors(t *testing.T) {
 		meshes, sidecars []string
 		want             []string // parts of the message
 	}{
-		{name: "unknown mesh", meshes: []string{"none", "istio"}, want: []string{"--mesh", `"istio"`}},
+		{name: "unknown mesh", meshes: []string{"none", "consul"}, want: []string{"--mesh", `"consul"`}},
 		{name: "mesh is case sensitive", meshes: []string{"Envoy"}, want: []string{"--mesh", `"Envoy"`}},
 		{name: "empty mesh", meshes: []string{""}, want: []string{"--mesh", `""`}},
 		{name: "unknown placement", meshes: []string{"envoy"}, sidecars: []string{"both", "servers"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -35,6 +36,7 @@ type workerOptions struct {
 	controlListen    string
 	controlToken     string
 	controlTokenFile string
+	readyRequires    string
 	statsInterval    time.Duration
 	readyFile        string
 	exitWhenDone     bool
@@ -102,6 +104,7 @@ Examples:
 	f.BoolVar(&opts.checkUpstreams, "check-upstreams", true, "at start, fail (exit 2) if an endpoint cannot be reached")
 	f.DurationVar(&opts.checkTimeout, "check-timeout", 5*time.Second, "how long --check-upstreams keeps trying")
 	f.Bool("seed-per-instance", false, "mix the --instance name into the seed (replicas that share a configuration)")
+	f.StringVar(&opts.readyRequires, "ready-requires", "", "/readyz is ready only when this `URL` answers 200 too (the sidecar the worker is reached through)")
 	f.StringVar(&opts.instance, "instance", "", "this worker's instance id in telemetry (default host:pid)")
 	f.StringArrayVar(&opts.tags, "tag", nil, "telemetry tag `key=value` for the worker's lifetime (repeatable)")
 	f.BoolVar(&opts.prometheus, "prometheus", true, "serve metrics at /metrics on the control port")
@@ -207,7 +210,7 @@ func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptio
 		return withExitCode(err, ExitInvalidConfig)
 	}
 	svc := control.New(w, ctrlLn.Addr().String(), opts.controlToken)
-	ctrl := controlServer(svc, tel)
+	ctrl := controlServer(svc, tel, opts.readyRequires)
 	go func() { _ = ctrl.Serve(ctrlLn) }()
 	a.logger.Info("worker ready", "name", spec.Name, "data", w.DataAddr(), "control", ctrlLn.Addr().String(), "seed", w.Seed())
 	if n, err := memtrim.Executable(); err != nil {
@@ -254,11 +257,11 @@ func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptio
 
 // controlServer serves the REST and gRPC control APIs on one port: HTTP/1.1 and h2c, gRPC requests to the gRPC
 // server, everything else to the REST router.
-func controlServer(svc *control.Service, tel *telemetry.Telemetry) *http.Server {
+func controlServer(svc *control.Service, tel *telemetry.Telemetry, readyRequires string) *http.Server {
 	gs := grpc.NewServer(grpcapi.ServerOptions(svc)...)
 	grpcapi.Register(gs, svc)
 	gin.SetMode(gin.ReleaseMode)
-	restAPI := rest.Handler(svc, rest.Options{Metrics: tel.Handler()})
+	restAPI := rest.Handler(svc, rest.Options{Metrics: tel.Handler(), ReadyToo: readyProbe(readyRequires)})
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
@@ -338,4 +341,25 @@ func instanceSeed(seed uint64, instance string) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
+}
+
+// readyProbe returns a check that url answers 200 (nil for no url).
+func readyProbe(url string) func(*http.Request) bool {
+	if url == "" {
+		return nil
+	}
+	client := &http.Client{Timeout: 500 * time.Millisecond}
+	return func(r *http.Request) bool {
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, url, nil)
+		if err != nil {
+			return false
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
 }

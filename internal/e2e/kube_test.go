@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,4 +250,104 @@ subjects: [{kind: ServiceAccount, name: irs-limited, namespace: default}]
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestKubeMeshEnvoy: under --mesh envoy on a cluster every pod has IRS's Envoy sidecar, fed by IRS's control
+// plane pod over mutual TLS; traffic goes through the sidecars (a server kill is retried away), and the run
+// measures the sidecar containers' CPU and memory apart from the workers', and the control plane's.
+func TestKubeMeshEnvoy(t *testing.T) {
+	doc := strings.Replace(meshChain, "  - name: server\n    worker:", "  - name: server\n    replicas: 2\n    worker:", 1) +
+		"    actions: [{at: 2s, kill: {service: server}}]\n"
+	run := startWorkflow(t, doc, kubeArgs("--envoy-image", os.Getenv("IRS_ENVOY_IMAGE"))...)
+	if code := run.exitCode(5 * time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	measure := phaseResult(t, res, "measure")
+	for _, svc := range []string{"loadgen", "client", "server"} {
+		p := point(measure.GetServices(), svc, "", "served")
+		if svc == "loadgen" {
+			p = point(measure.GetServices(), svc, "", "load")
+		}
+		if p == nil || p.GetSidecars() < 1 || p.GetSidecarCpuMcores() <= 0 || p.GetSidecarRssMb() <= 0 || p.GetCpuMcores() <= 0 {
+			t.Errorf("%s in measure: %v; want its sidecars' CPU and memory measured apart from its workers'", svc, p)
+		}
+	}
+	if cp := measure.GetControlPlane(); cp == nil || cp.GetRssMb() <= 0 {
+		t.Errorf("control plane in measure: %v, want measured", cp)
+	}
+	if p := point(res.GetTotal().GetEdges(), "loadgen", "client", "edge"); p == nil || p.GetRequests() < 1000 || p.GetFailureRate() > 0.01 {
+		t.Errorf("loadgen->client: %v; want ~1600 requests through the sidecars, the kill retried away", p)
+	}
+	if k := res.GetKills(); len(k) != 1 || k[0].EndpointRemoved == nil || !strings.Contains(eventDetail(res, "endpoint_removed"), "sidecars") {
+		t.Errorf("kills %v: want the victim out of its callers' sidecars", k)
+	}
+	namespaceGone(t, res.GetEnvironment().GetNamespace(), 60*time.Second)
+}
+
+func eventDetail(res interface{ GetEvents() []*irsv1.RunEvent }, kind string) string {
+	for _, e := range res.GetEvents() {
+		if e.GetKind() == kind {
+			return e.GetDetail()
+		}
+	}
+	return ""
+}
+
+// TestKubeInstalledMeshes: --mesh istio, linkerd and ambient enrol the run's namespace and pods the way each
+// mesh reads it; on a cluster without the mesh the run says so (exit 4) and leaves nothing.
+func TestKubeInstalledMeshes(t *testing.T) {
+	for _, tc := range []struct {
+		mesh                        string
+		nsLabel, podLabel, podAnnot string
+		want                        string
+	}{
+		{"istio", "istio-injection=enabled", "sidecar.istio.io/inject=true", "", "have no istio-proxy sidecar"},
+		{"linkerd", "", "", "linkerd.io/inject=enabled", "have no linkerd-proxy sidecar"},
+		{"ambient", "istio.io/dataplane-mode=ambient", "", "", "ambient redirection"},
+	} {
+		t.Run(tc.mesh, func(t *testing.T) {
+			before := irsNamespaces(t)
+			run := startWorkflow(t, longWorkflow, kubeArgs("--mesh", tc.mesh)...)
+			// The objects, as the run makes them, before the check that the mesh is there ends it.
+			var nsJSON, depJSON string
+			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && depJSON == ""; time.Sleep(50 * time.Millisecond) {
+				out, err := kubectl(t, "get", "namespaces", "-l", "irs.dev/workflow=long", "-o", "json")
+				if err != nil || !strings.Contains(out, `"name"`) {
+					continue
+				}
+				nsJSON = out
+				if d, err := kubectl(t, "get", "deployments", "-A", "-l", "irs.dev/service=server,irs.dev/workflow=long", "-o", "json"); err == nil &&
+					strings.Contains(d, `"template"`) {
+					depJSON = d
+				}
+			}
+			if code := run.exitCode(3 * time.Minute); code != 4 {
+				t.Fatalf("exit %d, want 4 (the mesh is not installed); stderr:\n%s", code, run.stderr)
+			}
+			if !strings.Contains(run.stderr.String(), "mesh "+tc.mesh) || !strings.Contains(run.stderr.String(), tc.want) {
+				t.Errorf("stderr does not say the mesh is missing (%q):\n%s", tc.want, run.stderr)
+			}
+			has := func(doc, kv string) bool {
+				k, v, _ := strings.Cut(kv, "=")
+				return strings.Contains(doc, `"`+k+`": "`+v+`"`)
+			}
+			if tc.nsLabel != "" && !has(nsJSON, tc.nsLabel) {
+				t.Errorf("the namespace lacks %s: %s", tc.nsLabel, nsJSON)
+			}
+			if tc.podLabel != "" && !has(depJSON, tc.podLabel) {
+				t.Errorf("the pods lack the label %s: %s", tc.podLabel, depJSON)
+			}
+			if tc.podAnnot != "" && !has(depJSON, tc.podAnnot) {
+				t.Errorf("the pods lack the annotation %s: %s", tc.podAnnot, depJSON)
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for len(irsNamespaces(t)) > len(before) && time.Now().Before(deadline) {
+				time.Sleep(200 * time.Millisecond)
+			}
+			if after := irsNamespaces(t); len(after) > len(before) {
+				t.Errorf("namespaces left: %v (before: %v)", after, before)
+			}
+		})
+	}
 }

@@ -28,6 +28,13 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
+// TestedVersion is the Envoy IRS is tested with (make deps installs it), and DefaultImage its sidecar image on
+// Kubernetes (make envoy-image builds it from that Envoy).
+const (
+	TestedVersion = "1.40.0"
+	DefaultImage  = "ghcr.io/irs-sim/envoy:" + TestedVersion
+)
+
 // EnvVar names the Envoy binary, as --envoy-path does.
 const EnvVar = "IRS_ENVOY_PATH"
 

@@ -12,6 +12,7 @@
 package xds
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net"
@@ -220,7 +221,7 @@ func (b *builder) outboundListener(up *irsv1.MeshUpstream) (*listener.Listener, 
 	}
 	return &listener.Listener{
 		Name:         OutboundName(up.GetService()),
-		Address:      socketAddress(b.node.GetIp(), up.GetPort()),
+		Address:      socketAddress(cmp.Or(b.node.GetOutboundIp(), b.node.GetIp()), up.GetPort()),
 		FilterChains: []*listener.FilterChain{{Filters: []*listener.Filter{manager}}},
 	}, nil
 }

@@ -44,6 +44,8 @@ type Config struct {
 	Expires time.Time
 	// WorkerArgs are added to every worker's command line (telemetry tags).
 	WorkerArgs []string
+	// EnvoyImage is the sidecars' image under --mesh envoy (default: the workflow's, then envoy.DefaultImage).
+	EnvoyImage string
 	Logger     *slog.Logger
 }
 
@@ -68,7 +70,10 @@ type Backend struct {
 	created  bool             // the namespace is ours: Stop deletes it
 	checked  bool             // Check passed
 	usage    *usageReader
-	stopBeat context.CancelFunc
+	mesh     *envoyMesh        // under --mesh envoy
+	// meshListed are the pods the mesh's last state listed as endpoints (pod → service).
+	meshListed map[string]string
+	stopBeat   context.CancelFunc
 	wg       sync.WaitGroup
 }
 
@@ -116,8 +121,12 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, &EnvironmentError{Err: err}
 	}
-	return &Backend{cfg: cfg, c: c, services: map[string]*service{}, pods: map[string]*pod{},
-		events: make(chan workflows.Event, 4096), endpoints: map[string]map[string]bool{}}, nil
+	b := &Backend{cfg: cfg, c: c, services: map[string]*service{}, pods: map[string]*pod{},
+		events: make(chan workflows.Event, 4096), endpoints: map[string]map[string]bool{}}
+	if policy.Enabled(cfg.Mesh) {
+		b.mesh = &envoyMesh{policy: policy.Resolve(cfg.Mesh), dirty: make(chan struct{}, 1), done: make(chan struct{})}
+	}
+	return b, nil
 }
 
 // Events implements workflows.Backend.
@@ -162,9 +171,11 @@ func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) erro
 		{"create namespace " + b.cfg.Namespace, b.createNamespace},
 		{"create the control token's Secret", b.createTokenSecret},
 		{"create Services", b.createServices},
+		{"start the mesh's control plane", b.startMesh},
 		{"watch pods and EndpointSlices", b.watch},
 		{"create the relay", b.createRelay},
 		{"create Deployments", b.createDeployments},
+		{"reach the mesh's control plane", func(ctx context.Context) error { return b.connectMesh(ctx, deadline) }},
 		{"reach the relay", func(ctx context.Context) error { return b.connectRelay(ctx, deadline) }},
 		{"wait for every replica", func(ctx context.Context) error { return b.awaitReplicas(ctx, deadline) }},
 		{"check the mesh", b.checkMesh},
@@ -254,6 +265,7 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 	if b.relay != nil {
 		b.relay.stop()
 	}
+	b.stopMesh()
 	var err error
 	if b.created {
 		err = b.deleteNamespace(ctx, force)

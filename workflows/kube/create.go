@@ -137,10 +137,21 @@ func (b *Backend) objects(name string) (Objects, error) {
 	maps.Copy(annotations, podMeshAnnotations(b.meshType()))
 	labels := b.runLabels()
 	maps.Copy(labels, podMeshLabels(b.meshType()))
-	return ServiceObjects(ServiceParams{Namespace: b.cfg.Namespace, Name: name, Replicas: replicas, Config: cfg,
+	params := ServiceParams{Namespace: b.cfg.Namespace, Name: name, Replicas: replicas, Config: cfg,
 		Labels: labels, Annotations: annotations, Image: b.cfg.Image, PullPolicy: b.pullPolicy(), Resources: rr,
 		NodeSelector: b.cfg.Platform.GetNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
-		TokenSecret: tokenSecret, WorkerArgs: b.cfg.WorkerArgs, ServicePort: DataPort})
+		TokenSecret: tokenSecret, WorkerArgs: b.cfg.WorkerArgs, ServicePort: DataPort}
+	b.mu.Lock()
+	sidecars, serves := b.placement()
+	b.mu.Unlock()
+	if sidecars[name] {
+		params.Sidecar, params.Volumes = b.sidecarParts(name, serves[name])
+		params.WorkerArgs = append(slices.Clone(params.WorkerArgs), "--ready-requires", "http://"+envoyAdmin+"/ready")
+		if serves[name] {
+			params.ServicePort = inboundPort
+		}
+	}
+	return ServiceObjects(params)
 }
 
 // resolved is the configuration a service's replicas run: listen on the data port, the current load, and every
@@ -153,8 +164,18 @@ func (b *Backend) resolved(s *service) *irsv1.WorkerConfig {
 	if s.load != nil {
 		cfg.Load = proto.Clone(s.load).(*irsv1.Load)
 	}
+	sidecars, serves := b.placement()
+	if sidecars[s.spec.Name] && serves[s.spec.Name] {
+		cfg.Listen = "127.0.0.1:" + strconv.Itoa(DataPort) // reached through its sidecar only
+	}
 	workflows.FillEndpoints(cfg, func(name string) []string {
-		if t, ok := b.services[name]; ok && t.clusterIP != "" {
+		t, ok := b.services[name]
+		switch {
+		case !ok:
+			return nil
+		case sidecars[s.spec.Name]: // through its own sidecar's outbound listener for the service
+			return []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(int(b.outboundPort(name))))}
+		case t.clusterIP != "":
 			return []string{net.JoinHostPort(t.clusterIP, strconv.Itoa(DataPort))}
 		}
 		return nil

@@ -101,7 +101,7 @@ func (b *Backend) checkMesh(ctx context.Context) error {
 		MeshAmbient: "is Istio installed in ambient mode, with istio-cni and ztunnel (istioctl install --set profile=ambient)?",
 	}[mesh]
 	if len(without) > 0 {
-		what := map[string]string{MeshIstio: "an istio-proxy sidecar", MeshLinkerd: "a linkerd-proxy sidecar",
+		what := map[string]string{MeshIstio: "istio-proxy sidecar", MeshLinkerd: "linkerd-proxy sidecar",
 			MeshAmbient: "ambient redirection (annotation ambient.istio.io/redirection: enabled)"}[mesh]
 		return &EnvironmentError{Err: fmt.Errorf("mesh %s: %d of %d pods have no %s (%s): %s", mesh, len(without),
 			len(list.Items), what, strings.Join(without, ", "), hint)}

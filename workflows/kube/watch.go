@@ -126,6 +126,7 @@ func (b *Backend) onPod(o any, deleted bool) {
 		delete(b.pods, kp.Name)
 	}
 	b.refreshInService()
+	b.meshChanged()
 }
 
 // onSlices recomputes which pods every Service lists as ready, and reports those that left.
@@ -158,8 +159,10 @@ func (b *Backend) onSlices() {
 		for p := range was {
 			if !now2[p] {
 				changed = true
-				b.emit(workflows.Event{At: now, Kind: workflows.EventEndpointRemoved, Service: name, Replica: p,
-					Detail: "no longer a ready endpoint of Service " + name})
+				if b.mesh == nil { // under IRS's mesh, callers' sidecars learn it from its control plane
+					b.emit(workflows.Event{At: now, Kind: workflows.EventEndpointRemoved, Service: name, Replica: p,
+						Detail: "no longer a ready endpoint of Service " + name})
+				}
 			}
 		}
 		for p := range now2 {

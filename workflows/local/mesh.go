@@ -230,29 +230,16 @@ func (b *Backend) meshState() *irsv1.MeshState {
 // upstreams are the services a service's workers call or send load to, each through its outbound port.
 // Callers hold b.mu.
 func (b *Backend) upstreams(s *service) []*irsv1.MeshUpstream {
-	var out []*irsv1.MeshUpstream
-	seen := map[string]bool{}
-	add := func(name, protocol string) {
-		if name == "" || seen[name] || b.services[name] == nil {
-			return
-		}
-		seen[name] = true
-		if protocol == "" {
-			protocol = "http1"
-		}
-		out = append(out, &irsv1.MeshUpstream{Service: name, Port: b.outboundPort(name), Protocol: protocol})
-	}
-	for _, c := range workflows.Calls(s.config.GetCalls()) {
-		add(c.GetService(), c.GetProtocol())
-	}
 	load := s.load
 	if load == nil {
 		load = s.spec.Load // the load the engine will start: its route is ready before it starts
 	}
-	if load != nil {
-		add(load.GetTarget(), load.GetProtocol())
-	}
-	return out
+	return workflows.MeshUpstreams(s.config, load, func(name string) uint32 {
+		if b.services[name] == nil {
+			return 0
+		}
+		return b.outboundPort(name)
+	})
 }
 
 // outboundPort is the port of the outbound listener for calls to a service. Callers hold b.mu.

@@ -460,7 +460,10 @@ type MeshNode struct {
 	// Where the worker listens; the sidecar speaks to it in the protocol each request came in.
 	AppAddress string `protobuf:"bytes,5,opt,name=app_address,json=appAddress,proto3" json:"app_address,omitempty"`
 	// The services the worker calls, each through an outbound listener on ip.
-	Upstreams     []*MeshUpstream `protobuf:"bytes,6,rep,name=upstreams,proto3" json:"upstreams,omitempty"`
+	Upstreams []*MeshUpstream `protobuf:"bytes,6,rep,name=upstreams,proto3" json:"upstreams,omitempty"`
+	// Where the outbound listeners listen instead of ip: on a Kubernetes pod its loopback, which the worker (in
+	// the pod's network namespace) reaches and nothing else does.
+	OutboundIp    string `protobuf:"bytes,7,opt,name=outbound_ip,json=outboundIp,proto3" json:"outbound_ip,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,6 +538,13 @@ func (x *MeshNode) GetUpstreams() []*MeshUpstream {
 		return x.Upstreams
 	}
 	return nil
+}
+
+func (x *MeshNode) GetOutboundIp() string {
+	if x != nil {
+		return x.OutboundIp
+	}
+	return ""
 }
 
 // MeshUpstream is an outbound listener of a sidecar.
@@ -966,7 +976,7 @@ const file_irs_v1_mesh_proto_rawDesc = "" +
 	"\x06policy\x18\x02 \x01(\v2\f.irs.v1.MeshR\x06policy\x12&\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x10.irs.v1.MeshNodeR\x05nodes\x12/\n" +
 	"\bservices\x18\x04 \x03(\v2\x13.irs.v1.MeshServiceR\bservices\x12!\n" +
-	"\ftrust_domain\x18\x05 \x01(\tR\vtrustDomain\"\xbc\x01\n" +
+	"\ftrust_domain\x18\x05 \x01(\tR\vtrustDomain\"\xdd\x01\n" +
 	"\bMeshNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x0e\n" +
@@ -974,7 +984,9 @@ const file_irs_v1_mesh_proto_rawDesc = "" +
 	"\finbound_port\x18\x04 \x01(\rR\vinboundPort\x12\x1f\n" +
 	"\vapp_address\x18\x05 \x01(\tR\n" +
 	"appAddress\x122\n" +
-	"\tupstreams\x18\x06 \x03(\v2\x14.irs.v1.MeshUpstreamR\tupstreams\"X\n" +
+	"\tupstreams\x18\x06 \x03(\v2\x14.irs.v1.MeshUpstreamR\tupstreams\x12\x1f\n" +
+	"\voutbound_ip\x18\a \x01(\tR\n" +
+	"outboundIp\"X\n" +
 	"\fMeshUpstream\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1a\n" +
