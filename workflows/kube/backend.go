@@ -70,11 +70,11 @@ type Backend struct {
 	created  bool             // the namespace is ours: Stop deletes it
 	checked  bool             // Check passed
 	usage    *usageReader
-	mesh     *envoyMesh        // under --mesh envoy
+	mesh     *envoyMesh // under --mesh envoy
 	// meshListed are the pods the mesh's last state listed as endpoints (pod → service).
 	meshListed map[string]string
 	stopBeat   context.CancelFunc
-	wg       sync.WaitGroup
+	wg         sync.WaitGroup
 }
 
 var _ workflows.Backend = (*Backend)(nil)

@@ -39,7 +39,7 @@ const (
 	outboundBase     = 15100 // + the index of the service called
 	envoyAdmin       = "127.0.0.1:15000"
 	bootstrapMap     = "irs-envoy-bootstrap"
-	meshDir          = "/etc/irs/mesh"   // control plane: ca.crt, control-plane.crt, control-plane.key
+	meshDir          = "/etc/irs/mesh"    // control plane: ca.crt, control-plane.crt, control-plane.key
 	sidecarDir       = "/etc/irs/sidecar" // a sidecar: ca.crt, sidecar.crt, sidecar.key
 	bootstrapDir     = "/etc/irs/envoy"   // bootstrap.json
 )

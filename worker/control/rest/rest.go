@@ -26,6 +26,8 @@ var OpenAPI []byte
 type Options struct {
 	// Metrics, when set, serves GET /metrics.
 	Metrics http.Handler
+	// ReadyToo, when set, must hold too for /readyz to say ready (a sidecar the worker is reached through).
+	ReadyToo func(*http.Request) bool
 }
 
 // Handler returns the REST API of svc. gin's mode is the caller's to set.
@@ -43,6 +45,10 @@ func Handler(svc *control.Service, opts Options) http.Handler {
 	r.GET("/readyz", func(c *gin.Context) {
 		if !svc.Ready() {
 			c.String(http.StatusServiceUnavailable, "not ready\n")
+			return
+		}
+		if opts.ReadyToo != nil && !opts.ReadyToo(c.Request) {
+			c.String(http.StatusServiceUnavailable, "not ready: what the worker is reached through is not\n")
 			return
 		}
 		c.String(http.StatusOK, "ready\n")
