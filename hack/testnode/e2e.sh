@@ -14,5 +14,5 @@ trap '"$HERE/down.sh"' EXIT
 "$HERE/import.sh" bin/irs-image.tar bin/envoy-image.tar >/dev/null
 image=$(tar -xOf bin/irs-image.tar index.json | sed -n 's/.*"io.containerd.image.name":"\([^"]*\)".*/\1/p')
 envoy=$(tar -xOf bin/envoy-image.tar index.json | sed -n 's/.*"io.containerd.image.name":"\([^"]*\)".*/\1/p')
-"$HERE/run.sh" env IRS_BIN="$ROOT/bin/irs" IRS_IMAGE="$image" IRS_ENVOY_IMAGE="$envoy" IRS_TESTNODE_STATE="$STATE" \
+"$HERE/run.sh" env IRS_BIN="$ROOT/bin/irs" IRS_IMAGE="$image" IRS_ENVOY_IMAGE="$envoy" IRS_TESTNODE_STATE="$STATE" HELM="${HELM:-helm}" \
   go test -tags integration,kube -count=1 -timeout 25m -run '^TestKube' ./internal/e2e/... "$@"

@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -350,4 +352,88 @@ func TestKubeInstalledMeshes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKubeChart installs the chart on the cluster, reconfigures one live worker over its REST API (through a
+// port-forward, with the release's token), then every replica of the service at once with irs ctl (through the
+// release's relay), and uninstalls it.
+func TestKubeChart(t *testing.T) {
+	image := os.Getenv("IRS_IMAGE")
+	repo, tag, _ := strings.Cut(image, ":")
+	ns := "irs-chart-" + strings.ToLower(strings.ReplaceAll(time.Now().Format("150405.000"), ".", ""))
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`
+image: {repository: `+repo+`, tag: `+tag+`, pullPolicy: Never}
+services:
+  - name: server
+    replicas: 2
+    worker: {serve: {delay: 5ms}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = exec.Command(helm(t), "uninstall", "irs", "--namespace", ns, "--wait", "--timeout", "60s").CombinedOutput()
+		_, _ = kubectl(t, "delete", "namespace", ns, "--wait=false")
+	})
+	if out, err := exec.Command(helm(t), "install", "irs", "../../charts/irs", "--namespace", ns, "--create-namespace",
+		"-f", values, "--wait", "--timeout", "120s").CombinedOutput(); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	pods, err := kubectl(t, "-n", ns, "get", "pods", "-l", "irs.dev/service=server", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil || len(strings.Fields(pods)) != 2 {
+		t.Fatalf("server pods: %q %v", pods, err)
+	}
+	first := strings.Fields(pods)[0]
+	tok, err := kubectl(t, "-n", ns, "get", "secret", "irs-control-token", "-o", "jsonpath={.data.token}")
+	if err != nil {
+		t.Fatal(tok)
+	}
+	token, err := base64Decode(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// One replica over REST.
+	pf := exec.Command("kubectl", "-n", ns, "port-forward", "pod/"+first, "19190:9090")
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c, err := net.Dial("tcp", "127.0.0.1:19190")
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kubectl port-forward does not listen: %v", err)
+		}
+	}
+	w := &proc{t: t, ready: readyInfo{Control: "127.0.0.1:19190"}}
+	if code, body := w.rest("PATCH", "/v1/config", token, `{"serve": {"delay": "40ms"}}`); code != 200 || !strings.Contains(string(body), `"40ms"`) {
+		t.Fatalf("PATCH /v1/config of %s over REST = %d %s", first, code, body)
+	}
+	if code, _ := w.rest("GET", "/v1/config", "", ""); code != 401 {
+		t.Errorf("GET /v1/config without the token = %d, want 401", code)
+	}
+
+	// Every replica with irs ctl, which reads the token and reaches them through the relay.
+	get := command(t, nil, "ctl", "config", "get", "--namespace", ns, "--service", "server", "-o", "json")
+	get.start()
+	if code := get.exitCode(60 * time.Second); code != 0 || strings.Count(get.stdout.String(), `"40ms"`) != 1 {
+		t.Errorf("irs ctl config get: exit %d, want the one replica changed over REST to show 40ms:\n%s\n%s", code, get.stdout, get.stderr)
+	}
+	patch := command(t, nil, "ctl", "config", "patch", "--namespace", ns, "--service", "server", `{"serve": {"delay": "7ms"}}`)
+	patch.start()
+	if code := patch.exitCode(60 * time.Second); code != 0 || strings.Count(patch.stdout.String(), " ok ") != 2 {
+		t.Errorf("irs ctl config patch: exit %d, want both replicas ok:\n%s\n%s", code, patch.stdout, patch.stderr)
+	}
+	if code, body := w.rest("GET", "/v1/config", token, ""); code != 200 || !strings.Contains(string(body), `"7ms"`) {
+		t.Errorf("after irs ctl: GET /v1/config = %d %s, want 7ms", code, body)
+	}
+}
+
+func base64Decode(s string) (string, error) {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	return string(b), err
 }

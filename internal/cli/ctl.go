@@ -1,0 +1,340 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/irs-sim/irs/internal/token"
+	"github.com/irs-sim/irs/internal/yamlpb"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/kube"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// ctlOptions say which workers `irs ctl` acts on: every replica of a service on a cluster (through the
+// namespace's relay, as a run reaches them), or workers on this machine by control address.
+type ctlOptions struct {
+	kube                  kubeOptions
+	service               string
+	addresses             []string
+	tokenValue, tokenFile string
+	output                string
+	timeout               time.Duration
+}
+
+// target is one worker ctl acts on.
+type target struct {
+	name   string
+	client irsv1.WorkerControlServiceClient
+	skip   string // why it cannot be reached ("" when it can)
+}
+
+func (a *app) newCtlCmd() *cobra.Command {
+	var o ctlOptions
+	cmd := &cobra.Command{
+		Use:   "ctl",
+		Short: "Read and change the configuration, stats and load of live workers: every replica of a service, or by address",
+		Long: `Act on live workers through their control API and report what happened on each.
+
+On a cluster, --namespace and --service name every replica of a service that IRS deployed (a workflow run's,
+or the Helm chart's): ctl reaches them through the namespace's relay, over one port-forward, with the
+namespace's control token (Secret irs-control-token) unless --token-file names one. On this machine,
+--address names workers by their control address (repeatable), with --token or --token-file if they need one.
+
+  irs ctl config get --namespace perf --service server
+  irs ctl config patch --namespace perf --service server '{"serve": {"delay": "50ms"}}'
+  irs ctl load start --address 127.0.0.1:9101 '{"target": "server", "endpoints": ["127.0.0.1:8081"], "rate": 100}'
+  irs ctl stats --namespace perf --service server --reset
+
+Exit codes: 0 every worker did it; 1 one or more did not (each is reported); 2 bad arguments; 4 the cluster
+cannot be reached.`,
+	}
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.service, "service", "", "on a cluster: the service whose replicas to act on")
+	f.StringVar(&o.kube.namespace, "namespace", "", "on a cluster: the namespace ($IRS_NAMESPACE)")
+	f.StringVar(&o.kube.kubeconfig, "kubeconfig", "", "on a cluster: the kubeconfig file (default $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&o.kube.context, "context", "", "on a cluster: the kubeconfig context ($IRS_KUBE_CONTEXT)")
+	f.StringArrayVar(&o.addresses, "address", nil, "on this machine: a worker's control `address` (repeatable)")
+	f.StringVar(&o.tokenValue, "token", "", "the control token ($IRS_CONTROL_TOKEN)")
+	f.StringVar(&o.tokenFile, "token-file", "", "read the control token from `file`")
+	f.StringVarP(&o.output, "output", "o", "text", "text (a line per worker) or json (each worker's answer)")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long each call may take")
+
+	type op func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)
+	run := func(fn op) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd.Context(), o, fn) }
+	}
+	config := &cobra.Command{Use: "config", Short: "The workers' configuration"}
+	config.AddCommand(
+		&cobra.Command{Use: "get", Short: "Print each worker's configuration", Args: cobra.NoArgs,
+			RunE: run(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				r, err := c.GetConfig(ctx, &irsv1.GetConfigRequest{})
+				return r.GetState(), describeState(r.GetState()), err
+			})},
+		&cobra.Command{Use: "patch PATCH|@FILE", Short: "Apply a JSON merge patch to each worker's configuration", Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				doc, err := argDocument(args[0])
+				if err != nil {
+					return withExitCode(err, ExitInvalidConfig)
+				}
+				return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+					r, err := c.UpdateConfig(ctx, &irsv1.UpdateConfigRequest{MergePatch: string(doc)})
+					return r.GetState(), describeState(r.GetState()), err
+				})
+			}},
+		&cobra.Command{Use: "replace FILE", Short: "Replace each worker's configuration with a document (YAML or JSON)", Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cfg := &irsv1.WorkerConfig{}
+				if err := readDocument(args[0], cfg); err != nil {
+					return withExitCode(err, ExitInvalidConfig)
+				}
+				return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+					r, err := c.ReplaceConfig(ctx, &irsv1.ReplaceConfigRequest{Config: cfg})
+					return r.GetState(), describeState(r.GetState()), err
+				})
+			}},
+	)
+	load := &cobra.Command{Use: "load", Short: "The workers' load"}
+	load.AddCommand(
+		&cobra.Command{Use: "start LOAD|@FILE", Short: "Set each worker's load (an irs.v1.Load, YAML or JSON) and start it", Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				doc, err := argDocument(args[0])
+				if err != nil {
+					return withExitCode(err, ExitInvalidConfig)
+				}
+				l := &irsv1.Load{}
+				if err := yamlpb.Unmarshal(doc, l); err != nil {
+					return withExitCode(fmt.Errorf("load: %w", err), ExitInvalidConfig)
+				}
+				return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+					r, err := c.StartLoad(ctx, &irsv1.StartLoadRequest{Load: l})
+					return r.GetState(), describeState(r.GetState()), err
+				})
+			}},
+		&cobra.Command{Use: "stop", Short: "Stop each worker's load", Args: cobra.NoArgs,
+			RunE: run(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				r, err := c.StopLoad(ctx, &irsv1.StopLoadRequest{})
+				return r.GetState(), describeState(r.GetState()), err
+			})},
+	)
+	var reset bool
+	stats := &cobra.Command{Use: "stats", Short: "Print what each worker measured since its last reset", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				r, err := c.GetStats(ctx, &irsv1.GetStatsRequest{ResetWindow: reset})
+				return r.GetStats(), describeStats(r.GetStats()), err
+			})
+		}}
+	stats.Flags().BoolVar(&reset, "reset", false, "start a new window after this read")
+	info := &cobra.Command{Use: "info", Short: "Describe each worker", Args: cobra.NoArgs,
+		RunE: run(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+			r, err := c.GetInfo(ctx, &irsv1.GetInfoRequest{})
+			i := r.GetInfo()
+			return i, fmt.Sprintf("%s, version %s, up %v, seed %d", i.GetName(), i.GetVersion(),
+				time.Duration(i.GetUptimeMs())*time.Millisecond, i.GetSeed()), err
+		})}
+	cmd.AddCommand(config, load, stats, info)
+	return cmd
+}
+
+// ctl does one thing to every target, in parallel, and reports each outcome.
+func (a *app) ctl(ctx context.Context, o ctlOptions, fn func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)) error {
+	if o.output != "text" && o.output != "json" {
+		return withExitCode(fmt.Errorf("--output %q: want text or json", o.output), ExitInvalidConfig)
+	}
+	targets, closeAll, err := a.ctlTargets(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	type outcome struct {
+		msg  proto.Message
+		line string
+		err  error
+	}
+	outs := make([]outcome, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		if t.skip != "" {
+			outs[i].err = errors.New(t.skip)
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, o.timeout)
+			defer cancel()
+			outs[i].msg, outs[i].line, outs[i].err = fn(cctx, t.client)
+		})
+	}
+	wg.Wait()
+	failed := 0
+	if o.output == "json" {
+		fmt.Fprintln(a.env.Stdout, "[")
+	}
+	tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+	for i, t := range targets {
+		res := outs[i]
+		if res.err != nil {
+			failed++
+		}
+		if o.output == "json" {
+			entry := `{"worker": ` + quote(t.name)
+			if res.err != nil {
+				entry += `, "error": ` + quote(res.err.Error())
+			} else if res.msg != nil {
+				b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(res.msg)
+				entry += `, "result": ` + string(b)
+			}
+			sep := ","
+			if i == len(targets)-1 {
+				sep = ""
+			}
+			fmt.Fprintln(a.env.Stdout, "  "+entry+"}"+sep)
+			continue
+		}
+		if res.err != nil {
+			fmt.Fprintf(tw, "%s\tFAILED\t%s\n", t.name, strings.ReplaceAll(res.err.Error(), "\n", " "))
+		} else {
+			fmt.Fprintf(tw, "%s\tok\t%s\n", t.name, res.line)
+		}
+	}
+	tw.Flush()
+	if o.output == "json" {
+		fmt.Fprintln(a.env.Stdout, "]")
+	}
+	if failed > 0 {
+		return withExitCode(fmt.Errorf("%d of %d workers failed", failed, len(targets)), ExitError)
+	}
+	return nil
+}
+
+// ctlTargets finds the workers: a service's replicas on a cluster, or addresses on this machine.
+func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), error) {
+	tok := o.tokenValue
+	if tok == "" {
+		if v, ok := a.env.LookupEnv("IRS_CONTROL_TOKEN"); ok {
+			tok = v
+		}
+	}
+	if o.tokenFile != "" {
+		t, err := token.Read(o.tokenFile)
+		if err != nil {
+			return nil, nil, withExitCode(fmt.Errorf("--token-file: %w", err), ExitInvalidConfig)
+		}
+		tok = t
+	}
+	switch {
+	case len(o.addresses) > 0 && o.service != "":
+		return nil, nil, withExitCode(errors.New("--address and --service: give one (workers here, or a service's on a cluster)"), ExitInvalidConfig)
+	case len(o.addresses) > 0:
+		var out []target
+		var conns []*grpc.ClientConn
+		for _, addr := range o.addresses {
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+			if tok != "" {
+				opts = append(opts, grpc.WithPerRPCCredentials(token.Bearer(tok)))
+			}
+			conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
+			if err != nil {
+				return nil, nil, withExitCode(fmt.Errorf("--address %q: %w", addr, err), ExitInvalidConfig)
+			}
+			conns = append(conns, conn)
+			out = append(out, target{name: addr, client: irsv1.NewWorkerControlServiceClient(conn)})
+		}
+		return out, func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}, nil
+	case o.service != "":
+		kopts := o.kube
+		if err := kopts.resolve(a.env.LookupEnv, nil); err != nil {
+			return nil, nil, withExitCode(err, ExitInvalidConfig)
+		}
+		if kopts.namespace == "" {
+			return nil, nil, withExitCode(errors.New("--service: name the --namespace too"), ExitInvalidConfig)
+		}
+		f, err := kube.Connect(ctx, kube.Access{Kubeconfig: kopts.kubeconfig, Context: kopts.context}, kopts.namespace, tok)
+		if err != nil {
+			return nil, nil, kubeError(err)
+		}
+		members, err := f.Members(ctx, o.service)
+		if err != nil {
+			f.Close()
+			return nil, nil, withExitCode(err, ExitInvalidConfig)
+		}
+		var out []target
+		for _, m := range members {
+			t := target{name: m.Pod, client: m.Client}
+			switch {
+			case m.Client == nil:
+				t.skip = "no address yet (pending)"
+			case !m.Ready:
+				t.name += " (not ready)"
+			}
+			out = append(out, t)
+		}
+		return out, f.Close, nil
+	}
+	return nil, nil, withExitCode(errors.New("name the workers: --namespace and --service (on a cluster), or --address (here)"), ExitInvalidConfig)
+}
+
+// argDocument is an argument that is a document, or @FILE.
+func argDocument(arg string) ([]byte, error) {
+	if path, ok := strings.CutPrefix(arg, "@"); ok {
+		return yamlpb.ReadFile(path, "document")
+	}
+	return []byte(arg), nil
+}
+
+// readDocument reads a YAML or JSON document into m.
+func readDocument(path string, m proto.Message) error {
+	b, err := yamlpb.ReadFile(path, "document")
+	if err != nil {
+		return err
+	}
+	return yamlpb.Unmarshal(b, m)
+}
+
+func describeState(s *irsv1.ConfigState) string {
+	if s == nil {
+		return ""
+	}
+	line := fmt.Sprintf("configuration version %d", s.GetVersion())
+	if l := s.GetConfig().GetLoad(); l != nil {
+		line += ", load to " + l.GetTarget()
+	}
+	return line
+}
+
+func describeStats(s *irsv1.StatsSnapshot) string {
+	var parts []string
+	for _, r := range s.GetInbound() {
+		if n := r.GetOutcomes().GetRequests(); n > 0 {
+			parts = append(parts, fmt.Sprintf("served %d (%s, %d failed) p99 %.2fms", n, r.GetRoute(),
+				r.GetOutcomes().GetFailures(), r.GetLatency().GetP99Ms()))
+		}
+	}
+	for _, l := range s.GetLoad() {
+		parts = append(parts, fmt.Sprintf("load to %s: %d sent, %d failed, p99 %.2fms, running %v", l.GetTarget(),
+			l.GetSent(), l.GetOutcomes().GetFailures(), l.GetLatency().GetP99Ms(), l.GetRunning()))
+	}
+	if len(parts) == 0 {
+		return "nothing measured"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
