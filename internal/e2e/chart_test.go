@@ -88,7 +88,7 @@ func TestChartAgreesWithBackend(t *testing.T) {
 		NodeSelector: map[string]string{"disk": "ssd"},
 		Tolerations:  []corev1.Toleration{{Key: "dedicated", Operator: "Equal", Value: "perf", Effect: "NoSchedule"}},
 		TokenSecret:  "irs-control-token", WorkerArgs: []string{"--tag", "mesh=istio", "--dogstatsd", "agent:8125"},
-		ServicePort:  kube.DataPort,
+		ServicePort: kube.DataPort,
 	})
 	if err != nil {
 		t.Fatal(err)
