@@ -88,7 +88,7 @@ func (b *Backend) createServices(ctx context.Context) error {
 
 func (b *Backend) createRelay(ctx context.Context) error {
 	d := RelayObjects(b.cfg.Namespace, b.cfg.Image, b.pullPolicy(), b.runLabels(), tokenSecret,
-		b.cfg.Platform.GetNodeSelector(), tolerations(b.cfg.Platform.GetTolerations()))
+		b.ownNodeSelector(), tolerations(b.cfg.Platform.GetTolerations()))
 	return b.c.create(ctx, b.c.apps, b.cfg.Namespace, "deployments", d, &appsv1.Deployment{})
 }
 
@@ -106,6 +106,14 @@ func (b *Backend) createDeployments(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ownNodeSelector is where IRS's own pods (the relay, the mesh control plane) run.
+func (b *Backend) ownNodeSelector() map[string]string {
+	if sel := b.cfg.Platform.GetRelayNodeSelector(); len(sel) > 0 {
+		return sel
+	}
+	return b.cfg.Platform.GetNodeSelector()
 }
 
 func (b *Backend) pullPolicy() corev1.PullPolicy {

@@ -170,7 +170,7 @@ func (b *Backend) startMesh(ctx context.Context) error {
 					}},
 					Volumes: []corev1.Volume{{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 						SecretName: controlPlaneName, DefaultMode: ptr(int32(0o400))}}}},
-					NodeSelector: b.cfg.Platform.GetNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
+					NodeSelector: b.ownNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
 					AutomountServiceAccountToken: ptr(false), EnableServiceLinks: ptr(false),
 				}}}}
 	if err := b.c.create(ctx, b.c.apps, ns, "deployments", dep, &appsv1.Deployment{}); err != nil {

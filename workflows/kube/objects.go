@@ -113,8 +113,10 @@ func ServiceObjects(p ServiceParams) (Objects, error) {
 		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: DataPort, Protocol: corev1.ProtocolTCP},
 			{Name: "control", ContainerPort: ControlPort, Protocol: corev1.ProtocolTCP}},
+		// Ready within a second of listening; out of the endpoints after three missed probes in a row, not one
+		// (a busy node answers a probe late now and then, and a flapping endpoint is a fault of its own).
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz",
-			Port: intstr.FromInt32(ControlPort)}}, PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1},
+			Port: intstr.FromInt32(ControlPort)}}, PeriodSeconds: 1, FailureThreshold: 3, SuccessThreshold: 1, TimeoutSeconds: 2},
 		Resources: p.Resources,
 		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true},
 			{Name: "token", MountPath: tokenDir, ReadOnly: true}},

@@ -233,9 +233,12 @@ type Kubernetes struct {
 	Mesh *InstalledMesh `protobuf:"bytes,9,opt,name=mesh,proto3" json:"mesh,omitempty"`
 	// The Envoy sidecar image of --mesh envoy (IRS's own sidecar and control plane). Default
 	// ghcr.io/irs-sim/envoy:<the Envoy version IRS is tested with>.
-	EnvoyImage    string `protobuf:"bytes,10,opt,name=envoy_image,json=envoyImage,proto3" json:"envoy_image,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EnvoyImage string `protobuf:"bytes,10,opt,name=envoy_image,json=envoyImage,proto3" json:"envoy_image,omitempty"`
+	// Where IRS's own pods run (the relay, and the mesh control plane of --mesh envoy), to keep them off the nodes
+	// being measured. Default: node_selector.
+	RelayNodeSelector map[string]string `protobuf:"bytes,11,rep,name=relay_node_selector,json=relayNodeSelector,proto3" json:"relay_node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Kubernetes) Reset() {
@@ -336,6 +339,13 @@ func (x *Kubernetes) GetEnvoyImage() string {
 		return x.EnvoyImage
 	}
 	return ""
+}
+
+func (x *Kubernetes) GetRelayNodeSelector() map[string]string {
+	if x != nil {
+		return x.RelayNodeSelector
+	}
+	return nil
 }
 
 // Resources are a container's requests and limits, as Kubernetes quantities ("250m", "64Mi").
@@ -1228,7 +1238,7 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\rready_timeout\x18\x03 \x01(\tR\freadyTimeout\x122\n" +
 	"\n" +
 	"kubernetes\x18\x04 \x01(\v2\x12.irs.v1.KubernetesR\n" +
-	"kubernetes\"\x86\x06\n" +
+	"kubernetes\"\xa7\a\n" +
 	"\n" +
 	"Kubernetes\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1242,7 +1252,8 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x04mesh\x18\t \x01(\v2\x15.irs.v1.InstalledMeshR\x04mesh\x12\x1f\n" +
 	"\venvoy_image\x18\n" +
 	" \x01(\tR\n" +
-	"envoyImage\x1aO\n" +
+	"envoyImage\x12Y\n" +
+	"\x13relay_node_selector\x18\v \x03(\v2).irs.v1.Kubernetes.RelayNodeSelectorEntryR\x11relayNodeSelector\x1aO\n" +
 	"\x0eResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +
 	"\x05value\x18\x02 \x01(\v2\x11.irs.v1.ResourcesR\x05value:\x028\x01\x1a?\n" +
@@ -1253,6 +1264,9 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aD\n" +
+	"\x16RelayNodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x01\n" +
 	"\tResources\x12\x1f\n" +
@@ -1336,7 +1350,7 @@ func file_irs_v1_workflow_proto_rawDescGZIP() []byte {
 	return file_irs_v1_workflow_proto_rawDescData
 }
 
-var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_irs_v1_workflow_proto_goTypes = []any{
 	(*Workflow)(nil),        // 0: irs.v1.Workflow
 	(*Platform)(nil),        // 1: irs.v1.Platform
@@ -1357,17 +1371,18 @@ var file_irs_v1_workflow_proto_goTypes = []any{
 	nil,                     // 16: irs.v1.Kubernetes.NodeSelectorEntry
 	nil,                     // 17: irs.v1.Kubernetes.LabelsEntry
 	nil,                     // 18: irs.v1.Kubernetes.AnnotationsEntry
-	nil,                     // 19: irs.v1.PodSelector.LabelsEntry
-	(*Mesh)(nil),            // 20: irs.v1.Mesh
-	(*WorkerConfig)(nil),    // 21: irs.v1.WorkerConfig
-	(*Load)(nil),            // 22: irs.v1.Load
+	nil,                     // 19: irs.v1.Kubernetes.RelayNodeSelectorEntry
+	nil,                     // 20: irs.v1.PodSelector.LabelsEntry
+	(*Mesh)(nil),            // 21: irs.v1.Mesh
+	(*WorkerConfig)(nil),    // 22: irs.v1.WorkerConfig
+	(*Load)(nil),            // 23: irs.v1.Load
 }
 var file_irs_v1_workflow_proto_depIdxs = []int32{
 	1,  // 0: irs.v1.Workflow.platform:type_name -> irs.v1.Platform
 	7,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
 	8,  // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
 	14, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
-	20, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
+	21, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
 	2,  // 5: irs.v1.Platform.kubernetes:type_name -> irs.v1.Kubernetes
 	15, // 6: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
 	16, // 7: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
@@ -1375,25 +1390,26 @@ var file_irs_v1_workflow_proto_depIdxs = []int32{
 	17, // 9: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
 	18, // 10: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
 	5,  // 11: irs.v1.Kubernetes.mesh:type_name -> irs.v1.InstalledMesh
-	6,  // 12: irs.v1.InstalledMesh.control_plane:type_name -> irs.v1.PodSelector
-	6,  // 13: irs.v1.InstalledMesh.node_proxies:type_name -> irs.v1.PodSelector
-	19, // 14: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
-	21, // 15: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
-	9,  // 16: irs.v1.Phase.actions:type_name -> irs.v1.Action
-	10, // 17: irs.v1.Action.load:type_name -> irs.v1.LoadAction
-	11, // 18: irs.v1.Action.kill:type_name -> irs.v1.KillAction
-	12, // 19: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
-	13, // 20: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
-	9,  // 21: irs.v1.Action.serial:type_name -> irs.v1.Action
-	9,  // 22: irs.v1.Action.parallel:type_name -> irs.v1.Action
-	22, // 23: irs.v1.LoadAction.set:type_name -> irs.v1.Load
-	21, // 24: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
-	3,  // 25: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	19, // 12: irs.v1.Kubernetes.relay_node_selector:type_name -> irs.v1.Kubernetes.RelayNodeSelectorEntry
+	6,  // 13: irs.v1.InstalledMesh.control_plane:type_name -> irs.v1.PodSelector
+	6,  // 14: irs.v1.InstalledMesh.node_proxies:type_name -> irs.v1.PodSelector
+	20, // 15: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
+	22, // 16: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
+	9,  // 17: irs.v1.Phase.actions:type_name -> irs.v1.Action
+	10, // 18: irs.v1.Action.load:type_name -> irs.v1.LoadAction
+	11, // 19: irs.v1.Action.kill:type_name -> irs.v1.KillAction
+	12, // 20: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
+	13, // 21: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
+	9,  // 22: irs.v1.Action.serial:type_name -> irs.v1.Action
+	9,  // 23: irs.v1.Action.parallel:type_name -> irs.v1.Action
+	23, // 24: irs.v1.LoadAction.set:type_name -> irs.v1.Load
+	22, // 25: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
+	3,  // 26: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_workflow_proto_init() }
@@ -1409,7 +1425,7 @@ func file_irs_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_workflow_proto_rawDesc), len(file_irs_v1_workflow_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
