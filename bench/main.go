@@ -41,7 +41,7 @@ func main() {
 	flag.StringVar(&o.fortio, "fortio", "", "fortio binary (default: fortio on PATH or in $(go env GOPATH)/bin)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported)")
-	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow,mesh (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,kwok (default all but kube and kwok, which hack/testnode/bench.sh runs on the test node)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
@@ -88,7 +88,12 @@ func (o *options) resolve() error {
 	return err
 }
 
-func (o *options) want(section string) bool { return len(o.only) == 0 || o.only[section] }
+func (o *options) want(section string) bool {
+	if len(o.only) == 0 {
+		return section != "kube" && section != "kwok"
+	}
+	return o.only[section]
+}
 
 func (o *options) run(ctx context.Context) error {
 	fmt.Printf("# IRS benchmarks (%s per measurement, servers pinned to CPU %d, load to CPU %d, GOMAXPROCS=1)\n\n",
@@ -106,6 +111,8 @@ func (o *options) run(ctx context.Context) error {
 		{"rss", o.idleRSS},
 		{"workflow", o.workflowRunner},
 		{"mesh", o.meshCost},
+		{"kube", o.kubeCluster},
+		{"kwok", o.kwokScale},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

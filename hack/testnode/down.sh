@@ -21,7 +21,7 @@ stop() { # name
   rm -f "$f"
 }
 if [ -d "$STATE/pids" ]; then
-  for c in kube-proxy kubelet kube-scheduler kube-controller-manager; do stop "$c"; done
+  for c in kwok kube-proxy kubelet kube-scheduler kube-controller-manager; do stop "$c"; done
   sock="$STATE/containerd/containerd.sock"
   if [ -S "$sock" ]; then
     for t in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do ctr --address "$sock" -n k8s.io tasks kill -s SIGKILL "$t" >/dev/null 2>&1; done

@@ -185,10 +185,12 @@ start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
   --kubeconfig="$STATE/kubeconfig" --authentication-kubeconfig="$STATE/kubeconfig" --authorization-kubeconfig="$STATE/kubeconfig" \
   --bind-address=127.0.0.1 --secure-port=0 --leader-elect=false \
   --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
-  --service-cluster-ip-range="$SVC_CIDR" --profiling=false --v=1
+  --service-cluster-ip-range="$SVC_CIDR" --kube-api-qps=200 --kube-api-burst=400 --concurrent-deployment-syncs=10 \
+  --concurrent-replicaset-syncs=10 --profiling=false --v=1
 start kube-scheduler "$K8S_BIN/kube-scheduler" \
   --kubeconfig="$STATE/kubeconfig" --authentication-kubeconfig="$STATE/kubeconfig" --authorization-kubeconfig="$STATE/kubeconfig" \
-  --bind-address=127.0.0.1 --secure-port=0 --leader-elect=false --profiling=false --v=1
+  --bind-address=127.0.0.1 --secure-port=0 --leader-elect=false --kube-api-qps=200 --kube-api-burst=400 \
+  --profiling=false --v=1
 
 cat > "$STATE/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
