@@ -15,8 +15,9 @@ type Backend interface {
 	Start(ctx context.Context, services []ServiceSpec) error
 	// Replicas returns the live replicas of a service that are in service (ready, not draining), oldest first.
 	Replicas(service string) []Replica
-	// Kill stops replicas; the backend replaces them after its restart delay, as a ReplicaSet would.
-	Kill(ctx context.Context, service string, ids []string, sig Signal, grace time.Duration) error
+	// Kill stops replicas; the backend replaces them after its restart delay, as a ReplicaSet would (or, with
+	// k.InPlace, restarts them where they are).
+	Kill(ctx context.Context, service string, ids []string, k KillSpec) error
 	// Scale sets a service's number of replicas.
 	Scale(ctx context.Context, service string, replicas int) error
 	// Configure applies a configure action (see Configure) to every replica's configuration, and to the replicas
@@ -57,6 +58,15 @@ type ServiceSpec struct {
 type Replica struct {
 	Service, ID string
 	Started     time.Time
+}
+
+// KillSpec is how replicas are killed.
+type KillSpec struct {
+	Signal Signal
+	// Grace is how long a SignalTerm leaves before SIGKILL.
+	Grace time.Duration
+	// InPlace kills only the worker's process, which restarts where it is (a container restart in its pod).
+	InPlace bool
 }
 
 // Signal is how a replica is killed.

@@ -118,7 +118,7 @@ func (a *app) newRootCmd() *cobra.Command {
 	}
 	a.log.register(root)
 	root.AddCommand(a.newWorkerCmd(), a.newWorkflowCmd(), a.newMeshCmd(), a.newVersionCmd(), a.newRelayCmd(),
-		a.newCleanupCmd(), a.newCtlCmd())
+		a.newCleanupCmd(), a.newCtlCmd(), a.newSignalWorkerCmd())
 	return root
 }
 

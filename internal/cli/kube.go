@@ -242,3 +242,13 @@ func meshForBackend(m *irsv1.Mesh, backend string) error {
 	}
 	return nil
 }
+
+// inPlaceKills says whether a timeline kills processes inside pods.
+func inPlaceKills(tl *workflows.Timeline) bool {
+	for _, st := range tl.Steps {
+		if st.Kill.GetInPlace() {
+			return true
+		}
+	}
+	return false
+}

@@ -437,3 +437,27 @@ func base64Decode(s string) (string, error) {
 	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
 	return string(b), err
 }
+
+// TestKubeKillInPlace: a kill in place kills the worker's process inside its pod; the kubelet restarts it in
+// the same pod, which leaves its Service while not ready and comes back: the kill's record says so.
+func TestKubeKillInPlace(t *testing.T) {
+	doc := strings.Replace(longWorkflow, "duration: 60s", "duration: 8s\n    actions: [{at: 2s, kill: {service: server, in_place: true}}]", 1)
+	run := startWorkflow(t, doc, kubeArgs()...)
+	if code := run.exitCode(3 * time.Minute); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, run.stderr)
+	}
+	res := readResult(t, run.result)
+	if len(res.GetKills()) != 1 {
+		t.Fatalf("kills %v, want 1", res.GetKills())
+	}
+	k := res.GetKills()[0]
+	if k.GetReplacement() != k.GetReplica() || k.Gone == nil || k.EndpointRemoved == nil || k.ReplacementReady == nil {
+		t.Errorf("kill record %v: want the pod restarted in place (its own replacement), gone, out of its Service, ready again", k)
+	}
+	if len(events(res, "restart", "server")) != 1 || len(events(res, "replace", "server")) != 0 {
+		t.Errorf("events: %d restarts, %d replacements; want 1 restart in place and no new pod",
+			len(events(res, "restart", "server")), len(events(res, "replace", "server")))
+	}
+	t.Logf("in place: gone after %.0f ms, out of the Service after %.0f ms, ready again after %.2f s",
+		1000*(k.GetGone()-k.GetKilled()), 1000*(k.GetEndpointRemoved()-k.GetKilled()), k.GetReplacementReady()-k.GetKilled())
+}

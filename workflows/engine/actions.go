@@ -233,8 +233,11 @@ func (e *engine) killStep(ctx context.Context, st workflows.Step) error {
 	}
 	now := time.Now()
 	signal := strings.ToUpper("sig" + signalName(sig))
+	if k.GetInPlace() {
+		signal += " to the process (restart in place)"
+	}
 	e.recordKills(now, st, svc, ids, signal) // before the kill: what follows may be reported at once
-	err := e.o.Backend.Kill(ctx, svc, ids, sig, grace)
+	err := e.o.Backend.Kill(ctx, svc, ids, workflows.KillSpec{Signal: sig, Grace: grace, InPlace: k.GetInPlace()})
 	for _, id := range ids {
 		e.action(now, st, "kill", id, signal)
 	}

@@ -24,9 +24,9 @@ type killBackend struct {
 
 func (b *killBackend) Replicas(string) []workflows.Replica { return b.live }
 
-func (b *killBackend) Kill(_ context.Context, _ string, ids []string, sig workflows.Signal, grace time.Duration) error {
+func (b *killBackend) Kill(_ context.Context, _ string, ids []string, k workflows.KillSpec) error {
 	b.killed = append(b.killed, ids)
-	b.sig, b.grace = sig, grace
+	b.sig, b.grace = k.Signal, k.Grace
 	return nil
 }
 
@@ -150,7 +150,7 @@ func (b *slowBackend) Configure(ctx context.Context, _ string, _ *irsv1.Configur
 
 func (b *slowBackend) SetLoad(context.Context, string, *irsv1.Load) error { return nil }
 
-func (b *slowBackend) Kill(ctx context.Context, s string, ids []string, sig workflows.Signal, grace time.Duration) error {
+func (b *slowBackend) Kill(ctx context.Context, s string, ids []string, _ workflows.KillSpec) error {
 	b.mu.Lock()
 	b.killAt = append(b.killAt, time.Now())
 	b.mu.Unlock()

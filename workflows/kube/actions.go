@@ -1,21 +1,30 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"google.golang.org/protobuf/encoding/protojson"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/remotecommand"
 )
 
 // Kill implements workflows.Backend: pod deletions, with a grace period of 0 (the kubelet SIGKILLs the
 // containers) or grace (SIGTERM, then SIGKILL). The ReplicaSet replaces them.
-func (b *Backend) Kill(ctx context.Context, service string, ids []string, sig workflows.Signal, grace time.Duration) error {
+func (b *Backend) Kill(ctx context.Context, service string, ids []string, k workflows.KillSpec) error {
+	if k.InPlace {
+		return b.killProcesses(ctx, service, ids, k)
+	}
+	sig, grace := k.Signal, k.Grace
 	b.mu.Lock()
 	s, ok := b.services[service]
 	if !ok {
@@ -185,4 +194,58 @@ func (b *Backend) pushAll(ctx context.Context, service string, fn func(*pod, irs
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// killProcesses kills the worker's process in each pod, which the kubelet then restarts in place (same pod,
+// same address). It runs `irs signal-worker` in the worker's container (pods/exec): the pods share their
+// process namespace, so the worker is not its namespace's init, whom a SIGKILL from inside would not reach.
+func (b *Backend) killProcesses(ctx context.Context, service string, ids []string, k workflows.KillSpec) error {
+	b.mu.Lock()
+	if _, ok := b.services[service]; !ok {
+		b.mu.Unlock()
+		return fmt.Errorf("unknown service %q", service)
+	}
+	var victims []string
+	for _, id := range ids {
+		if p := b.pods[id]; p != nil && p.service == service && !p.deleting {
+			p.killed = true
+			victims = append(victims, id)
+		}
+	}
+	b.mu.Unlock()
+	sig := "KILL"
+	if k.Signal == workflows.SignalTerm {
+		sig = "TERM"
+	}
+	cmd := []string{"/irs", "signal-worker", "--signal", sig, "--grace", k.Grace.String()}
+	errs := make([]error, len(victims))
+	var wg sync.WaitGroup
+	for i, id := range victims {
+		wg.Go(func() {
+			out, err := b.exec(ctx, id, ContainerWorker, cmd)
+			if err != nil {
+				errs[i] = fmt.Errorf("kill the worker's process in pod %s: %w: %s", id, err, out)
+				return
+			}
+			b.mu.Lock()
+			b.emit(workflows.Event{Kind: workflows.EventExit, Service: service, Replica: id,
+				Detail: "the worker's process killed in its pod (" + out + "); the kubelet restarts it in place"})
+			b.mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// exec runs a command in a container of a pod and returns what it printed.
+func (b *Backend) exec(ctx context.Context, pod, container string, cmd []string) (string, error) {
+	req := b.c.core.Post().Namespace(b.cfg.Namespace).Resource("pods").Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, b.c.params)
+	ex, err := remotecommand.NewSPDYExecutor(b.c.config, http.MethodPost, req.URL())
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	return strings.TrimSpace(out.String()), err
 }

@@ -46,6 +46,8 @@ type Config struct {
 	WorkerArgs []string
 	// EnvoyImage is the sidecars' image under --mesh envoy (default: the workflow's, then envoy.DefaultImage).
 	EnvoyImage string
+	// InPlaceKills says that the workflow kills processes inside pods (pods/exec is then needed).
+	InPlaceKills bool
 	Logger     *slog.Logger
 }
 

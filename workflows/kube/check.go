@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,7 +54,11 @@ func (b *Backend) Check(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var missing []string
-	for _, p := range permissions {
+	needed := permissions
+	if b.cfg.InPlaceKills {
+		needed = append(slices.Clone(needed), permission{"create", "", "pods", "exec", true, "kills in place (kill: {in_place: true})"})
+	}
+	for _, p := range needed {
 		ns := ""
 		if p.namespaced {
 			ns = b.cfg.Namespace

@@ -120,6 +120,7 @@ func (b *Backend) onPod(o any, deleted bool) {
 		detail := "pod " + p.name + " on " + kp.Spec.NodeName + ", " + p.ip
 		b.emit(workflows.Event{At: now, Kind: workflows.EventReady, Service: svcName, Replica: p.name,
 			Replaces: p.replaces, Detail: detail})
+		p.replaces = "" // ready again later (a restart in place), it replaces nobody
 	}
 	p.ready = ready
 	if deleted {

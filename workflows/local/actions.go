@@ -44,7 +44,8 @@ func (b *Backend) lookup(name string) (*service, error) {
 
 // Kill implements workflows.Backend. It takes no lock, so that a kill happens at its time whatever the backend
 // is doing (starting a replacement, pushing endpoints).
-func (b *Backend) Kill(ctx context.Context, service string, ids []string, sig workflows.Signal, grace time.Duration) error {
+// A replica here is its process: InPlace is the same as a kill.
+func (b *Backend) Kill(ctx context.Context, service string, ids []string, k workflows.KillSpec) error {
 	if m := b.inService.Load(); m == nil {
 		return fmt.Errorf("unknown service %q", service)
 	} else if _, ok := (*m)[service]; !ok {
@@ -55,7 +56,7 @@ func (b *Backend) Kill(ctx context.Context, service string, ids []string, sig wo
 		if !ok || v.(*replica).svc.spec.Name != service {
 			continue // not one of its replicas
 		}
-		b.signal(v.(*replica), sig, grace)
+		b.signal(v.(*replica), k.Signal, k.Grace)
 	}
 	return nil
 }

@@ -928,7 +928,11 @@ type KillAction struct {
 	// "kill" (default: SIGKILL, no goodbye) or "term" (SIGTERM: in-flight requests finish, within grace).
 	Signal string `protobuf:"bytes,5,opt,name=signal,proto3" json:"signal,omitempty"`
 	// With signal term: how long before SIGKILL. Default "10s".
-	Grace         string `protobuf:"bytes,6,opt,name=grace,proto3" json:"grace,omitempty"`
+	Grace string `protobuf:"bytes,6,opt,name=grace,proto3" json:"grace,omitempty"`
+	// Kill only the worker's process, which then restarts where it is: on Kubernetes a container restart (same
+	// pod, same address; the pod leaves its Service while it is not ready), instead of a pod deleted and replaced.
+	// Locally a replica is its process: the same as a kill.
+	InPlace       bool `protobuf:"varint,7,opt,name=in_place,json=inPlace,proto3" json:"in_place,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1003,6 +1007,13 @@ func (x *KillAction) GetGrace() string {
 		return x.Grace
 	}
 	return ""
+}
+
+func (x *KillAction) GetInPlace() bool {
+	if x != nil {
+		return x.InPlace
+	}
+	return false
 }
 
 // ConfigureAction changes every replica's worker configuration, live (as PATCH /v1/config); replicas started
@@ -1314,7 +1325,7 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"LoadAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1e\n" +
 	"\x03set\x18\x02 \x01(\v2\f.irs.v1.LoadR\x03set\x12\x12\n" +
-	"\x04stop\x18\x03 \x01(\bR\x04stop\"\x9c\x01\n" +
+	"\x04stop\x18\x03 \x01(\bR\x04stop\"\xb7\x01\n" +
 	"\n" +
 	"KillAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
@@ -1322,7 +1333,8 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\apercent\x18\x03 \x01(\tR\apercent\x12\x16\n" +
 	"\x06select\x18\x04 \x01(\tR\x06select\x12\x16\n" +
 	"\x06signal\x18\x05 \x01(\tR\x06signal\x12\x14\n" +
-	"\x05grace\x18\x06 \x01(\tR\x05grace\"i\n" +
+	"\x05grace\x18\x06 \x01(\tR\x05grace\x12\x19\n" +
+	"\bin_place\x18\a \x01(\bR\ainPlace\"i\n" +
 	"\x0fConfigureAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12&\n" +
 	"\x03set\x18\x02 \x01(\v2\x14.irs.v1.WorkerConfigR\x03set\x12\x14\n" +
