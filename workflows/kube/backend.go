@@ -48,7 +48,7 @@ type Config struct {
 	EnvoyImage string
 	// InPlaceKills says that the workflow kills processes inside pods (pods/exec is then needed).
 	InPlaceKills bool
-	Logger     *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Backend runs a workflow's services as Deployments on a cluster.
