@@ -2,6 +2,8 @@
 SHELL   := /bin/bash
 MODULE  := github.com/irs-sim/irs
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# Evaluated once: the binary and the images of one make run carry the same version.
+VERSION := $(VERSION)
 GO      ?= go
 # nomsgpack and grpcnotrace leave out gin's msgpack codec and grpc's x/net/trace: code a worker never runs,
 # whose package initialisation alone cost every worker process memory.

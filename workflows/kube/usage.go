@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // usageReader reads the CPU and memory of every container of the run (and of the installed mesh's control
@@ -28,12 +30,22 @@ type usageReader struct {
 	meshPods  map[string]meshPod  // "namespace/pod" → what it is
 	meshNodes map[string]struct{} // the nodes they run on
 	warned    map[string]bool
+	// fallback is set once a node proxy is forbidden: metrics.k8s.io then, its averages integrated into
+	// counters (integrated: "namespace/pod/container" → CPU seconds so far and when).
+	fallback   bool
+	integrated map[string]counter
+}
+
+type counter struct {
+	at      time.Time
+	seconds float64
 }
 
 type meshPod struct{ kind string }
 
 func newUsageReader(b *Backend) *usageReader {
-	return &usageReader{b: b, meshPods: map[string]meshPod{}, meshNodes: map[string]struct{}{}, warned: map[string]bool{}}
+	return &usageReader{b: b, meshPods: map[string]meshPod{}, meshNodes: map[string]struct{}{}, warned: map[string]bool{},
+		integrated: map[string]counter{}}
 }
 
 // Usage implements workflows.Backend.
@@ -48,6 +60,12 @@ func (u *usageReader) read() []workflows.Usage {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	u.refreshMesh(ctx)
+	u.mu.Lock()
+	fallback := u.fallback
+	u.mu.Unlock()
+	if fallback {
+		return u.readMetricsAPI(ctx)
+	}
 	b := u.b
 	nodes := map[string]struct{}{}
 	b.mu.Lock()
@@ -68,6 +86,13 @@ func (u *usageReader) read() []workflows.Usage {
 	for n := range nodes {
 		wg.Go(func() {
 			raw, err := b.c.raw(ctx, "/api/v1/nodes", n, "proxy", "metrics", "resource")
+			if isForbidden(err) {
+				u.mu.Lock()
+				u.fallback = true
+				u.mu.Unlock()
+				u.warnOnce("nodes/proxy", "read the kubelets' counters (nodes/proxy forbidden); using metrics.k8s.io's averages instead", err)
+				return
+			}
 			if err != nil {
 				u.warnOnce("node "+n, "read a kubelet's metrics", err)
 				return
@@ -213,4 +238,77 @@ func (u *usageReader) warnOnce(key, what string, err error) {
 		u.warned[key] = true
 		u.b.cfg.Logger.Warn("cannot "+what+": CPU and memory figures will lack it", "err", err)
 	}
+}
+
+// podMetrics is what metrics.k8s.io/v1beta1 says of a namespace's pods.
+type podMetrics struct {
+	Items []struct {
+		Metadata struct {
+			Name, Namespace string
+		} `json:"metadata"`
+		Timestamp  time.Time `json:"timestamp"`
+		Window     string    `json:"window"`
+		Containers []struct {
+			Name  string `json:"name"`
+			Usage struct {
+				CPU    string `json:"cpu"`
+				Memory string `json:"memory"`
+			} `json:"usage"`
+		} `json:"containers"`
+	} `json:"items"`
+}
+
+// readMetricsAPI reads metrics.k8s.io (where nodes/proxy is forbidden): each container's CPU averaged over a
+// window, integrated into a counter (a window's average counts from the previous sample, or over the window
+// for the first), so that the engine's rates over its samples are those averages.
+func (u *usageReader) readMetricsAPI(ctx context.Context) []workflows.Usage {
+	namespaces := map[string]bool{u.b.cfg.Namespace: true}
+	u.mu.Lock()
+	for key := range u.meshPods {
+		ns, _, _ := strings.Cut(key, "/")
+		namespaces[ns] = true
+	}
+	u.mu.Unlock()
+	var out []workflows.Usage
+	for ns := range namespaces {
+		raw, err := u.b.c.raw(ctx, "/apis/metrics.k8s.io/v1beta1/namespaces", ns, "pods")
+		if err != nil {
+			u.warnOnce("metrics "+ns, "read metrics.k8s.io", err)
+			continue
+		}
+		var pm podMetrics
+		if err := json.Unmarshal(raw, &pm); err != nil {
+			u.warnOnce("metrics decode", "decode metrics.k8s.io", err)
+			continue
+		}
+		for _, item := range pm.Items {
+			window, _ := time.ParseDuration(item.Window)
+			for _, c := range item.Containers {
+				us := u.classify(item.Metadata.Namespace, item.Metadata.Name, c.Name)
+				if us == nil {
+					continue
+				}
+				cpu, err1 := resource.ParseQuantity(c.Usage.CPU)
+				mem, err2 := resource.ParseQuantity(c.Usage.Memory)
+				if err1 != nil || err2 != nil {
+					continue
+				}
+				key := item.Metadata.Namespace + "/" + item.Metadata.Name + "/" + c.Name
+				u.mu.Lock()
+				prev, seen := u.integrated[key]
+				since := window
+				if seen {
+					since = item.Timestamp.Sub(prev.at)
+				}
+				if !seen || item.Timestamp.After(prev.at) {
+					prev = counter{at: item.Timestamp, seconds: prev.seconds + cpu.AsApproximateFloat64()*since.Seconds()}
+					u.integrated[key] = prev
+				}
+				u.mu.Unlock()
+				us.At, us.CPUSeconds, us.RSSBytes = prev.at, prev.seconds, mem.Value()
+				out = append(out, *us)
+			}
+		}
+	}
+	return out
 }
