@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/irs-sim/irs/internal/token"
@@ -60,10 +59,9 @@ type Backend struct {
 	services  map[string]*service
 	order     []string
 	pods      map[string]*pod // by name, while they exist
-	events    chan workflows.Event
-	closed    bool
+	events    *workflows.Emitter
 	stopping  bool
-	inService atomic.Pointer[map[string][]workflows.Replica]
+	inService workflows.ReplicaList
 	endpoints map[string]map[string]bool // service → the pods its EndpointSlices list as ready
 
 	watchers *watchers // pods and EndpointSlices of the namespace
@@ -124,7 +122,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, &EnvironmentError{Err: err}
 	}
 	b := &Backend{cfg: cfg, c: c, services: map[string]*service{}, pods: map[string]*pod{},
-		events: make(chan workflows.Event, 4096), endpoints: map[string]map[string]bool{}}
+		events: workflows.NewEmitter(4096, cfg.Logger), endpoints: map[string]map[string]bool{}}
 	if policy.Enabled(cfg.Mesh) {
 		b.mesh = &envoyMesh{policy: policy.Resolve(cfg.Mesh), dirty: make(chan struct{}, 1), done: make(chan struct{})}
 	}
@@ -132,22 +130,10 @@ func New(cfg Config) (*Backend, error) {
 }
 
 // Events implements workflows.Backend.
-func (b *Backend) Events() <-chan workflows.Event { return b.events }
+func (b *Backend) Events() <-chan workflows.Event { return b.events.Events() }
 
-// emit reports an event without blocking. Callers hold b.mu.
-func (b *Backend) emit(e workflows.Event) {
-	if b.closed {
-		return
-	}
-	if e.At.IsZero() {
-		e.At = time.Now()
-	}
-	select {
-	case b.events <- e:
-	default:
-		b.cfg.Logger.Warn("event dropped: the engine is not reading", "kind", e.Kind, "replica", e.Replica)
-	}
-}
+// emit reports an event; it never blocks. Callers hold b.mu.
+func (b *Backend) emit(e workflows.Event) { b.events.Emit(e) }
 
 // Start implements workflows.Backend.
 func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) error {
@@ -195,12 +181,7 @@ func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) erro
 }
 
 // Replicas implements workflows.Backend: the ready pods not being deleted, oldest first.
-func (b *Backend) Replicas(service string) []workflows.Replica {
-	if m := b.inService.Load(); m != nil {
-		return (*m)[service]
-	}
-	return nil
-}
+func (b *Backend) Replicas(service string) []workflows.Replica { return b.inService.Get(service) }
 
 // refreshInService replaces the list Replicas reads. Callers hold b.mu.
 func (b *Backend) refreshInService() {
@@ -217,7 +198,7 @@ func (b *Backend) refreshInService() {
 		sortReplicas(rs)
 		m[name] = rs
 	}
-	b.inService.Store(&m)
+	b.inService.Set(m)
 }
 
 // Client implements workflows.Backend: a client whose calls go through the relay to the pod.
@@ -277,10 +258,7 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 	}
 	b.wg.Wait()
 	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.events)
-	}
+	b.events.Close()
 	b.mu.Unlock()
 	return err
 }

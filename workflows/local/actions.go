@@ -12,12 +12,7 @@ import (
 )
 
 // Replicas implements workflows.Backend. It takes no lock: the list is replaced whole whenever it changes.
-func (b *Backend) Replicas(service string) []workflows.Replica {
-	if m := b.inService.Load(); m != nil {
-		return (*m)[service]
-	}
-	return nil
-}
+func (b *Backend) Replicas(service string) []workflows.Replica { return b.inService.Get(service) }
 
 // refreshInService replaces the list Replicas reads. Callers hold b.mu.
 func (b *Backend) refreshInService() {
@@ -31,7 +26,7 @@ func (b *Backend) refreshInService() {
 		}
 		m[name] = out
 	}
-	b.inService.Store(&m)
+	b.inService.Set(m)
 }
 
 // lookup returns a service by name. Callers hold b.mu.
@@ -46,9 +41,7 @@ func (b *Backend) lookup(name string) (*service, error) {
 // is doing (starting a replacement, pushing endpoints).
 // A replica here is its process: InPlace is the same as a kill.
 func (b *Backend) Kill(ctx context.Context, service string, ids []string, k workflows.KillSpec) error {
-	if m := b.inService.Load(); m == nil {
-		return fmt.Errorf("unknown service %q", service)
-	} else if _, ok := (*m)[service]; !ok {
+	if !b.inService.Has(service) {
 		return fmt.Errorf("unknown service %q", service)
 	}
 	for _, id := range ids {

@@ -53,16 +53,17 @@ type Backend struct {
 	order    []string
 	stopping bool
 	timers   []*time.Timer
-	events   chan workflows.Event
-	closed   bool
-	mesh     *meshRuntime // nil without sidecars
-	cpAddr   string       // the mesh control plane's address
-	secrets  string       // the run's private directory (0700)
+	events   *workflows.Emitter
+	// closedDown is set once Stop has closed the events and the spawner.
+	closedDown bool
+	mesh       *meshRuntime // nil without sidecars
+	cpAddr     string       // the mesh control plane's address
+	secrets    string       // the run's private directory (0700)
 
 	// What the timeline reads without the lock, so that a kill is never held up by slow work under it (a
 	// replica starting): the replicas in service, per service (replaced whole under mu), and every replica
 	// started, by id.
-	inService atomic.Pointer[map[string][]workflows.Replica]
+	inService workflows.ReplicaList
 	byID      sync.Map
 
 	wg sync.WaitGroup // replica monitors, replacements, pushes
@@ -148,7 +149,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, errors.New("local backend: no control token")
 	}
 	b := &Backend{cfg: cfg, spawn: newSpawner(), services: map[string]*service{},
-		events: make(chan workflows.Event, 4096), secrets: filepath.Join(cfg.Dir, "secrets")}
+		events: workflows.NewEmitter(4096, cfg.Logger), secrets: filepath.Join(cfg.Dir, "secrets")}
 	// What only the runner may read: the workers' control token, the mesh's control credentials.
 	if err := os.MkdirAll(b.secrets, 0o700); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
@@ -187,22 +188,10 @@ func (b *Backend) Client(service, id string) (irsv1.WorkerControlServiceClient, 
 }
 
 // Events implements workflows.Backend.
-func (b *Backend) Events() <-chan workflows.Event { return b.events }
+func (b *Backend) Events() <-chan workflows.Event { return b.events.Events() }
 
-// emit reports an event; it never blocks (a full channel drops it, with a log line). Callers hold b.mu.
-func (b *Backend) emit(e workflows.Event) {
-	if b.closed {
-		return
-	}
-	if e.At.IsZero() {
-		e.At = time.Now()
-	}
-	select {
-	case b.events <- e:
-	default:
-		b.cfg.Logger.Warn("event dropped: the engine is not reading", "kind", e.Kind, "replica", e.Replica)
-	}
-}
+// emit reports an event; it never blocks. Callers hold b.mu.
+func (b *Backend) emit(e workflows.Event) { b.events.Emit(e) }
 
 // Start implements workflows.Backend.
 func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) error {
@@ -342,9 +331,9 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 	b.stopControlPlane(force)
 	b.wg.Wait()
 	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.events)
+	if !b.closedDown {
+		b.closedDown = true
+		b.events.Close()
 		b.spawn.close()
 	}
 	b.mu.Unlock()
