@@ -274,6 +274,7 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, dir, resultPath str
 			return nil, kubeError(err)
 		}
 		env.KubernetesVersion = version
+		env.Nodes = int32(kb.(*kube.Backend).Nodes(ctx))
 		backend, notes = kb, kubeNotes(wf)
 		for _, n := range notes {
 			fmt.Fprintln(r.app.env.Stderr, "note:", n)
