@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -88,6 +89,21 @@ func workersOf(dir string) []int {
 	return pids
 }
 
+// describeProcess names a process by its pid, state, parent and command line, for a failure message.
+func describeProcess(pid int) string {
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+		stat = stat[i+1:]
+	}
+	f := strings.Fields(string(stat))
+	state, ppid := "?", "?"
+	if len(f) > 1 {
+		state, ppid = f[0], f[1]
+	}
+	return fmt.Sprintf("pid %d state %s ppid %s: %s", pid, state, ppid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+}
+
 // assertNoWorkers fails unless every worker of the run is gone within d; it kills the ones left.
 func assertNoWorkers(t *testing.T, dir string, d time.Duration) {
 	t.Helper()
@@ -98,10 +114,12 @@ func assertNoWorkers(t *testing.T, dir string, d time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
+			var desc []string
 			for _, pid := range left {
+				desc = append(desc, describeProcess(pid))
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
-			t.Errorf("%d worker processes of %s left %v after the runner ended: %v", len(left), dir, d, left)
+			t.Errorf("%d worker processes of %s left %v after the runner ended:\n%s", len(left), dir, d, strings.Join(desc, "\n"))
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
