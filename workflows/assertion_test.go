@@ -58,7 +58,7 @@ func TestParseExpectationErrors(t *testing.T) {
 		{text: "", want: `want "<metric> <op> <value>"`},
 		{text: "p99<1s", want: `"p99<1s": want "<metric> <op> <value>", e.g. "p99 < 500ms"`},
 		{text: "p99 < 1 s", want: `want "<metric> <op> <value>"`},
-		{text: "p95 < 1s", want: `unknown metric "p95" (want one of 5xx_rate, errors, requests, rps, p50, p90, p99, p999, max, mean, cpu_mcores, cpu_mcores_max, rss_mb, rss_mb_max, recovery_time)`},
+		{text: "p95 < 1s", want: `unknown metric "p95" (want one of 5xx_rate, errors, requests, rps, p50, p90, p99, p999, max, mean, cpu_mcores, cpu_mcores_max, rss_mb, rss_mb_max, sidecar_cpu_mcores, sidecar_rss_mb, recovery_time)`},
 		{text: "P99 < 1s", want: `unknown metric "P99"`},
 		{text: "p99 => 1s", want: `unknown operator "=>" (want <, <=, >, >= or ==)`},
 		{text: "p99 = 1s", want: `unknown operator "="`},
@@ -246,4 +246,50 @@ func TestValidateAssertions(t *testing.T) {
 			want: []problem{{"13:22", "assertions[0].recovered_below", `invalid percentage "lots"`}},
 		},
 	})
+}
+
+func TestParseRelativeExpectation(t *testing.T) {
+	tests := []struct {
+		text   string
+		factor float64
+		offset float64 // in the metric's unit
+		base   float64
+		bound  float64
+	}{
+		{"p99 < baseline", 1, 0, 0.2, 0.2},
+		{"p99 < baseline * 1.10", 1.1, 0, 0.2, 0.22},
+		{"p99 < baseline*1.1", 1.1, 0, 0.2, 0.22},
+		{"p99 <= baseline + 5ms", 1, 0.005, 0.2, 0.205},
+		{"5xx_rate <= baseline + 0.1%", 1, 0.001, 0.002, 0.003},
+		{"rps >= baseline - 5", 1, -5, 100, 95},
+		{"cpu_mcores < baseline * 1.15", 1.15, 0, 200, 230},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			e, err := workflows.ParseExpectation(tt.text)
+			if err != nil {
+				t.Fatalf("ParseExpectation(%q): %v", tt.text, err)
+			}
+			if !e.Relative || math.Abs(e.Factor-tt.factor) > 1e-12 || math.Abs(e.Value-tt.offset) > 1e-12 || e.Text != tt.text {
+				t.Fatalf("ParseExpectation(%q) = %+v, want relative, factor %v, offset %v", tt.text, e, tt.factor, tt.offset)
+			}
+			abs := e.Against(tt.base)
+			if abs.Relative || math.Abs(abs.Value-tt.bound) > 1e-12 {
+				t.Errorf("Against(%v) = %+v, want the bound %v", tt.base, abs, tt.bound)
+			}
+		})
+	}
+	for text, msg := range map[string]string{
+		"p99 < baseline * 0":     `p99: invalid factor "0"`,
+		"p99 < baseline * x":     `p99: invalid factor "x"`,
+		"p99 < baseline + 5":     `p99: invalid duration "5"`,
+		"p99 < baseline / 2":     `want baseline, baseline * <factor>, baseline + <value> or baseline - <value>`,
+		"p95 < baseline":         `unknown metric "p95"`,
+		"p99 ~ baseline":         `unknown operator "~"`,
+		"5xx_rate < baseline+2x": `5xx_rate: invalid percentage`,
+	} {
+		if _, err := workflows.ParseExpectation(text); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseExpectation(%q) = %v, want an error containing %q", text, err, msg)
+		}
+	}
 }

@@ -90,6 +90,7 @@ func (v *validator) validate() {
 	for i, a := range v.wf.GetAssertions() {
 		v.assertion(field.Index("assertions", i), a)
 	}
+	v.sweep()
 }
 
 // validName reports whether s can name a service: a DNS label (RFC 1123), as Kubernetes wants of what it names

@@ -5,6 +5,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
 )
 
 // HDR geometry of IRS histograms (worker/stats): microseconds from 1 µs to 1 h, 3 significant digits.
@@ -20,9 +21,9 @@ type key struct {
 }
 
 const (
-	kindLoad         = "load"
-	kindServed       = "served"
-	kindEdge         = "edge"
+	kindLoad         = workflows.KindLoad
+	kindServed       = workflows.KindServed
+	kindEdge         = workflows.KindEdge
 	kindControlPlane = "control-plane"
 	kindNodeProxy    = "node-proxy"
 )

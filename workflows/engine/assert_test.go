@@ -90,16 +90,16 @@ func TestMeasure(t *testing.T) {
 		{"warm-up", served, workflows.MetricCPUMax, 30, nil},
 		{"warm-up", served, workflows.MetricRSS, 32, nil},
 		{"warm-up", served, workflows.MetricRSSMax, 16, nil},
-		{"warm-up", served, workflows.Metric5xxRate, 0, errNoRequests},
-		{"warm-up", served, workflows.MetricP50, 0, errNoRequests},
-		{"warm-up", served, workflows.MetricP99, 0, errNoRequests},
-		{"warm-up", served, workflows.MetricMax, 0, errNoRequests},
-		{"warm-up", served, workflows.MetricMean, 0, errNoRequests},
+		{"warm-up", served, workflows.Metric5xxRate, 0, workflows.ErrNoRequests},
+		{"warm-up", served, workflows.MetricP50, 0, workflows.ErrNoRequests},
+		{"warm-up", served, workflows.MetricP99, 0, workflows.ErrNoRequests},
+		{"warm-up", served, workflows.MetricMax, 0, workflows.ErrNoRequests},
+		{"warm-up", served, workflows.MetricMean, 0, workflows.ErrNoRequests},
 
 		// A point never measured at all.
 		{"", edge, workflows.MetricRequests, 0, nil},
-		{"", edge, workflows.MetricP99, 0, errNoRequests},
-		{"", edge, workflows.Metric5xxRate, 0, errNoRequests},
+		{"", edge, workflows.MetricP99, 0, workflows.ErrNoRequests},
+		{"", edge, workflows.Metric5xxRate, 0, workflows.ErrNoRequests},
 	}
 	for _, tt := range tests {
 		scope := tt.phase
@@ -388,7 +388,7 @@ func TestAssertions(t *testing.T) {
 		{Expect: "recovery_time < 2s", Scope: "inventory", Phase: "spike", Passed: true, Measured: 0.4, MeasuredText: "400ms"},
 		{Expect: "requests >= 100", Scope: "storefront", Passed: true, Measured: 1200, MeasuredText: "1200"},
 		{Expect: "p50 < 5ms", Scope: "storefront->checkout", Passed: true, Measured: 0.0015, MeasuredText: "1.5ms"},
-		{Expect: "p99 < 100ms", Scope: "inventory", Phase: "warm-up", Error: errNoRequests.Error()},
+		{Expect: "p99 < 100ms", Scope: "inventory", Phase: "warm-up", Error: workflows.ErrNoRequests.Error()},
 		{Expect: "cpu_mcores < 1000", Scope: "storefront", Passed: true, Measured: 300, MeasuredText: "300m"},
 	}
 	if len(got) != len(want) {
@@ -461,4 +461,63 @@ func cmpDiff(a, b *irsv1.WorkflowResult) string {
 		}
 	}
 	return "no field differs"
+}
+
+// TestBaselineAssertions: an assertion relative to the baseline is skipped without one (and fails nothing), and
+// with one is bound by the baseline's value.
+func TestBaselineAssertions(t *testing.T) {
+	relative := []*irsv1.Assertion{
+		{Service: "shoppers", Expect: "p99 < baseline * 1.10"},
+		{Service: "storefront", Phase: "spike", Expect: "5xx_rate <= baseline + 0.1%"},
+	}
+	e := shopRun(t, "")
+	e.o.Workflow.Assertions = relative
+	e.finish(StatusPassed)
+	for _, a := range e.res.GetAssertions() {
+		if !a.GetSkipped() || a.GetPassed() || a.GetMeasuredText() != "no baseline" {
+			t.Errorf("without a baseline: %v, want skipped", a)
+		}
+	}
+	if e.res.GetStatus() != StatusPassed {
+		t.Errorf("status %s, want passed: skipped assertions fail nothing", e.res.GetStatus())
+	}
+
+	e = shopRun(t, "")
+	e.o.Workflow.Assertions = relative
+	var asked []string
+	e.o.Baseline = func(a *irsv1.Assertion, m workflows.Metric) (float64, error) {
+		asked = append(asked, a.GetService()+" "+string(m))
+		return map[workflows.Metric]float64{workflows.MetricP99: 0.015, workflows.Metric5xxRate: 0.005}[m], nil
+	}
+	e.finish(StatusPassed)
+	got := e.res.GetAssertions()
+	if strings.Join(asked, ",") != "shoppers p99,storefront 5xx_rate" {
+		t.Errorf("the baseline was asked for %v", asked)
+	}
+	// shoppers' p99 is 20ms: beyond 15ms × 1.10.
+	if a := got[0]; a.GetPassed() || a.GetSkipped() || a.GetBaseline() != 0.015 || math.Abs(a.GetBound()-0.0165) > 1e-12 {
+		t.Errorf("p99 against the baseline: %v, want failed with baseline 15ms and bound 16.5ms", a)
+	}
+	// storefront's 5xx rate in the spike is 0.5%: within 0.5% + 0.1%.
+	if a := got[1]; !a.GetPassed() || math.Abs(a.GetBound()-0.006) > 1e-12 {
+		t.Errorf("5xx rate against the baseline: %v, want passed with bound 0.6%%", a)
+	}
+	if e.res.GetStatus() != StatusFailed {
+		t.Errorf("status %s, want failed", e.res.GetStatus())
+	}
+}
+
+// TestMeasureResultAgrees: what the finished result says of each assertion's metric is what the engine
+// measured (a baseline is measured from its result file; it must mean the same).
+func TestMeasureResultAgrees(t *testing.T) {
+	e := shopRun(t, "")
+	e.finish(StatusPassed)
+	for i, a := range e.o.Workflow.GetAssertions() {
+		r := e.res.GetAssertions()[i]
+		exp, _ := workflows.ParseExpectation(a.GetExpect())
+		v, err := workflows.MeasureResult(e.res, a, exp.Metric)
+		if (err != nil) != (r.GetError() != "") || err == nil && math.Abs(v-r.GetMeasured()) > 1e-9 {
+			t.Errorf("%s %s: from the result %v, %v; the engine measured %v, %q", a.GetExpect(), r.GetScope(), v, err, r.GetMeasured(), r.GetError())
+		}
+	}
 }

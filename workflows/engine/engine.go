@@ -52,6 +52,9 @@ type Options struct {
 	Interval time.Duration
 	// Notes say what the backend does differently from what the workflow says (kept in the result).
 	Notes []string
+	// Baseline returns the baseline's value of an assertion's metric, for the assertions relative to it (nil:
+	// there is no baseline, and they are skipped).
+	Baseline func(a *irsv1.Assertion, m workflows.Metric) (float64, error)
 }
 
 type engine struct {
@@ -163,20 +166,17 @@ func newEngine(o Options) *engine {
 	for _, s := range o.Workflow.GetServices() {
 		e.tags[s.GetName()] = s.GetWorker().GetTags()
 	}
+	loaders := workflows.LoadServices(o.Workflow)
 	for _, s := range o.Workflow.GetServices() {
 		e.primary[s.GetName()] = kindServed
-		if s.GetWorker().GetLoad() != nil {
+		if loaders[s.GetName()] {
 			e.primary[s.GetName()] = kindLoad
-		}
-	}
-	for _, st := range o.Timeline.Steps {
-		if st.Load != nil {
-			e.primary[st.Load.GetService()] = kindLoad
 		}
 	}
 	e.res = &irsv1.WorkflowResult{
 		Schema: ResultSchema, Status: StatusRunning, Workflow: o.Workflow, Environment: o.Environment,
 		Seed: o.Workflow.GetSeed(), TimeScale: o.Timeline.Scale, StartedAt: timestamppb.Now(), Notes: o.Notes,
+		Interval: interval.Seconds(),
 	}
 	return e
 }
@@ -304,7 +304,7 @@ func (e *engine) finish(status string) {
 		e.res.Assertions = e.assertions()
 		if status == StatusPassed {
 			for _, a := range e.res.Assertions {
-				if !a.GetPassed() {
+				if !a.GetPassed() && !a.GetSkipped() {
 					e.res.Status = StatusFailed
 				}
 			}

@@ -214,7 +214,10 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 	fmt.Fprintln(w, "\nassertions:")
 	for _, a := range res.GetAssertions() {
 		verdict := "PASS"
-		if !a.GetPassed() {
+		switch {
+		case a.GetSkipped():
+			verdict = "SKIP"
+		case !a.GetPassed():
 			verdict = "FAIL"
 		}
 		where := a.GetScope()
@@ -229,8 +232,20 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 		if a.GetName() != "" {
 			name = a.GetName() + ": "
 		}
+		if a.Baseline != nil {
+			measured += fmt.Sprintf("; baseline %s, bound %s", formatMetric(a.GetExpect(), a.GetBaseline()), formatMetric(a.GetExpect(), a.GetBound()))
+		}
 		fmt.Fprintf(w, "  %s  %s%s: %s  (measured %s)\n", verdict, name, where, a.GetExpect(), measured)
 	}
+}
+
+// formatMetric formats a value of an assertion's metric with its unit.
+func formatMetric(expect string, v float64) string {
+	e, err := workflows.ParseExpectation(expect)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return e.Format(v)
 }
 
 // describeMesh says in a line what a mesh section amounts to, defaults applied.

@@ -60,7 +60,13 @@ type WorkflowResult struct {
 	// replacement was ready.
 	Kills []*KillRecord `protobuf:"bytes,17,rep,name=kills,proto3" json:"kills,omitempty"`
 	// What the backend did differently from what the workflow says (a field it ignores), in words.
-	Notes         []string `protobuf:"bytes,18,rep,name=notes,proto3" json:"notes,omitempty"`
+	Notes []string `protobuf:"bytes,18,rep,name=notes,proto3" json:"notes,omitempty"`
+	// Seconds between two points of the series (the collection interval).
+	Interval float64 `protobuf:"fixed64,19,opt,name=interval,proto3" json:"interval,omitempty"`
+	// The run against a baseline (`--baseline`): what changed, and whether beyond noise and limits.
+	Regressions *Regressions `protobuf:"bytes,20,opt,name=regressions,proto3" json:"regressions,omitempty"`
+	// The swept parameters' values of this run (a sweep's run), by name.
+	Parameters    map[string]string `protobuf:"bytes,21,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -217,6 +223,27 @@ func (x *WorkflowResult) GetKills() []*KillRecord {
 func (x *WorkflowResult) GetNotes() []string {
 	if x != nil {
 		return x.Notes
+	}
+	return nil
+}
+
+func (x *WorkflowResult) GetInterval() float64 {
+	if x != nil {
+		return x.Interval
+	}
+	return 0
+}
+
+func (x *WorkflowResult) GetRegressions() *Regressions {
+	if x != nil {
+		return x.Regressions
+	}
+	return nil
+}
+
+func (x *WorkflowResult) GetParameters() map[string]string {
+	if x != nil {
+		return x.Parameters
 	}
 	return nil
 }
@@ -1243,7 +1270,12 @@ type AssertionResult struct {
 	// measured with its unit.
 	MeasuredText string `protobuf:"bytes,7,opt,name=measured_text,json=measuredText,proto3" json:"measured_text,omitempty"`
 	// Why it could not be evaluated (e.g. no requests in scope): then it fails.
-	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// Not evaluated, and not failed: an assertion relative to a baseline when the run has none.
+	Skipped bool `protobuf:"varint,9,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// For an assertion relative to the baseline: the baseline's value and the bound it gave.
+	Baseline      *float64 `protobuf:"fixed64,10,opt,name=baseline,proto3,oneof" json:"baseline,omitempty"`
+	Bound         *float64 `protobuf:"fixed64,11,opt,name=bound,proto3,oneof" json:"bound,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1334,6 +1366,27 @@ func (x *AssertionResult) GetError() string {
 	return ""
 }
 
+func (x *AssertionResult) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
+func (x *AssertionResult) GetBaseline() float64 {
+	if x != nil && x.Baseline != nil {
+		return *x.Baseline
+	}
+	return 0
+}
+
+func (x *AssertionResult) GetBound() float64 {
+	if x != nil && x.Bound != nil {
+		return *x.Bound
+	}
+	return 0
+}
+
 // Comparison is what `irs workflow run --mesh none,envoy [--repeat N]` writes: the same workflow run once per
 // variant (a mesh and sidecar placement) and repetition, interleaved, with each figure's median and spread.
 type Comparison struct {
@@ -1351,7 +1404,11 @@ type Comparison struct {
 	Phase    string     `protobuf:"bytes,7,opt,name=phase,proto3" json:"phase,omitempty"`
 	Variants []*Variant `protobuf:"bytes,8,rep,name=variants,proto3" json:"variants,omitempty"`
 	// The order the runs were made in, "variant#run" (interleaved, so that drift in the machine favours no one).
-	Order         []string `protobuf:"bytes,9,rep,name=order,proto3" json:"order,omitempty"`
+	Order []string `protobuf:"bytes,9,rep,name=order,proto3" json:"order,omitempty"`
+	// The parameters swept, in the workflow's order; each variant is then a mesh at one point of the sweep.
+	Sweep []*SweepParameter `protobuf:"bytes,10,rep,name=sweep,proto3" json:"sweep,omitempty"`
+	// The comparison against a baseline (`--baseline`).
+	Regressions   *Regressions `protobuf:"bytes,11,opt,name=regressions,proto3" json:"regressions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1449,12 +1506,91 @@ func (x *Comparison) GetOrder() []string {
 	return nil
 }
 
+func (x *Comparison) GetSweep() []*SweepParameter {
+	if x != nil {
+		return x.Sweep
+	}
+	return nil
+}
+
+func (x *Comparison) GetRegressions() *Regressions {
+	if x != nil {
+		return x.Regressions
+	}
+	return nil
+}
+
+// SweepParameter is one swept parameter and its values, as text, in the order run.
+type SweepParameter struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Values []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	// Whether every value is a number (the report plots against it).
+	Numeric       bool `protobuf:"varint,3,opt,name=numeric,proto3" json:"numeric,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepParameter) Reset() {
+	*x = SweepParameter{}
+	mi := &file_irs_v1_result_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepParameter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepParameter) ProtoMessage() {}
+
+func (x *SweepParameter) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepParameter.ProtoReflect.Descriptor instead.
+func (*SweepParameter) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SweepParameter) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SweepParameter) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *SweepParameter) GetNumeric() bool {
+	if x != nil {
+		return x.Numeric
+	}
+	return false
+}
+
 // Variant is one way of running the workflow.
 type Variant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "none", "envoy", "envoy/server-only".
+	// "none", "envoy", "envoy/server-only"; in a sweep, followed by the point: "envoy connections=8".
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Mesh *Mesh  `protobuf:"bytes,2,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	// The mesh's part of the name ("envoy/server-only"); the sweep's point, by parameter.
+	MeshName   string            `protobuf:"bytes,6,opt,name=mesh_name,json=meshName,proto3" json:"mesh_name,omitempty"`
+	Parameters map[string]string `protobuf:"bytes,7,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Every run, complete.
 	Runs []*WorkflowResult `protobuf:"bytes,3,rep,name=runs,proto3" json:"runs,omitempty"`
 	// Indexes (in runs) of the runs left out of the figures.
@@ -1466,7 +1602,7 @@ type Variant struct {
 
 func (x *Variant) Reset() {
 	*x = Variant{}
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1614,7 @@ func (x *Variant) String() string {
 func (*Variant) ProtoMessage() {}
 
 func (x *Variant) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1627,7 @@ func (x *Variant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variant.ProtoReflect.Descriptor instead.
 func (*Variant) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Variant) GetName() string {
@@ -1504,6 +1640,20 @@ func (x *Variant) GetName() string {
 func (x *Variant) GetMesh() *Mesh {
 	if x != nil {
 		return x.Mesh
+	}
+	return nil
+}
+
+func (x *Variant) GetMeshName() string {
+	if x != nil {
+		return x.MeshName
+	}
+	return ""
+}
+
+func (x *Variant) GetParameters() map[string]string {
+	if x != nil {
+		return x.Parameters
 	}
 	return nil
 }
@@ -1545,7 +1695,7 @@ type Figure struct {
 
 func (x *Figure) Reset() {
 	*x = Figure{}
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1707,7 @@ func (x *Figure) String() string {
 func (*Figure) ProtoMessage() {}
 
 func (x *Figure) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1720,7 @@ func (x *Figure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Figure.ProtoReflect.Descriptor instead.
 func (*Figure) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Figure) GetName() string {
@@ -1608,11 +1758,645 @@ func (x *Figure) GetStddev() float64 {
 	return 0
 }
 
+// Regressions is a run (or a comparison) against a baseline: per variant, scope, phase and metric, the change
+// and whether it is beyond noise and beyond its limit.
+type Regressions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "irs.workflow.regressions/v1".
+	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	// passed (no metric regressed beyond its limit) or regressed.
+	Status  string        `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Base    *RunReference `protobuf:"bytes,3,opt,name=base,proto3" json:"base,omitempty"`
+	Current *RunReference `protobuf:"bytes,4,opt,name=current,proto3" json:"current,omitempty"`
+	// The limits applied, by metric.
+	Limits []*RegressionLimit `protobuf:"bytes,5,rep,name=limits,proto3" json:"limits,omitempty"`
+	// The significance level of the noise test (a change with a higher p-value is noise).
+	Alpha float64 `protobuf:"fixed64,6,opt,name=alpha,proto3" json:"alpha,omitempty"`
+	// The noise test, in words.
+	Method  string    `protobuf:"bytes,7,opt,name=method,proto3" json:"method,omitempty"`
+	Changes []*Change `protobuf:"bytes,8,rep,name=changes,proto3" json:"changes,omitempty"`
+	// What differs between the two that does not prevent the comparison (machine, IRS version, seed), in words.
+	Notes         []string `protobuf:"bytes,9,rep,name=notes,proto3" json:"notes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Regressions) Reset() {
+	*x = Regressions{}
+	mi := &file_irs_v1_result_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Regressions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Regressions) ProtoMessage() {}
+
+func (x *Regressions) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Regressions.ProtoReflect.Descriptor instead.
+func (*Regressions) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Regressions) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *Regressions) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Regressions) GetBase() *RunReference {
+	if x != nil {
+		return x.Base
+	}
+	return nil
+}
+
+func (x *Regressions) GetCurrent() *RunReference {
+	if x != nil {
+		return x.Current
+	}
+	return nil
+}
+
+func (x *Regressions) GetLimits() []*RegressionLimit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Regressions) GetAlpha() float64 {
+	if x != nil {
+		return x.Alpha
+	}
+	return 0
+}
+
+func (x *Regressions) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *Regressions) GetChanges() []*Change {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *Regressions) GetNotes() []string {
+	if x != nil {
+		return x.Notes
+	}
+	return nil
+}
+
+// RunReference names a result or comparison file.
+type RunReference struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Path       string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Workflow   string                 `protobuf:"bytes,2,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	Status     string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	IrsVersion string                 `protobuf:"bytes,4,opt,name=irs_version,json=irsVersion,proto3" json:"irs_version,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	Mesh       string                 `protobuf:"bytes,6,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	Hostname   string                 `protobuf:"bytes,7,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	// Runs behind the figures (a comparison's repeats).
+	Runs          uint32 `protobuf:"varint,8,opt,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunReference) Reset() {
+	*x = RunReference{}
+	mi := &file_irs_v1_result_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunReference) ProtoMessage() {}
+
+func (x *RunReference) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunReference.ProtoReflect.Descriptor instead.
+func (*RunReference) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RunReference) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RunReference) GetWorkflow() string {
+	if x != nil {
+		return x.Workflow
+	}
+	return ""
+}
+
+func (x *RunReference) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *RunReference) GetIrsVersion() string {
+	if x != nil {
+		return x.IrsVersion
+	}
+	return ""
+}
+
+func (x *RunReference) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *RunReference) GetMesh() string {
+	if x != nil {
+		return x.Mesh
+	}
+	return ""
+}
+
+func (x *RunReference) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *RunReference) GetRuns() uint32 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+// RegressionLimit is how much a metric may get worse: relatively ("10%") or absolutely ("+0.1pp", "+5ms").
+type RegressionLimit struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Metric string                 `protobuf:"bytes,1,opt,name=metric,proto3" json:"metric,omitempty"`
+	Text   string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// A fraction (0.10) or an amount in the metric's unit (a ratio for 5xx_rate, seconds for latencies).
+	Relative      float64 `protobuf:"fixed64,3,opt,name=relative,proto3" json:"relative,omitempty"`
+	Absolute      float64 `protobuf:"fixed64,4,opt,name=absolute,proto3" json:"absolute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegressionLimit) Reset() {
+	*x = RegressionLimit{}
+	mi := &file_irs_v1_result_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegressionLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegressionLimit) ProtoMessage() {}
+
+func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegressionLimit.ProtoReflect.Descriptor instead.
+func (*RegressionLimit) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RegressionLimit) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *RegressionLimit) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *RegressionLimit) GetRelative() float64 {
+	if x != nil {
+		return x.Relative
+	}
+	return 0
+}
+
+func (x *RegressionLimit) GetAbsolute() float64 {
+	if x != nil {
+		return x.Absolute
+	}
+	return 0
+}
+
+// Change is one metric of one scope and phase, before and after.
+type Change struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The variant (comparisons), or "".
+	Variant string `protobuf:"bytes,1,opt,name=variant,proto3" json:"variant,omitempty"`
+	// A service, an edge "caller->callee", "control plane" or "node proxies".
+	Scope string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// A phase, or "total".
+	Phase string `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
+	// An assertion metric: p50, p99, 5xx_rate, cpu_mcores, sidecar_cpu_mcores, ...
+	Metric string `protobuf:"bytes,4,opt,name=metric,proto3" json:"metric,omitempty"`
+	// Values in the metric's unit (seconds for latencies, a ratio for 5xx_rate).
+	Base    float64 `protobuf:"fixed64,5,opt,name=base,proto3" json:"base,omitempty"`
+	Current float64 `protobuf:"fixed64,6,opt,name=current,proto3" json:"current,omitempty"`
+	// current - base, and (current - base) / base (0 when base is 0).
+	Delta    float64 `protobuf:"fixed64,7,opt,name=delta,proto3" json:"delta,omitempty"`
+	Relative float64 `protobuf:"fixed64,8,opt,name=relative,proto3" json:"relative,omitempty"`
+	// The noise test's p-value (1: no test possible) and the samples on each side.
+	PValue         float64 `protobuf:"fixed64,9,opt,name=p_value,json=pValue,proto3" json:"p_value,omitempty"`
+	BaseSamples    uint32  `protobuf:"varint,10,opt,name=base_samples,json=baseSamples,proto3" json:"base_samples,omitempty"`
+	CurrentSamples uint32  `protobuf:"varint,11,opt,name=current_samples,json=currentSamples,proto3" json:"current_samples,omitempty"`
+	// The limit that applies, as written ("10%"), or "".
+	Limit string `protobuf:"bytes,12,opt,name=limit,proto3" json:"limit,omitempty"`
+	// regressed (worse beyond noise and beyond its limit), worse (beyond noise, within the limit), better,
+	// unchanged (within noise), or missing (measured on one side only).
+	Verdict       string `protobuf:"bytes,13,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Change) Reset() {
+	*x = Change{}
+	mi := &file_irs_v1_result_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Change) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Change) ProtoMessage() {}
+
+func (x *Change) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Change.ProtoReflect.Descriptor instead.
+func (*Change) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Change) GetVariant() string {
+	if x != nil {
+		return x.Variant
+	}
+	return ""
+}
+
+func (x *Change) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *Change) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *Change) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *Change) GetBase() float64 {
+	if x != nil {
+		return x.Base
+	}
+	return 0
+}
+
+func (x *Change) GetCurrent() float64 {
+	if x != nil {
+		return x.Current
+	}
+	return 0
+}
+
+func (x *Change) GetDelta() float64 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
+}
+
+func (x *Change) GetRelative() float64 {
+	if x != nil {
+		return x.Relative
+	}
+	return 0
+}
+
+func (x *Change) GetPValue() float64 {
+	if x != nil {
+		return x.PValue
+	}
+	return 0
+}
+
+func (x *Change) GetBaseSamples() uint32 {
+	if x != nil {
+		return x.BaseSamples
+	}
+	return 0
+}
+
+func (x *Change) GetCurrentSamples() uint32 {
+	if x != nil {
+		return x.CurrentSamples
+	}
+	return 0
+}
+
+func (x *Change) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *Change) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+// Suite is what `irs workflow run a.yaml b.yaml` (or a directory) writes as suite.json in its run directory:
+// each workflow's outcome, in the order run.
+type Suite struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "irs.workflow.suite/v1".
+	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	// The worst of the runs' statuses: running, passed, failed, invalid, error, interrupted.
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The exit code of `irs workflow run`: the worst of the runs'.
+	ExitCode      int32                  `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Environment   *Environment           `protobuf:"bytes,4,opt,name=environment,proto3" json:"environment,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	Runs          []*SuiteRun            `protobuf:"bytes,7,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Suite) Reset() {
+	*x = Suite{}
+	mi := &file_irs_v1_result_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Suite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Suite) ProtoMessage() {}
+
+func (x *Suite) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Suite.ProtoReflect.Descriptor instead.
+func (*Suite) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Suite) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *Suite) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Suite) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *Suite) GetEnvironment() *Environment {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
+func (x *Suite) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *Suite) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *Suite) GetRuns() []*SuiteRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+// SuiteRun is one workflow of a suite.
+type SuiteRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workflow file, as given.
+	File     string `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	Workflow string `protobuf:"bytes,2,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// passed, failed, invalid, error, interrupted; "not run" when the suite was interrupted before it.
+	Status   string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	ExitCode int32  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// The run's result (or comparison) file, relative to the suite file's directory.
+	Result string `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
+	// What went wrong, for status error.
+	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// Seconds the run took.
+	Duration      float64 `protobuf:"fixed64,7,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuiteRun) Reset() {
+	*x = SuiteRun{}
+	mi := &file_irs_v1_result_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuiteRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuiteRun) ProtoMessage() {}
+
+func (x *SuiteRun) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuiteRun.ProtoReflect.Descriptor instead.
+func (*SuiteRun) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SuiteRun) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *SuiteRun) GetWorkflow() string {
+	if x != nil {
+		return x.Workflow
+	}
+	return ""
+}
+
+func (x *SuiteRun) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *SuiteRun) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *SuiteRun) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *SuiteRun) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SuiteRun) GetDuration() float64 {
+	if x != nil {
+		return x.Duration
+	}
+	return 0
+}
+
 var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xcf\x05\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xa9\a\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -1638,7 +2422,15 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"saturation\x18\x10 \x03(\v2\x12.irs.v1.SaturationR\n" +
 	"saturation\x12(\n" +
 	"\x05kills\x18\x11 \x03(\v2\x12.irs.v1.KillRecordR\x05kills\x12\x14\n" +
-	"\x05notes\x18\x12 \x03(\tR\x05notes\"\xdf\x02\n" +
+	"\x05notes\x18\x12 \x03(\tR\x05notes\x12\x1a\n" +
+	"\binterval\x18\x13 \x01(\x01R\binterval\x125\n" +
+	"\vregressions\x18\x14 \x01(\v2\x13.irs.v1.RegressionsR\vregressions\x12F\n" +
+	"\n" +
+	"parameters\x18\x15 \x03(\v2&.irs.v1.WorkflowResult.ParametersEntryR\n" +
+	"parameters\x1a=\n" +
+	"\x0fParametersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x02\n" +
 	"\n" +
 	"KillRecord\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
@@ -1759,7 +2551,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\bservices\x18\x04 \x03(\v2\r.irs.v1.PointR\bservices\x12#\n" +
 	"\x05edges\x18\x05 \x03(\v2\r.irs.v1.PointR\x05edges\x122\n" +
 	"\rcontrol_plane\x18\x06 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\x120\n" +
-	"\fnode_proxies\x18\a \x01(\v2\r.irs.v1.PointR\vnodeProxies\"\xd8\x01\n" +
+	"\fnode_proxies\x18\a \x01(\v2\r.irs.v1.PointR\vnodeProxies\"\xc5\x02\n" +
 	"\x0fAssertionResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06expect\x18\x02 \x01(\tR\x06expect\x12\x14\n" +
@@ -1768,7 +2560,13 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06passed\x18\x05 \x01(\bR\x06passed\x12\x1a\n" +
 	"\bmeasured\x18\x06 \x01(\x01R\bmeasured\x12#\n" +
 	"\rmeasured_text\x18\a \x01(\tR\fmeasuredText\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\xac\x02\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x18\n" +
+	"\askipped\x18\t \x01(\bR\askipped\x12\x1f\n" +
+	"\bbaseline\x18\n" +
+	" \x01(\x01H\x00R\bbaseline\x88\x01\x01\x12\x19\n" +
+	"\x05bound\x18\v \x01(\x01H\x01R\x05bound\x88\x01\x01B\v\n" +
+	"\t_baselineB\b\n" +
+	"\x06_bound\"\x91\x03\n" +
 	"\n" +
 	"Comparison\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
@@ -1779,19 +2577,91 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\adiscard\x18\x06 \x01(\tR\adiscard\x12\x14\n" +
 	"\x05phase\x18\a \x01(\tR\x05phase\x12+\n" +
 	"\bvariants\x18\b \x03(\v2\x0f.irs.v1.VariantR\bvariants\x12\x14\n" +
-	"\x05order\x18\t \x03(\tR\x05order\"\xb3\x01\n" +
+	"\x05order\x18\t \x03(\tR\x05order\x12,\n" +
+	"\x05sweep\x18\n" +
+	" \x03(\v2\x16.irs.v1.SweepParameterR\x05sweep\x125\n" +
+	"\vregressions\x18\v \x01(\v2\x13.irs.v1.RegressionsR\vregressions\"V\n" +
+	"\x0eSweepParameter\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\x12\x18\n" +
+	"\anumeric\x18\x03 \x01(\bR\anumeric\"\xd0\x02\n" +
 	"\aVariant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\x04mesh\x18\x02 \x01(\v2\f.irs.v1.MeshR\x04mesh\x12*\n" +
+	"\x04mesh\x18\x02 \x01(\v2\f.irs.v1.MeshR\x04mesh\x12\x1b\n" +
+	"\tmesh_name\x18\x06 \x01(\tR\bmeshName\x12?\n" +
+	"\n" +
+	"parameters\x18\a \x03(\v2\x1f.irs.v1.Variant.ParametersEntryR\n" +
+	"parameters\x12*\n" +
 	"\x04runs\x18\x03 \x03(\v2\x16.irs.v1.WorkflowResultR\x04runs\x12\x1c\n" +
 	"\tdiscarded\x18\x04 \x03(\rR\tdiscarded\x12(\n" +
-	"\afigures\x18\x05 \x03(\v2\x0e.irs.v1.FigureR\afigures\"x\n" +
+	"\afigures\x18\x05 \x03(\v2\x0e.irs.v1.FigureR\afigures\x1a=\n" +
+	"\x0fParametersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
 	"\x06Figure\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12\x16\n" +
 	"\x06median\x18\x04 \x01(\x01R\x06median\x12\x16\n" +
-	"\x06stddev\x18\x05 \x01(\x01R\x06stddevB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
+	"\x06stddev\x18\x05 \x01(\x01R\x06stddev\"\xb6\x02\n" +
+	"\vRegressions\x12\x16\n" +
+	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12(\n" +
+	"\x04base\x18\x03 \x01(\v2\x14.irs.v1.RunReferenceR\x04base\x12.\n" +
+	"\acurrent\x18\x04 \x01(\v2\x14.irs.v1.RunReferenceR\acurrent\x12/\n" +
+	"\x06limits\x18\x05 \x03(\v2\x17.irs.v1.RegressionLimitR\x06limits\x12\x14\n" +
+	"\x05alpha\x18\x06 \x01(\x01R\x05alpha\x12\x16\n" +
+	"\x06method\x18\a \x01(\tR\x06method\x12(\n" +
+	"\achanges\x18\b \x03(\v2\x0e.irs.v1.ChangeR\achanges\x12\x14\n" +
+	"\x05notes\x18\t \x03(\tR\x05notes\"\xf6\x01\n" +
+	"\fRunReference\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
+	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1f\n" +
+	"\virs_version\x18\x04 \x01(\tR\n" +
+	"irsVersion\x129\n" +
+	"\n" +
+	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x12\n" +
+	"\x04mesh\x18\x06 \x01(\tR\x04mesh\x12\x1a\n" +
+	"\bhostname\x18\a \x01(\tR\bhostname\x12\x12\n" +
+	"\x04runs\x18\b \x01(\rR\x04runs\"u\n" +
+	"\x0fRegressionLimit\x12\x16\n" +
+	"\x06metric\x18\x01 \x01(\tR\x06metric\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1a\n" +
+	"\brelative\x18\x03 \x01(\x01R\brelative\x12\x1a\n" +
+	"\babsolute\x18\x04 \x01(\x01R\babsolute\"\xdb\x02\n" +
+	"\x06Change\x12\x18\n" +
+	"\avariant\x18\x01 \x01(\tR\avariant\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x14\n" +
+	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06metric\x18\x04 \x01(\tR\x06metric\x12\x12\n" +
+	"\x04base\x18\x05 \x01(\x01R\x04base\x12\x18\n" +
+	"\acurrent\x18\x06 \x01(\x01R\acurrent\x12\x14\n" +
+	"\x05delta\x18\a \x01(\x01R\x05delta\x12\x1a\n" +
+	"\brelative\x18\b \x01(\x01R\brelative\x12\x17\n" +
+	"\ap_value\x18\t \x01(\x01R\x06pValue\x12!\n" +
+	"\fbase_samples\x18\n" +
+	" \x01(\rR\vbaseSamples\x12'\n" +
+	"\x0fcurrent_samples\x18\v \x01(\rR\x0ecurrentSamples\x12\x14\n" +
+	"\x05limit\x18\f \x01(\tR\x05limit\x12\x18\n" +
+	"\averdict\x18\r \x01(\tR\averdict\"\xa3\x02\n" +
+	"\x05Suite\x12\x16\n" +
+	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1b\n" +
+	"\texit_code\x18\x03 \x01(\x05R\bexitCode\x125\n" +
+	"\venvironment\x18\x04 \x01(\v2\x13.irs.v1.EnvironmentR\venvironment\x129\n" +
+	"\n" +
+	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
+	"\bended_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12$\n" +
+	"\x04runs\x18\a \x03(\v2\x10.irs.v1.SuiteRunR\x04runs\"\xb9\x01\n" +
+	"\bSuiteRun\x12\x12\n" +
+	"\x04file\x18\x01 \x01(\tR\x04file\x12\x1a\n" +
+	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1b\n" +
+	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x12\x16\n" +
+	"\x06result\x18\x05 \x01(\tR\x06result\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12\x1a\n" +
+	"\bduration\x18\a \x01(\x01R\bdurationB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
 
 var (
 	file_irs_v1_result_proto_rawDescOnce sync.Once
@@ -1805,7 +2675,7 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
 	(*KillRecord)(nil),            // 1: irs.v1.KillRecord
@@ -1817,21 +2687,30 @@ var file_irs_v1_result_proto_goTypes = []any{
 	(*PhaseResult)(nil),           // 7: irs.v1.PhaseResult
 	(*AssertionResult)(nil),       // 8: irs.v1.AssertionResult
 	(*Comparison)(nil),            // 9: irs.v1.Comparison
-	(*Variant)(nil),               // 10: irs.v1.Variant
-	(*Figure)(nil),                // 11: irs.v1.Figure
-	nil,                           // 12: irs.v1.Point.StatusesEntry
-	nil,                           // 13: irs.v1.Point.ErrorsEntry
-	nil,                           // 14: irs.v1.Point.ProxyStatusesEntry
-	(*Workflow)(nil),              // 15: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 17: irs.v1.Histogram
-	(*Mesh)(nil),                  // 18: irs.v1.Mesh
+	(*SweepParameter)(nil),        // 10: irs.v1.SweepParameter
+	(*Variant)(nil),               // 11: irs.v1.Variant
+	(*Figure)(nil),                // 12: irs.v1.Figure
+	(*Regressions)(nil),           // 13: irs.v1.Regressions
+	(*RunReference)(nil),          // 14: irs.v1.RunReference
+	(*RegressionLimit)(nil),       // 15: irs.v1.RegressionLimit
+	(*Change)(nil),                // 16: irs.v1.Change
+	(*Suite)(nil),                 // 17: irs.v1.Suite
+	(*SuiteRun)(nil),              // 18: irs.v1.SuiteRun
+	nil,                           // 19: irs.v1.WorkflowResult.ParametersEntry
+	nil,                           // 20: irs.v1.Point.StatusesEntry
+	nil,                           // 21: irs.v1.Point.ErrorsEntry
+	nil,                           // 22: irs.v1.Point.ProxyStatusesEntry
+	nil,                           // 23: irs.v1.Variant.ParametersEntry
+	(*Workflow)(nil),              // 24: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 26: irs.v1.Histogram
+	(*Mesh)(nil),                  // 27: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	15, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	24, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
 	3,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	16, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	16, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	25, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	25, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
 	7,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
 	4,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
 	5,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
@@ -1839,29 +2718,43 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	7,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
 	2,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
 	1,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
-	6,  // 11: irs.v1.Tick.services:type_name -> irs.v1.Point
-	6,  // 12: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	6,  // 13: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	6,  // 14: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
-	12, // 15: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	13, // 16: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	17, // 17: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	14, // 18: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	6,  // 19: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	6,  // 20: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	6,  // 21: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	6,  // 22: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	15, // 23: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	3,  // 24: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	10, // 25: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	18, // 26: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	0,  // 27: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	11, // 28: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	13, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
+	19, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
+	6,  // 13: irs.v1.Tick.services:type_name -> irs.v1.Point
+	6,  // 14: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	6,  // 15: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	6,  // 16: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
+	20, // 17: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	21, // 18: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	26, // 19: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	22, // 20: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	6,  // 21: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	6,  // 22: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	6,  // 23: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	6,  // 24: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	24, // 25: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	3,  // 26: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	11, // 27: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	10, // 28: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	13, // 29: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	27, // 30: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	23, // 31: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 32: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	12, // 33: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	14, // 34: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	14, // 35: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	15, // 36: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	16, // 37: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	25, // 38: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 39: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	25, // 40: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	25, // 41: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	18, // 42: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -1874,13 +2767,14 @@ func file_irs_v1_result_proto_init() {
 	file_irs_v1_workflow_proto_init()
 	file_irs_v1_result_proto_msgTypes[1].OneofWrappers = []any{}
 	file_irs_v1_result_proto_msgTypes[4].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -42,7 +42,10 @@ type Workflow struct {
 	// What must hold for the run to pass.
 	Assertions []*Assertion `protobuf:"bytes,7,rep,name=assertions,proto3" json:"assertions,omitempty"`
 	// A service mesh around the services: sidecar proxies and their policy. Default none.
-	Mesh          *Mesh `protobuf:"bytes,8,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	Mesh *Mesh `protobuf:"bytes,8,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	// Parameters to sweep: the workflow runs once per value (per combination, when several are given), and the
+	// report plots each figure against them.
+	Sweep         *Sweep `protobuf:"bytes,9,opt,name=sweep,proto3" json:"sweep,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +136,107 @@ func (x *Workflow) GetMesh() *Mesh {
 	return nil
 }
 
+func (x *Workflow) GetSweep() *Sweep {
+	if x != nil {
+		return x.Sweep
+	}
+	return nil
+}
+
+// Sweep lists values of load settings to run the workflow with, e.g. {connections: [2, 4, 8, 16, 32, 64]}. Each
+// value is set in the load of every load-generating service (or of `services`): its worker's load and every
+// load action's. With several parameters, every combination runs.
+type Sweep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Arrival rates (requests per second, per replica). A service whose load follows a ramp, steps or a spike
+	// cannot be swept by rate.
+	Rate []float64 `protobuf:"fixed64,1,rep,packed,name=rate,proto3" json:"rate,omitempty"`
+	// Connections of each load generator.
+	Connections []uint32 `protobuf:"varint,2,rep,packed,name=connections,proto3" json:"connections,omitempty"`
+	// Request body sizes in bytes.
+	RequestSize []int64 `protobuf:"varint,3,rep,packed,name=request_size,json=requestSize,proto3" json:"request_size,omitempty"`
+	// Protocols: http1, http2, grpc.
+	Protocol []string `protobuf:"bytes,4,rep,name=protocol,proto3" json:"protocol,omitempty"`
+	// Keep-alive on or off (the connection handling that dominated the ambient/sidecar study).
+	Keepalive []bool `protobuf:"varint,5,rep,packed,name=keepalive,proto3" json:"keepalive,omitempty"`
+	// The services whose load is swept. Default: every service that generates load.
+	Services      []string `protobuf:"bytes,6,rep,name=services,proto3" json:"services,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Sweep) Reset() {
+	*x = Sweep{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sweep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sweep) ProtoMessage() {}
+
+func (x *Sweep) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sweep.ProtoReflect.Descriptor instead.
+func (*Sweep) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Sweep) GetRate() []float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return nil
+}
+
+func (x *Sweep) GetConnections() []uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
+func (x *Sweep) GetRequestSize() []int64 {
+	if x != nil {
+		return x.RequestSize
+	}
+	return nil
+}
+
+func (x *Sweep) GetProtocol() []string {
+	if x != nil {
+		return x.Protocol
+	}
+	return nil
+}
+
+func (x *Sweep) GetKeepalive() []bool {
+	if x != nil {
+		return x.Keepalive
+	}
+	return nil
+}
+
+func (x *Sweep) GetServices() []string {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
 // Platform says how the backend runs the services.
 type Platform struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -154,7 +258,7 @@ type Platform struct {
 
 func (x *Platform) Reset() {
 	*x = Platform{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[1]
+	mi := &file_irs_v1_workflow_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +270,7 @@ func (x *Platform) String() string {
 func (*Platform) ProtoMessage() {}
 
 func (x *Platform) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[1]
+	mi := &file_irs_v1_workflow_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +283,7 @@ func (x *Platform) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Platform.ProtoReflect.Descriptor instead.
 func (*Platform) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{1}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Platform) GetRestartDelay() string {
@@ -243,7 +347,7 @@ type Kubernetes struct {
 
 func (x *Kubernetes) Reset() {
 	*x = Kubernetes{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[2]
+	mi := &file_irs_v1_workflow_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +359,7 @@ func (x *Kubernetes) String() string {
 func (*Kubernetes) ProtoMessage() {}
 
 func (x *Kubernetes) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[2]
+	mi := &file_irs_v1_workflow_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +372,7 @@ func (x *Kubernetes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Kubernetes.ProtoReflect.Descriptor instead.
 func (*Kubernetes) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{2}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Kubernetes) GetNamespace() string {
@@ -361,7 +465,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[3]
+	mi := &file_irs_v1_workflow_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +477,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[3]
+	mi := &file_irs_v1_workflow_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +490,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{3}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Resources) GetCpuRequest() string {
@@ -432,7 +536,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	mi := &file_irs_v1_workflow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +548,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	mi := &file_irs_v1_workflow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +561,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Toleration) GetKey() string {
@@ -499,7 +603,7 @@ type InstalledMesh struct {
 
 func (x *InstalledMesh) Reset() {
 	*x = InstalledMesh{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[5]
+	mi := &file_irs_v1_workflow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +615,7 @@ func (x *InstalledMesh) String() string {
 func (*InstalledMesh) ProtoMessage() {}
 
 func (x *InstalledMesh) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[5]
+	mi := &file_irs_v1_workflow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +628,7 @@ func (x *InstalledMesh) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstalledMesh.ProtoReflect.Descriptor instead.
 func (*InstalledMesh) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InstalledMesh) GetControlPlane() []*PodSelector {
@@ -552,7 +656,7 @@ type PodSelector struct {
 
 func (x *PodSelector) Reset() {
 	*x = PodSelector{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[6]
+	mi := &file_irs_v1_workflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +668,7 @@ func (x *PodSelector) String() string {
 func (*PodSelector) ProtoMessage() {}
 
 func (x *PodSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[6]
+	mi := &file_irs_v1_workflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +681,7 @@ func (x *PodSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodSelector.ProtoReflect.Descriptor instead.
 func (*PodSelector) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PodSelector) GetNamespace() string {
@@ -610,7 +714,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[7]
+	mi := &file_irs_v1_workflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +726,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[7]
+	mi := &file_irs_v1_workflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +739,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Service) GetName() string {
@@ -675,7 +779,7 @@ type Phase struct {
 
 func (x *Phase) Reset() {
 	*x = Phase{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[8]
+	mi := &file_irs_v1_workflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +791,7 @@ func (x *Phase) String() string {
 func (*Phase) ProtoMessage() {}
 
 func (x *Phase) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[8]
+	mi := &file_irs_v1_workflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +804,7 @@ func (x *Phase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phase.ProtoReflect.Descriptor instead.
 func (*Phase) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Phase) GetName() string {
@@ -755,7 +859,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[9]
+	mi := &file_irs_v1_workflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +871,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[9]
+	mi := &file_irs_v1_workflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +884,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Action) GetAt() string {
@@ -867,7 +971,7 @@ type LoadAction struct {
 
 func (x *LoadAction) Reset() {
 	*x = LoadAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[10]
+	mi := &file_irs_v1_workflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +983,7 @@ func (x *LoadAction) String() string {
 func (*LoadAction) ProtoMessage() {}
 
 func (x *LoadAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[10]
+	mi := &file_irs_v1_workflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +996,7 @@ func (x *LoadAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadAction.ProtoReflect.Descriptor instead.
 func (*LoadAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LoadAction) GetService() string {
@@ -939,7 +1043,7 @@ type KillAction struct {
 
 func (x *KillAction) Reset() {
 	*x = KillAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[11]
+	mi := &file_irs_v1_workflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1055,7 @@ func (x *KillAction) String() string {
 func (*KillAction) ProtoMessage() {}
 
 func (x *KillAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[11]
+	mi := &file_irs_v1_workflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1068,7 @@ func (x *KillAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillAction.ProtoReflect.Descriptor instead.
 func (*KillAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{11}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KillAction) GetService() string {
@@ -1032,7 +1136,7 @@ type ConfigureAction struct {
 
 func (x *ConfigureAction) Reset() {
 	*x = ConfigureAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[12]
+	mi := &file_irs_v1_workflow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1148,7 @@ func (x *ConfigureAction) String() string {
 func (*ConfigureAction) ProtoMessage() {}
 
 func (x *ConfigureAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[12]
+	mi := &file_irs_v1_workflow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1161,7 @@ func (x *ConfigureAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureAction.ProtoReflect.Descriptor instead.
 func (*ConfigureAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{12}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConfigureAction) GetService() string {
@@ -1092,7 +1196,7 @@ type ScaleAction struct {
 
 func (x *ScaleAction) Reset() {
 	*x = ScaleAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[13]
+	mi := &file_irs_v1_workflow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1208,7 @@ func (x *ScaleAction) String() string {
 func (*ScaleAction) ProtoMessage() {}
 
 func (x *ScaleAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[13]
+	mi := &file_irs_v1_workflow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1221,7 @@ func (x *ScaleAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleAction.ProtoReflect.Descriptor instead.
 func (*ScaleAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{13}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScaleAction) GetService() string {
@@ -1146,8 +1250,10 @@ type Assertion struct {
 	// The phase it applies to (default: the whole run).
 	Phase string `protobuf:"bytes,4,opt,name=phase,proto3" json:"phase,omitempty"`
 	// "<metric> <op> <value>": metric one of 5xx_rate, errors, requests, rps, p50, p90, p99, p999, max, mean,
-	// cpu_mcores, cpu_mcores_max, rss_mb, rss_mb_max, recovery_time; op one of < <= > >= ==; value with its unit
-	// (1%, 500ms, 250, 64).
+	// cpu_mcores, cpu_mcores_max, rss_mb, rss_mb_max, sidecar_cpu_mcores, sidecar_rss_mb, recovery_time; op one of < <= > >= ==; value with its unit
+	// (1%, 500ms, 250, 64). The value may be relative to the baseline the run is given (`--baseline`):
+	// "p99 < baseline * 1.10", "5xx_rate <= baseline + 0.1%", "cpu_mcores < baseline + 20"; without a baseline such
+	// an assertion is skipped.
 	Expect string `protobuf:"bytes,5,opt,name=expect,proto3" json:"expect,omitempty"`
 	// For recovery_time: the 5xx rate under which the service counts as recovered. Default "1%".
 	RecoveredBelow string `protobuf:"bytes,6,opt,name=recovered_below,json=recoveredBelow,proto3" json:"recovered_below,omitempty"`
@@ -1157,7 +1263,7 @@ type Assertion struct {
 
 func (x *Assertion) Reset() {
 	*x = Assertion{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[14]
+	mi := &file_irs_v1_workflow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1275,7 @@ func (x *Assertion) String() string {
 func (*Assertion) ProtoMessage() {}
 
 func (x *Assertion) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[14]
+	mi := &file_irs_v1_workflow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1288,7 @@ func (x *Assertion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assertion.ProtoReflect.Descriptor instead.
 func (*Assertion) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{14}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Assertion) GetName() string {
@@ -1231,7 +1337,7 @@ var File_irs_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x15irs/v1/workflow.proto\x12\x06irs.v1\x1a\x13irs/v1/config.proto\x1a\x11irs/v1/mesh.proto\"\xab\x02\n" +
+	"\x15irs/v1/workflow.proto\x12\x06irs.v1\x1a\x13irs/v1/config.proto\x1a\x11irs/v1/mesh.proto\"\xd0\x02\n" +
 	"\bWorkflow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x12\n" +
@@ -1242,7 +1348,15 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\n" +
 	"assertions\x18\a \x03(\v2\x11.irs.v1.AssertionR\n" +
 	"assertions\x12 \n" +
-	"\x04mesh\x18\b \x01(\v2\f.irs.v1.MeshR\x04mesh\"\xb1\x01\n" +
+	"\x04mesh\x18\b \x01(\v2\f.irs.v1.MeshR\x04mesh\x12#\n" +
+	"\x05sweep\x18\t \x01(\v2\r.irs.v1.SweepR\x05sweep\"\xb6\x01\n" +
+	"\x05Sweep\x12\x12\n" +
+	"\x04rate\x18\x01 \x03(\x01R\x04rate\x12 \n" +
+	"\vconnections\x18\x02 \x03(\rR\vconnections\x12!\n" +
+	"\frequest_size\x18\x03 \x03(\x03R\vrequestSize\x12\x1a\n" +
+	"\bprotocol\x18\x04 \x03(\tR\bprotocol\x12\x1c\n" +
+	"\tkeepalive\x18\x05 \x03(\bR\tkeepalive\x12\x1a\n" +
+	"\bservices\x18\x06 \x03(\tR\bservices\"\xb1\x01\n" +
 	"\bPlatform\x12#\n" +
 	"\rrestart_delay\x18\x01 \x01(\tR\frestartDelay\x12'\n" +
 	"\x0fdiscovery_delay\x18\x02 \x01(\tR\x0ediscoveryDelay\x12#\n" +
@@ -1362,66 +1476,68 @@ func file_irs_v1_workflow_proto_rawDescGZIP() []byte {
 	return file_irs_v1_workflow_proto_rawDescData
 }
 
-var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_irs_v1_workflow_proto_goTypes = []any{
 	(*Workflow)(nil),        // 0: irs.v1.Workflow
-	(*Platform)(nil),        // 1: irs.v1.Platform
-	(*Kubernetes)(nil),      // 2: irs.v1.Kubernetes
-	(*Resources)(nil),       // 3: irs.v1.Resources
-	(*Toleration)(nil),      // 4: irs.v1.Toleration
-	(*InstalledMesh)(nil),   // 5: irs.v1.InstalledMesh
-	(*PodSelector)(nil),     // 6: irs.v1.PodSelector
-	(*Service)(nil),         // 7: irs.v1.Service
-	(*Phase)(nil),           // 8: irs.v1.Phase
-	(*Action)(nil),          // 9: irs.v1.Action
-	(*LoadAction)(nil),      // 10: irs.v1.LoadAction
-	(*KillAction)(nil),      // 11: irs.v1.KillAction
-	(*ConfigureAction)(nil), // 12: irs.v1.ConfigureAction
-	(*ScaleAction)(nil),     // 13: irs.v1.ScaleAction
-	(*Assertion)(nil),       // 14: irs.v1.Assertion
-	nil,                     // 15: irs.v1.Kubernetes.ResourcesEntry
-	nil,                     // 16: irs.v1.Kubernetes.NodeSelectorEntry
-	nil,                     // 17: irs.v1.Kubernetes.LabelsEntry
-	nil,                     // 18: irs.v1.Kubernetes.AnnotationsEntry
-	nil,                     // 19: irs.v1.Kubernetes.RelayNodeSelectorEntry
-	nil,                     // 20: irs.v1.PodSelector.LabelsEntry
-	(*Mesh)(nil),            // 21: irs.v1.Mesh
-	(*WorkerConfig)(nil),    // 22: irs.v1.WorkerConfig
-	(*Load)(nil),            // 23: irs.v1.Load
+	(*Sweep)(nil),           // 1: irs.v1.Sweep
+	(*Platform)(nil),        // 2: irs.v1.Platform
+	(*Kubernetes)(nil),      // 3: irs.v1.Kubernetes
+	(*Resources)(nil),       // 4: irs.v1.Resources
+	(*Toleration)(nil),      // 5: irs.v1.Toleration
+	(*InstalledMesh)(nil),   // 6: irs.v1.InstalledMesh
+	(*PodSelector)(nil),     // 7: irs.v1.PodSelector
+	(*Service)(nil),         // 8: irs.v1.Service
+	(*Phase)(nil),           // 9: irs.v1.Phase
+	(*Action)(nil),          // 10: irs.v1.Action
+	(*LoadAction)(nil),      // 11: irs.v1.LoadAction
+	(*KillAction)(nil),      // 12: irs.v1.KillAction
+	(*ConfigureAction)(nil), // 13: irs.v1.ConfigureAction
+	(*ScaleAction)(nil),     // 14: irs.v1.ScaleAction
+	(*Assertion)(nil),       // 15: irs.v1.Assertion
+	nil,                     // 16: irs.v1.Kubernetes.ResourcesEntry
+	nil,                     // 17: irs.v1.Kubernetes.NodeSelectorEntry
+	nil,                     // 18: irs.v1.Kubernetes.LabelsEntry
+	nil,                     // 19: irs.v1.Kubernetes.AnnotationsEntry
+	nil,                     // 20: irs.v1.Kubernetes.RelayNodeSelectorEntry
+	nil,                     // 21: irs.v1.PodSelector.LabelsEntry
+	(*Mesh)(nil),            // 22: irs.v1.Mesh
+	(*WorkerConfig)(nil),    // 23: irs.v1.WorkerConfig
+	(*Load)(nil),            // 24: irs.v1.Load
 }
 var file_irs_v1_workflow_proto_depIdxs = []int32{
-	1,  // 0: irs.v1.Workflow.platform:type_name -> irs.v1.Platform
-	7,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
-	8,  // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
-	14, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
-	21, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
-	2,  // 5: irs.v1.Platform.kubernetes:type_name -> irs.v1.Kubernetes
-	15, // 6: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
-	16, // 7: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
-	4,  // 8: irs.v1.Kubernetes.tolerations:type_name -> irs.v1.Toleration
-	17, // 9: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
-	18, // 10: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
-	5,  // 11: irs.v1.Kubernetes.mesh:type_name -> irs.v1.InstalledMesh
-	19, // 12: irs.v1.Kubernetes.relay_node_selector:type_name -> irs.v1.Kubernetes.RelayNodeSelectorEntry
-	6,  // 13: irs.v1.InstalledMesh.control_plane:type_name -> irs.v1.PodSelector
-	6,  // 14: irs.v1.InstalledMesh.node_proxies:type_name -> irs.v1.PodSelector
-	20, // 15: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
-	22, // 16: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
-	9,  // 17: irs.v1.Phase.actions:type_name -> irs.v1.Action
-	10, // 18: irs.v1.Action.load:type_name -> irs.v1.LoadAction
-	11, // 19: irs.v1.Action.kill:type_name -> irs.v1.KillAction
-	12, // 20: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
-	13, // 21: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
-	9,  // 22: irs.v1.Action.serial:type_name -> irs.v1.Action
-	9,  // 23: irs.v1.Action.parallel:type_name -> irs.v1.Action
-	23, // 24: irs.v1.LoadAction.set:type_name -> irs.v1.Load
-	22, // 25: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
-	3,  // 26: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	2,  // 0: irs.v1.Workflow.platform:type_name -> irs.v1.Platform
+	8,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
+	9,  // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
+	15, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
+	22, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
+	1,  // 5: irs.v1.Workflow.sweep:type_name -> irs.v1.Sweep
+	3,  // 6: irs.v1.Platform.kubernetes:type_name -> irs.v1.Kubernetes
+	16, // 7: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
+	17, // 8: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
+	5,  // 9: irs.v1.Kubernetes.tolerations:type_name -> irs.v1.Toleration
+	18, // 10: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
+	19, // 11: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
+	6,  // 12: irs.v1.Kubernetes.mesh:type_name -> irs.v1.InstalledMesh
+	20, // 13: irs.v1.Kubernetes.relay_node_selector:type_name -> irs.v1.Kubernetes.RelayNodeSelectorEntry
+	7,  // 14: irs.v1.InstalledMesh.control_plane:type_name -> irs.v1.PodSelector
+	7,  // 15: irs.v1.InstalledMesh.node_proxies:type_name -> irs.v1.PodSelector
+	21, // 16: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
+	23, // 17: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
+	10, // 18: irs.v1.Phase.actions:type_name -> irs.v1.Action
+	11, // 19: irs.v1.Action.load:type_name -> irs.v1.LoadAction
+	12, // 20: irs.v1.Action.kill:type_name -> irs.v1.KillAction
+	13, // 21: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
+	14, // 22: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
+	10, // 23: irs.v1.Action.serial:type_name -> irs.v1.Action
+	10, // 24: irs.v1.Action.parallel:type_name -> irs.v1.Action
+	24, // 25: irs.v1.LoadAction.set:type_name -> irs.v1.Load
+	23, // 26: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
+	4,  // 27: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_workflow_proto_init() }
@@ -1437,7 +1553,7 @@ func file_irs_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_workflow_proto_rawDesc), len(file_irs_v1_workflow_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,255 @@
+package baseline_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/baseline"
+	"github.com/irs-sim/irs/workflows/compare"
+	"github.com/irs-sim/irs/workflows/resultfile"
+	"google.golang.org/protobuf/proto"
+)
+
+// The fixtures are real runs of testdata/results/shop.yaml (see regen.sh there): base and noise differ only
+// in their seed; slow has a backend 60 % slower and twice as costly in CPU.
+func fixture(t *testing.T, name string) *resultfile.File {
+	t.Helper()
+	f, err := resultfile.Read(filepath.Join("..", "testdata", "results", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func defaults(t *testing.T) []*irsv1.RegressionLimit {
+	t.Helper()
+	l, err := baseline.ParseLimits(baseline.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func find(r *irsv1.Regressions, scope, phase, metric string) *irsv1.Change {
+	for _, ch := range r.GetChanges() {
+		if ch.GetScope() == scope && ch.GetPhase() == phase && ch.GetMetric() == metric {
+			return ch
+		}
+	}
+	return nil
+}
+
+func TestNoiseIsNotARegression(t *testing.T) {
+	r, err := baseline.Compare(fixture(t, "base"), fixture(t, "noise"), defaults(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetStatus() != baseline.StatusPassed {
+		t.Errorf("status %s, want passed", r.GetStatus())
+	}
+	tested := 0
+	for _, ch := range r.GetChanges() {
+		if ch.GetVerdict() == baseline.VerdictRegressed {
+			t.Errorf("noise flagged: %v", ch)
+		}
+		if ch.GetBaseSamples() > 1 {
+			tested++
+		}
+	}
+	// What a reader checks first: the client's p99 in each phase was compared, and found unchanged.
+	for _, phase := range []string{"steady", "kill", "recovered", "total"} {
+		ch := find(r, "loadgen", phase, "p99")
+		if ch == nil || ch.GetVerdict() != baseline.VerdictUnchanged || ch.GetBaseSamples() < 10 {
+			t.Errorf("loadgen p99 in %s: %v, want compared on per-second samples and unchanged", phase, ch)
+		}
+	}
+	if tested < 100 {
+		t.Errorf("%d changes tested, want every metric of every scope and phase (over 100)", tested)
+	}
+}
+
+func TestKnownRegressionIsFlagged(t *testing.T) {
+	r, err := baseline.Compare(fixture(t, "base"), fixture(t, "slow"), defaults(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetStatus() != baseline.StatusRegressed {
+		t.Fatalf("status %s, want regressed", r.GetStatus())
+	}
+	for _, want := range []struct{ scope, phase, metric string }{
+		{"loadgen", "steady", "p99"}, {"loadgen", "total", "p50"}, {"frontend->backend", "kill", "p90"},
+		{"backend", "recovered", "cpu_mcores"}, {"backend", "total", "p999"},
+	} {
+		ch := find(r, want.scope, want.phase, want.metric)
+		if ch == nil || ch.GetVerdict() != baseline.VerdictRegressed || ch.GetRelative() < 0.3 || ch.GetPValue() >= baseline.Alpha {
+			t.Errorf("%s %s %s: %v, want regressed by over 30%%, beyond noise", want.scope, want.phase, want.metric, ch)
+		}
+	}
+	// max has no limit: worse, never a regression.
+	if ch := find(r, "loadgen", "steady", "max"); ch == nil || ch.GetVerdict() != baseline.VerdictWorse || ch.GetLimit() != "" {
+		t.Errorf("loadgen max: %v, want worse without a limit", ch)
+	}
+	if !strings.Contains(strings.Join(r.GetNotes(), "; "), "service backend is configured differently") {
+		t.Errorf("notes %q do not say the backend's configuration differs", r.GetNotes())
+	}
+	// Within a generous limit the same change is worse, not regressed.
+	lax, err := baseline.ParseLimits("p99=100%,p50=100%,p90=100%,p999=100%,cpu_mcores=100%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = baseline.Compare(fixture(t, "base"), fixture(t, "slow"), lax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetStatus() != baseline.StatusPassed {
+		t.Errorf("with 100%% limits: status %s, want passed", r.GetStatus())
+	}
+	if ch := find(r, "loadgen", "steady", "p99"); ch.GetVerdict() != baseline.VerdictWorse || ch.GetLimit() != "100%" {
+		t.Errorf("with 100%% limits: loadgen p99 %v, want worse within 100%%", ch)
+	}
+}
+
+func TestImprovementIsBetter(t *testing.T) {
+	r, err := baseline.Compare(fixture(t, "slow"), fixture(t, "base"), defaults(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetStatus() != baseline.StatusPassed {
+		t.Errorf("status %s, want passed", r.GetStatus())
+	}
+	if ch := find(r, "loadgen", "total", "p99"); ch.GetVerdict() != baseline.VerdictBetter {
+		t.Errorf("loadgen p99: %v, want better", ch)
+	}
+}
+
+// TestComparisonsCompareRuns: with four runs a side, the test is on the runs' figures.
+func TestComparisonsCompareRuns(t *testing.T) {
+	cmp := func(runs ...*resultfile.File) *resultfile.File {
+		c := &irsv1.Comparison{Schema: compare.Schema, Status: "passed", Workflow: runs[0].Result.GetWorkflow(),
+			Environment: runs[0].Result.GetEnvironment()}
+		v := &irsv1.Variant{Name: "none"}
+		for _, r := range runs {
+			v.Runs = append(v.Runs, proto.Clone(r.Result).(*irsv1.WorkflowResult))
+		}
+		c.Variants = []*irsv1.Variant{v}
+		return &resultfile.File{Path: "cmp.json", Comparison: c}
+	}
+	base, noise, slow := fixture(t, "base"), fixture(t, "noise"), fixture(t, "slow")
+	r, err := baseline.Compare(cmp(base, noise, base, noise), cmp(slow, slow, slow, slow), defaults(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.GetMethod(), "on the runs' figures") {
+		t.Errorf("method %q, want the test on the runs", r.GetMethod())
+	}
+	ch := find(r, "loadgen", "steady", "p99")
+	if ch.GetVariant() != "" || ch.GetBaseSamples() != 4 || ch.GetVerdict() != baseline.VerdictRegressed {
+		t.Errorf("loadgen p99: %v, want 4 samples a side, regressed", ch)
+	}
+	// Three runs a side cannot reach p < 0.05 on the runs: the per-second samples are pooled.
+	r, err = baseline.Compare(cmp(base, noise, base), cmp(slow, slow, slow), defaults(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := find(r, "loadgen", "steady", "p99"); ch.GetBaseSamples() < 30 || ch.GetVerdict() != baseline.VerdictRegressed {
+		t.Errorf("three runs a side: loadgen p99 %v, want the pooled per-second samples, regressed", ch)
+	}
+}
+
+func TestIncomparable(t *testing.T) {
+	base := fixture(t, "base")
+	edit := func(f func(*irsv1.WorkflowResult)) *resultfile.File {
+		r := proto.Clone(base.Result).(*irsv1.WorkflowResult)
+		f(r)
+		return &resultfile.File{Path: "other.json", Result: r}
+	}
+	tests := []struct {
+		name    string
+		current *resultfile.File
+		want    string
+	}{
+		{"another workflow", edit(func(r *irsv1.WorkflowResult) { r.Workflow.Name = "cart" }), `it is of workflow "shop", the run of "cart"`},
+		{"more replicas", edit(func(r *irsv1.WorkflowResult) { r.Workflow.Services[2].Replicas = 3 }), "the services differ (baseline only: backend ×2, run only: backend ×3)"},
+		{"a service gone", edit(func(r *irsv1.WorkflowResult) { r.Workflow.Services = r.Workflow.Services[:2] }), "baseline only: backend ×2"},
+		{"another call", edit(func(r *irsv1.WorkflowResult) { r.Workflow.Services[1].Worker.Calls[0].Service = "loadgen" }), "the calls between services differ (baseline only: frontend->backend, run only: frontend->loadgen)"},
+		{"other phases", edit(func(r *irsv1.WorkflowResult) { r.Workflow.Phases[1].Duration = "20s" }), "the phases differ (baseline steady 12s, kill 12s, recovered 12s; run steady 12s, kill 20s, recovered 12s)"},
+		{"another time scale", edit(func(r *irsv1.WorkflowResult) { r.TimeScale = 0.5 }), "it ran at time scale 1, the run at 0.5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := baseline.Compare(base, tt.current, defaults(t))
+			var ie *baseline.IncomparableError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "baseline ../testdata/results/base.json cannot be compared") {
+				t.Errorf("Compare = %v, want an IncomparableError containing %q", err, tt.want)
+			}
+		})
+	}
+	suite := &resultfile.File{Path: "suite.json", Suite: &irsv1.Suite{}}
+	if _, err := baseline.Compare(suite, base, defaults(t)); err == nil || !strings.Contains(err.Error(), "it is a suite") {
+		t.Errorf("a suite as the baseline of a run: %v", err)
+	}
+}
+
+func TestParseLimits(t *testing.T) {
+	l, err := baseline.ParseLimits("p99=10%, cpu_mcores=15%,5xx_rate=+0.1pp,p50=+2ms,rps=5%,p99=12%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*irsv1.RegressionLimit{
+		{Metric: "p99", Text: "12%", Relative: 0.12},
+		{Metric: "cpu_mcores", Text: "15%", Relative: 0.15},
+		{Metric: "5xx_rate", Text: "+0.1pp", Absolute: 0.001},
+		{Metric: "p50", Text: "+2ms", Absolute: 0.002},
+		{Metric: "rps", Text: "5%", Relative: 0.05},
+	}
+	if len(l) != len(want) {
+		t.Fatalf("ParseLimits = %v, want %v", l, want)
+	}
+	for i := range want {
+		if !proto.Equal(l[i], want[i]) {
+			t.Errorf("limit %d = %v, want %v", i, l[i], want[i])
+		}
+	}
+	for text, msg := range map[string]string{
+		"p95=10%":        `"p95=10%": want <metric>=<limit> with metric one of p50, p90, p99`,
+		"p99":            `"p99": want <metric>=<limit>`,
+		"p99=ten":        `p99: "ten": want a percentage of the baseline (10%) or an increase (+5ms, +0.1pp)`,
+		"p99=-5%":        `p99: invalid percentage "-5%"`,
+		"p99=+5":         `p99: invalid duration "5"`,
+		"5xx_rate=+200%": `5xx_rate: percentage "200%" outside 0-100%`,
+	} {
+		if _, err := baseline.ParseLimits(text); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseLimits(%q) = %v, want an error containing %q", text, err, msg)
+		}
+	}
+}
+
+func TestForAssertions(t *testing.T) {
+	base := fixture(t, "base")
+	a := &irsv1.Assertion{Service: "loadgen", Phase: "steady", Expect: "p99 < baseline * 1.10"}
+	v, err := baseline.ForAssertions(base, "envoy")(a, "p99") // one run: whatever its mesh
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := find(mustCompare(t, base, base), "loadgen", "steady", "p99").GetBase(); v != want || v <= 0 {
+		t.Errorf("baseline p99 %v, want the steady phase's %v", v, want)
+	}
+	if _, err := baseline.ForAssertions(base, "")(&irsv1.Assertion{Service: "backend", Phase: "steady"}, "recovery_time"); err == nil {
+		t.Errorf("recovery in a phase without a kill: no error")
+	}
+	if v, err := baseline.ForAssertions(base, "")(&irsv1.Assertion{Service: "frontend", Phase: "kill"}, "recovery_time"); err != nil || v <= 0 || v > 10 {
+		t.Errorf("frontend's recovery in the kill phase: %v, %v", v, err)
+	}
+}
+
+func mustCompare(t *testing.T, b, c *resultfile.File) *irsv1.Regressions {
+	t.Helper()
+	r, err := baseline.Compare(b, c, defaults(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
