@@ -125,7 +125,7 @@ func TestValidateSweep(t *testing.T) {
 		},
 		{
 			name: "too many combinations",
-			doc: sweepDoc + "sweep: {connections: [" + numbers(1, 40) + "], request_size: [" + numbers(0, 30) + "]}\n",
+			doc:  sweepDoc + "sweep: {connections: [" + numbers(1, 40) + "], request_size: [" + numbers(0, 30) + "]}\n",
 			want: []problem{{"14:8", "sweep", "1200 combinations of values: more than 1000 runs"}},
 		},
 	})

@@ -37,4 +37,3 @@ func ForAssertions(base *resultfile.File, variant string) func(*irsv1.Assertion,
 		return median(vals), nil
 	}
 }
-
