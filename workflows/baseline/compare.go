@@ -317,7 +317,7 @@ func measurements(runs []*irsv1.WorkflowResult, phase string) map[mkey]measureme
 			continue
 		}
 		loaders := workflows.LoadServices(r.GetWorkflow())
-		for _, sp := range scopedPoints(pr, loaders) {
+		for _, sp := range scopedPoints(pr, loaders, loadTargets(r.GetWorkflow())) {
 			for _, m := range comparedMetrics {
 				v, ok := metricOf(sp.point, m)
 				if !ok {
@@ -343,6 +343,33 @@ func measurements(runs []*irsv1.WorkflowResult, phase string) map[mkey]measureme
 	return out
 }
 
+// loadTargets returns the edges "generator->target" of every load the workflow sets.
+func loadTargets(wf *irsv1.Workflow) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range wf.GetServices() {
+		if t := s.GetWorker().GetLoad().GetTarget(); t != "" {
+			out[s.GetName()+"->"+t] = true
+		}
+	}
+	for _, p := range wf.GetPhases() {
+		for _, a := range p.GetActions() {
+			loadActionTargets(a, wf, out)
+		}
+	}
+	return out
+}
+
+func loadActionTargets(a *irsv1.Action, wf *irsv1.Workflow, out map[string]bool) {
+	if l := a.GetLoad(); l != nil {
+		if t := l.GetSet().GetTarget(); t != "" {
+			out[l.GetService()+"->"+t] = true
+		}
+	}
+	for _, g := range append(a.GetSerial(), a.GetParallel()...) {
+		loadActionTargets(g, wf, out)
+	}
+}
+
 // phaseOf returns a run's phase (or total) with its span in seconds.
 func phaseOf(r *irsv1.WorkflowResult, phase string) (*irsv1.PhaseResult, float64, float64) {
 	if phase == TotalPhase {
@@ -365,7 +392,9 @@ type scopedPoint struct {
 	find  func(*irsv1.Tick) *irsv1.Point
 }
 
-func scopedPoints(pr *irsv1.PhaseResult, loaders map[string]bool) []scopedPoint {
+// scopedPoints lists the points of a phase to compare. The edge from a load generator to its target is left
+// out: it is the generator's own point again.
+func scopedPoints(pr *irsv1.PhaseResult, loaders map[string]bool, targets map[string]bool) []scopedPoint {
 	var out []scopedPoint
 	match := func(list func(*irsv1.Tick) []*irsv1.Point, p *irsv1.Point) func(*irsv1.Tick) *irsv1.Point {
 		s := workflows.Scope{Service: p.GetService(), Callee: p.GetCallee(), Kind: p.GetKind()}
@@ -386,6 +415,9 @@ func scopedPoints(pr *irsv1.PhaseResult, loaders map[string]bool) []scopedPoint 
 		out = append(out, scopedPoint{name, 0, p, match((*irsv1.Tick).GetServices, p)})
 	}
 	for _, p := range pr.GetEdges() {
+		if targets[p.GetService()+"->"+p.GetCallee()] {
+			continue
+		}
 		out = append(out, scopedPoint{p.GetService() + "->" + p.GetCallee(), 1, p, match((*irsv1.Tick).GetEdges, p)})
 	}
 	if p := pr.GetControlPlane(); p != nil {

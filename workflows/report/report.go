@@ -208,34 +208,27 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 				s.GetService(), s.GetPhase(), s.GetLagMs(), s.GetUnsent(), s.GetDue(), s.GetBlocked(), s.GetLate(), s.GetDetail())
 		}
 	}
+	if res.GetRegressions() != nil {
+		Regressions(w, res.GetRegressions(), 40)
+	}
 	if len(res.GetAssertions()) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\nassertions:")
 	for _, a := range res.GetAssertions() {
-		verdict := "PASS"
-		switch {
-		case a.GetSkipped():
-			verdict = "SKIP"
-		case !a.GetPassed():
+		verdict := map[string]string{OutcomePassed: "PASS", OutcomeSkipped: "SKIP"}[Outcome(a)]
+		if verdict == "" {
 			verdict = "FAIL"
-		}
-		where := a.GetScope()
-		if a.GetPhase() != "" {
-			where += " in " + a.GetPhase()
-		}
-		measured := a.GetMeasuredText()
-		if a.GetError() != "" {
-			measured = a.GetError()
 		}
 		name := ""
 		if a.GetName() != "" {
 			name = a.GetName() + ": "
 		}
-		if a.Baseline != nil {
-			measured += fmt.Sprintf("; baseline %s, bound %s", formatMetric(a.GetExpect(), a.GetBaseline()), formatMetric(a.GetExpect(), a.GetBound()))
+		measured := "measured " + AssertionMeasured(a)
+		if a.GetSkipped() {
+			measured = AssertionMeasured(a)
 		}
-		fmt.Fprintf(w, "  %s  %s%s: %s  (measured %s)\n", verdict, name, where, a.GetExpect(), measured)
+		fmt.Fprintf(w, "  %s  %s%s: %s  (%s)\n", verdict, name, AssertionScope(a), a.GetExpect(), measured)
 	}
 }
 
@@ -406,30 +399,25 @@ func Comparison(w io.Writer, c *irsv1.Comparison, path string) {
 		fmt.Fprint(w, ", the worst run of each left out")
 	}
 	fmt.Fprint(w, ")\n\n")
-	header := []string{"FIGURE"}
-	align := "l"
-	for _, v := range c.GetVariants() {
-		header = append(header, strings.ToUpper(v.GetName()))
-		align += "r"
-	}
-	t := table{header: header, align: align}
-	for _, name := range compare.Names(c) {
-		row := []string{name}
+	if sw := NewSweep(c); sw != nil {
+		sweepTables(w, c, sw)
+	} else {
+		header := []string{"FIGURE"}
+		align := "l"
 		for _, v := range c.GetVariants() {
-			f := compare.Find(v, name)
-			if f == nil || math.IsNaN(f.GetMedian()) {
-				row = append(row, "-")
-				continue
-			}
-			cell := formatFigure(f.GetMedian(), f.GetUnit())
-			if len(f.GetValues()) > 1 {
-				cell += " ± " + formatFigure(f.GetStddev(), "")
-			}
-			row = append(row, cell)
+			header = append(header, strings.ToUpper(v.GetName()))
+			align += "r"
 		}
-		t.add(row...)
+		t := table{header: header, align: align}
+		for _, name := range compare.Names(c) {
+			row := []string{name}
+			for _, v := range c.GetVariants() {
+				row = append(row, FigureCell(compare.Find(v, name)))
+			}
+			t.add(row...)
+		}
+		t.write(w)
 	}
-	t.write(w)
 	var runs []string
 	for _, v := range c.GetVariants() {
 		for i, r := range v.GetRuns() {
@@ -440,6 +428,9 @@ func Comparison(w io.Writer, c *irsv1.Comparison, path string) {
 	}
 	if len(runs) > 0 {
 		fmt.Fprintf(w, "\nruns that did not pass: %s\n", strings.Join(runs, ", "))
+	}
+	if c.GetRegressions() != nil {
+		Regressions(w, c.GetRegressions(), 40)
 	}
 	if path != "" {
 		fmt.Fprintf(w, "\ncomparison: %s\n", path)
@@ -453,8 +444,8 @@ func phaseLabel(p string) string {
 	return "phase " + p
 }
 
-// formatFigure renders a figure with its unit and a precision that suits its size.
-func formatFigure(v float64, unit string) string {
+// FormatFigure renders a figure with its unit and a precision that suits its size.
+func FormatFigure(v float64, unit string) string {
 	var s string
 	switch {
 	case v == 0:

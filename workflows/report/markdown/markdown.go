@@ -1,0 +1,271 @@
+// Package markdown renders results as Markdown for a pull-request comment or a CI step summary (GitHub's
+// $GITHUB_STEP_SUMMARY, GitLab's merge-request notes): the verdict first, then what failed, the key figures, and
+// the changes against a baseline. It is short on purpose: the HTML report and the JSON have the rest.
+package markdown
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/compare"
+	"github.com/irs-sim/irs/workflows/report"
+)
+
+// maxChanges is how many changes against a baseline are listed; the rest are counted.
+const maxChanges = 25
+
+// icons mark statuses and outcomes at a glance.
+var icons = map[string]string{
+	"passed": "✅", "failed": "❌", "invalid": "⚠️", "error": "💥", "interrupted": "⏹️", "running": "⏳",
+	"skipped": "⏭️", "regressed": "❌", "worse": "🔺", "better": "🟢", "missing": "❔", "not run": "⏭️",
+}
+
+func icon(s string) string {
+	if i, ok := icons[s]; ok {
+		return i
+	}
+	return "•"
+}
+
+// cell escapes a table cell.
+func cell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// Result writes a run's summary.
+func Result(w io.Writer, res *irsv1.WorkflowResult) {
+	fmt.Fprintf(w, "### %s %s: %s\n\n", icon(res.GetStatus()), res.GetWorkflow().GetName(), strings.ToUpper(res.GetStatus()))
+	fmt.Fprintf(w, "%s\n\n", facts(res))
+	if res.GetError() != "" {
+		fmt.Fprintf(w, "**Error:** %s\n\n", res.GetError())
+	}
+	saturation(w, res.GetSaturation())
+	assertions(w, res.GetAssertions())
+	keyFigures(w, res.GetTotal())
+	if res.GetRegressions() != nil {
+		Regressions(w, res.GetRegressions())
+	}
+}
+
+// facts is the line under the title: what ran, where, for how long.
+func facts(res *irsv1.WorkflowResult) string {
+	env := res.GetEnvironment()
+	parts := []string{"mesh " + orNone(env.GetMesh())}
+	if env.GetBackend() != "" {
+		parts = append(parts, env.GetBackend()+" backend")
+	}
+	if t := res.GetTotal(); t != nil {
+		parts = append(parts, fmt.Sprintf("%.0f s", t.GetEnd()))
+	}
+	parts = append(parts, fmt.Sprintf("seed %d", res.GetSeed()))
+	if res.GetTimeScale() != 1 {
+		parts = append(parts, fmt.Sprintf("time scale %g", res.GetTimeScale()))
+	}
+	for _, p := range workflows.SweepParameters(res.GetWorkflow().GetSweep()) {
+		if v, ok := res.GetParameters()[p.GetName()]; ok {
+			parts = append(parts, p.GetName()+" "+v)
+		}
+	}
+	parts = append(parts, fmt.Sprintf("IRS %s on %s (%d CPUs)", env.GetIrsVersion(), env.GetHostname(), env.GetCpus()))
+	return strings.Join(parts, " · ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func saturation(w io.Writer, sats []*irsv1.Saturation) {
+	if len(sats) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "> [!WARNING]")
+	fmt.Fprintln(w, "> Load generators fell behind their schedule: their latency is theirs, not the system's.")
+	for _, s := range sats {
+		fmt.Fprintf(w, "> - %s in %s: %.0f ms behind at worst, %d of %d due requests unsent\n", s.GetService(),
+			s.GetPhase(), s.GetLagMs(), s.GetUnsent(), s.GetDue())
+	}
+	fmt.Fprintln(w)
+}
+
+// assertions lists the assertions that did not pass and counts the rest.
+func assertions(w io.Writer, as []*irsv1.AssertionResult) {
+	if len(as) == 0 {
+		return
+	}
+	n := map[string]int{}
+	var bad []*irsv1.AssertionResult
+	for _, a := range as {
+		o := report.Outcome(a)
+		n[o]++
+		if o == report.OutcomeFailed || o == report.OutcomeError {
+			bad = append(bad, a)
+		}
+	}
+	fmt.Fprintf(w, "**Assertions:** %d passed, %d failed", n[report.OutcomePassed], n[report.OutcomeFailed]+n[report.OutcomeError])
+	if n[report.OutcomeSkipped] > 0 {
+		fmt.Fprintf(w, ", %d skipped", n[report.OutcomeSkipped])
+	}
+	fmt.Fprint(w, "\n\n")
+	if len(bad) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "| | Assertion | Where | Expected | Measured |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, a := range bad {
+		fmt.Fprintf(w, "| %s | %s | %s | `%s` | %s |\n", icon("failed"), cell(a.GetName()), cell(report.AssertionScope(a)),
+			cell(a.GetExpect()), cell(report.AssertionMeasured(a)))
+	}
+	fmt.Fprintln(w)
+}
+
+// keyFigures is the whole run per service: what the client saw and what each service cost.
+func keyFigures(w io.Writer, total *irsv1.PhaseResult) {
+	if total == nil || len(total.GetServices()) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "| Service | Seen as | req/s | 5xx | p50 | p99 | CPU | Memory | Sidecar CPU | Sidecar memory |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, p := range total.GetServices() {
+		sc, scm := "-", "-"
+		if p.GetSidecars() > 0 {
+			sc, scm = fmt.Sprintf("%.0fm", p.GetSidecarCpuMcores()), fmt.Sprintf("%.1f MB", p.GetSidecarRssMb())
+		}
+		fmt.Fprintf(w, "| %s | %s | %.1f | %.2f%% | %s | %s | %.0fm | %.1f MB | %s | %s |\n", p.GetService(), p.GetKind(),
+			p.GetRps(), 100*p.GetFailureRate(), ms(p, p.GetP50Ms()), ms(p, p.GetP99Ms()), p.GetCpuMcores(), p.GetRssMb(), sc, scm)
+	}
+	if cp := total.GetControlPlane(); cp != nil {
+		fmt.Fprintf(w, "| control plane | | | | | | %.0fm | %.1f MB | | |\n", cp.GetCpuMcores(), cp.GetRssMb())
+	}
+	fmt.Fprintln(w)
+}
+
+func ms(p *irsv1.Point, v float64) string {
+	if p.GetRequests() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f ms", v)
+}
+
+// Regressions writes a comparison with a baseline: its verdict and the changes beyond noise.
+func Regressions(w io.Writer, r *irsv1.Regressions) {
+	fmt.Fprintf(w, "**Against baseline** `%s`: %s %s — %s\n\n", r.GetBase().GetPath(), icon(r.GetStatus()),
+		strings.ToUpper(r.GetStatus()), report.CountsLine(r))
+	for _, n := range r.GetNotes() {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	if len(r.GetNotes()) > 0 {
+		fmt.Fprintln(w)
+	}
+	notable := report.NotableChanges(r)
+	if len(notable) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "| | Change | Baseline | Now | Δ | p | Limit |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|---|")
+	for i, ch := range notable {
+		if i == maxChanges {
+			fmt.Fprintf(w, "| | … and %d more | | | | | |\n", len(notable)-maxChanges)
+			break
+		}
+		b, c, d := report.ChangeValues(ch)
+		fmt.Fprintf(w, "| %s %s | %s | %s | %s | %s | %s | %s |\n", icon(ch.GetVerdict()), ch.GetVerdict(), cell(report.ChangeScope(ch)),
+			b, c, d, report.PValue(ch.GetPValue()), ch.GetLimit())
+	}
+	fmt.Fprintf(w, "\n<sub>%s; p-values adjusted for the %d metrics compared.</sub>\n\n", r.GetMethod(), len(r.GetChanges()))
+}
+
+// Comparison writes a comparison of variants: its verdict, and the figures side by side (a sweep: per figure,
+// a row per point of the sweep).
+func Comparison(w io.Writer, c *irsv1.Comparison) {
+	fmt.Fprintf(w, "### %s %s compared: %s\n\n", icon(c.GetStatus()), c.GetWorkflow().GetName(), strings.ToUpper(c.GetStatus()))
+	runs := 0
+	for _, v := range c.GetVariants() {
+		runs += len(v.GetRuns())
+	}
+	fmt.Fprintf(w, "%d variants · %d runs · figures from %s, medians ± standard deviations\n\n", len(c.GetVariants()), runs, phaseLabel(c.GetPhase()))
+	var failing []string
+	for _, v := range c.GetVariants() {
+		for i, r := range v.GetRuns() {
+			if r.GetStatus() != "passed" {
+				failing = append(failing, fmt.Sprintf("%s#%d %s", v.GetName(), i+1, r.GetStatus()))
+			}
+		}
+	}
+	if len(failing) > 0 {
+		fmt.Fprintf(w, "**Runs that did not pass:** %s\n\n", strings.Join(failing, ", "))
+	}
+	if sw := report.NewSweep(c); sw != nil {
+		sweep(w, c, sw)
+	} else {
+		header := "| Figure |"
+		rule := "|---|"
+		for _, v := range c.GetVariants() {
+			header += " " + cell(v.GetName()) + " |"
+			rule += "--:|"
+		}
+		fmt.Fprintln(w, header)
+		fmt.Fprintln(w, rule)
+		for _, name := range compare.Names(c) {
+			row := "| " + cell(name) + " |"
+			for _, v := range c.GetVariants() {
+				row += " " + report.FigureCell(compare.Find(v, name)) + " |"
+			}
+			fmt.Fprintln(w, row)
+		}
+		fmt.Fprintln(w)
+	}
+	if c.GetRegressions() != nil {
+		Regressions(w, c.GetRegressions())
+	}
+}
+
+
+// sweep writes the key figures of a sweep, each as a grid: a row per point, a column per mesh.
+func sweep(w io.Writer, c *irsv1.Comparison, sw *report.Sweep) {
+	for _, name := range compare.Names(c) {
+		if !strings.HasPrefix(name, "client-side p") && name != "client-side 5xx" && !strings.HasSuffix(name, " sidecars CPU") {
+			continue
+		}
+		fmt.Fprintf(w, "| %s |", cell(name))
+		for _, m := range sw.Meshes {
+			fmt.Fprintf(w, " %s |", cell(m))
+		}
+		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("--:|", len(sw.Meshes)))
+		for _, p := range sw.Points {
+			fmt.Fprintf(w, "| %s |", cell(p))
+			for _, m := range sw.Meshes {
+				fmt.Fprintf(w, " %s |", report.FigureCell(compare.Find(sw.Variant(p, m), name)))
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func phaseLabel(p string) string {
+	if p == "" || p == compare.TotalPhase {
+		return "the whole run"
+	}
+	return "phase " + p
+}
+
+// Suite writes a suite's summary: a row per workflow.
+func Suite(w io.Writer, s *irsv1.Suite) {
+	fmt.Fprintf(w, "### %s IRS suite: %s\n\n", icon(s.GetStatus()), strings.ToUpper(s.GetStatus()))
+	fmt.Fprintln(w, "| | Workflow | File | Status | Time |")
+	fmt.Fprintln(w, "|---|---|---|---|--:|")
+	for _, r := range s.GetRuns() {
+		status := r.GetStatus()
+		if r.GetError() != "" {
+			status += ": " + r.GetError()
+		}
+		fmt.Fprintf(w, "| %s | %s | `%s` | %s | %.0f s |\n", icon(r.GetStatus()), cell(r.GetWorkflow()), cell(r.GetFile()), cell(status), r.GetDuration())
+	}
+	fmt.Fprintln(w)
+}

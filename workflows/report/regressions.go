@@ -1,0 +1,198 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+)
+
+// Assertion outcomes.
+const (
+	OutcomePassed  = "passed"
+	OutcomeFailed  = "failed"
+	OutcomeSkipped = "skipped"
+	// OutcomeError is an assertion that could not be evaluated (nothing measured in its scope): it fails.
+	OutcomeError = "error"
+)
+
+// Outcome says what became of an assertion.
+func Outcome(a *irsv1.AssertionResult) string {
+	switch {
+	case a.GetSkipped():
+		return OutcomeSkipped
+	case a.GetError() != "":
+		return OutcomeError
+	case a.GetPassed():
+		return OutcomePassed
+	}
+	return OutcomeFailed
+}
+
+// AssertionLabel names an assertion: its name, or where it applies and what it expects.
+func AssertionLabel(a *irsv1.AssertionResult) string {
+	if a.GetName() != "" {
+		return a.GetName()
+	}
+	return AssertionScope(a) + ": " + a.GetExpect()
+}
+
+// AssertionScope says where an assertion applies: "loadgen in steady", "a->b".
+func AssertionScope(a *irsv1.AssertionResult) string {
+	if a.GetPhase() != "" {
+		return a.GetScope() + " in " + a.GetPhase()
+	}
+	return a.GetScope()
+}
+
+// AssertionMeasured says what was measured, against what bound: "15.1ms", "15.1ms (baseline 12ms, bound
+// 13.2ms)", or why nothing was.
+func AssertionMeasured(a *irsv1.AssertionResult) string {
+	switch {
+	case a.GetSkipped():
+		return "skipped: " + a.GetMeasuredText()
+	case a.GetError() != "":
+		return a.GetError()
+	case a.Baseline != nil:
+		return fmt.Sprintf("%s (baseline %s, bound %s)", a.GetMeasuredText(), formatMetric(a.GetExpect(), a.GetBaseline()),
+			formatMetric(a.GetExpect(), a.GetBound()))
+	}
+	return a.GetMeasuredText()
+}
+
+// verdictOrder ranks verdicts for reading: what needs attention first.
+var verdictOrder = map[string]int{"regressed": 0, "worse": 1, "missing": 2, "better": 3, "unchanged": 4}
+
+// NotableChanges returns the changes that are not "unchanged", regressions first; within a verdict the whole
+// run first, then the phases in order.
+func NotableChanges(r *irsv1.Regressions) []*irsv1.Change {
+	var out []*irsv1.Change
+	for _, ch := range r.GetChanges() {
+		if ch.GetVerdict() != "unchanged" {
+			out = append(out, ch)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if verdictOrder[a.GetVerdict()] != verdictOrder[b.GetVerdict()] {
+			return verdictOrder[a.GetVerdict()] < verdictOrder[b.GetVerdict()]
+		}
+		return a.GetPhase() == "total" && b.GetPhase() != "total"
+	})
+	return out
+}
+
+// VerdictCounts counts the changes by verdict.
+func VerdictCounts(r *irsv1.Regressions) map[string]int {
+	n := map[string]int{}
+	for _, ch := range r.GetChanges() {
+		n[ch.GetVerdict()]++
+	}
+	return n
+}
+
+// CountsLine says how many changes of each kind: "3 regressed, 1 worse, 2 better, 140 unchanged".
+func CountsLine(r *irsv1.Regressions) string {
+	n := VerdictCounts(r)
+	var parts []string
+	for _, v := range []string{"regressed", "worse", "better", "unchanged", "missing"} {
+		if n[v] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[v], v))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing compared"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ChangeScope says what a change is of: "loadgen p99 in steady", with its variant.
+func ChangeScope(ch *irsv1.Change) string {
+	s := ch.GetScope() + " " + ch.GetMetric()
+	if ch.GetPhase() != "total" {
+		s += " in " + ch.GetPhase()
+	}
+	if ch.GetVariant() != "" {
+		s = ch.GetVariant() + ": " + s
+	}
+	return s
+}
+
+// ChangeValues formats a change's two values and the change between them in the metric's unit: a percentage
+// (and, for a ratio, percentage points).
+func ChangeValues(ch *irsv1.Change) (base, current, change string) {
+	m := workflows.Metric(ch.GetMetric())
+	if ch.GetVerdict() == "missing" {
+		if ch.GetBase() == 0 {
+			return "-", workflows.FormatValue(m, ch.GetCurrent()), "new"
+		}
+		return workflows.FormatValue(m, ch.GetBase()), "-", "gone"
+	}
+	base, current = workflows.FormatValue(m, ch.GetBase()), workflows.FormatValue(m, ch.GetCurrent())
+	if u, _ := workflows.UnitOf(m); u == workflows.UnitRatio {
+		return base, current, fmt.Sprintf("%+.2fpp", 100*ch.GetDelta())
+	}
+	if ch.GetBase() == 0 {
+		return base, current, "+" + workflows.FormatValue(m, ch.GetDelta())
+	}
+	return base, current, fmt.Sprintf("%+.1f%%", 100*ch.GetRelative())
+}
+
+// PValue formats a p-value for reading.
+func PValue(p float64) string {
+	switch {
+	case p >= 1:
+		return "-"
+	case p < 0.0001:
+		return "<0.0001"
+	}
+	return fmt.Sprintf("%.4f", math.Round(p*1e4)/1e4)
+}
+
+// Regressions prints a comparison with a baseline: what was compared, the verdict, and every change that is
+// not noise (up to limit rows; 0 for all).
+func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
+	fmt.Fprintf(w, "\nagainst baseline %s (%s): %s — %s\n", r.GetBase().GetPath(), describeRef(r.GetBase()),
+		strings.ToUpper(r.GetStatus()), CountsLine(r))
+	for _, n := range r.GetNotes() {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	notable := NotableChanges(r)
+	if len(notable) == 0 {
+		fmt.Fprintf(w, "  no change beyond noise (%s)\n", r.GetMethod())
+		return
+	}
+	t := table{header: []string{"VERDICT", "CHANGE", "BASELINE", "NOW", "DELTA", "P", "LIMIT"}, align: "llrrrrl"}
+	for i, ch := range notable {
+		if limit > 0 && i == limit {
+			t.add("...", fmt.Sprintf("and %d more (see the JSON)", len(notable)-limit))
+			break
+		}
+		b, c, d := ChangeValues(ch)
+		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), ch.GetLimit())
+	}
+	t.write(w)
+	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d metrics compared)\n", r.GetMethod(), len(r.GetChanges()))
+}
+
+// describeRef says where a reference run came from: "IRS v1.2 on host, 2026-11-24 05:44".
+func describeRef(ref *irsv1.RunReference) string {
+	var parts []string
+	if ref.GetIrsVersion() != "" {
+		parts = append(parts, "IRS "+ref.GetIrsVersion())
+	}
+	if ref.GetHostname() != "" {
+		parts = append(parts, "on "+ref.GetHostname())
+	}
+	if ref.GetStartedAt() != nil {
+		parts = append(parts, ref.GetStartedAt().AsTime().UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if ref.GetRuns() > 1 {
+		parts = append(parts, fmt.Sprintf("%d runs", ref.GetRuns()))
+	}
+	return strings.Join(parts, ", ")
+}
