@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	gojunit "github.com/joshdk/go-junit"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/report/junit"
 	"github.com/irs-sim/irs/workflows/report/reporttest"
+	gojunit "github.com/joshdk/go-junit"
 )
 
 func render(t *testing.T, f func(*bytes.Buffer) error) []byte {
@@ -84,11 +84,11 @@ func TestRegressionsAsCIReadsIt(t *testing.T) {
 	s := ingest(t, render(t, func(b *bytes.Buffer) error { return junit.Result(b, reporttest.Regressed(t)) }))[0]
 	got := statuses(s)
 	for name, st := range map[string]gojunit.Status{
-		"no regression: loadgen p99":         gojunit.StatusFailed,
-		"no regression: backend cpu_mcores":  gojunit.StatusFailed,
+		"no regression: loadgen p99":                 gojunit.StatusFailed,
+		"no regression: backend cpu_mcores":          gojunit.StatusFailed,
 		"no regression: frontend sidecar_cpu_mcores": "", // no sidecars: not compared
-		"no regression: loadgen 5xx_rate":    gojunit.StatusPassed,
-		"no regression: frontend rss_mb":     gojunit.StatusPassed,
+		"no regression: loadgen 5xx_rate":            gojunit.StatusPassed,
+		"no regression: frontend rss_mb":             gojunit.StatusPassed,
 	} {
 		if got[name] != st {
 			t.Errorf("test %q: %q, want %q", name, got[name], st)

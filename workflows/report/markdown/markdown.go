@@ -225,7 +225,6 @@ func Comparison(w io.Writer, c *irsv1.Comparison) {
 	}
 }
 
-
 // sweep writes the key figures of a sweep, each as a grid: a row per point, a column per mesh.
 func sweep(w io.Writer, c *irsv1.Comparison, sw *report.Sweep) {
 	for _, name := range compare.Names(c) {
