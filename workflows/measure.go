@@ -83,6 +83,23 @@ func LoadServices(wf *irsv1.Workflow) map[string]bool {
 	return out
 }
 
+// LoadTargets returns the edges "generator->target" of every load the workflow sets: a generator's point and its
+// edge to its target measure the same requests.
+func LoadTargets(wf *irsv1.Workflow) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range wf.GetServices() {
+		if t := s.GetWorker().GetLoad().GetTarget(); t != "" {
+			out[s.GetName()+"->"+t] = true
+		}
+	}
+	walkActions(wf, func(a *irsv1.Action) {
+		if l := a.GetLoad(); l != nil && l.GetSet().GetTarget() != "" {
+			out[l.GetService()+"->"+l.GetSet().GetTarget()] = true
+		}
+	})
+	return out
+}
+
 // Scope is what a point measures: a service's main point, or an edge.
 type Scope struct {
 	Service string

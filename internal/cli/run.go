@@ -20,11 +20,13 @@ import (
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/baseline"
 	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/kube"
 	"github.com/irs-sim/irs/workflows/local"
 	"github.com/irs-sim/irs/workflows/report"
+	"github.com/irs-sim/irs/workflows/resultfile"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -44,12 +46,19 @@ type runOptions struct {
 	discard          string
 	phase            string
 	kube             kubeOptions
+	// Sweep: --sweep name=v1,v2 (replacing the workflow's sweep).
+	sweep []string
+	// Baseline: a result, comparison or suite to compare with; the limits of a regression.
+	baseline      string
+	maxRegression string
+	// Reports written into the run directory at the end.
+	reports []string
 }
 
 func (a *app) newWorkflowRunCmd() *cobra.Command {
 	var opts runOptions
 	cmd := &cobra.Command{
-		Use:   "run FILE",
+		Use:   "run FILE|DIR...",
 		Short: "Run a workflow on this machine or on a Kubernetes cluster and check its assertions; compare meshes",
 		Long: `Run a workflow. On the local backend (the default) every replica is an irs worker process on a loopback
 port (with a mesh, beside its sidecar Envoy). With --backend kubernetes every service is a Deployment and a
@@ -60,13 +69,26 @@ assertions; the result (JSON) is kept current in the run directory while it runs
 With --mesh none,envoy (and/or --sidecars both,server-only, --repeat N) the workflow runs once per variant and
 repetition, interleaved, and ends with one side-by-side table of what each variant cost and delivered: client
 latency percentiles, 5xx, sidecar and control-plane CPU and memory; <run-dir>/comparison.json holds every run.
+A workflow's sweep (or --sweep connections=2,4,8) runs it once per value, times each variant and repetition.
+
+With --baseline (a previous result, comparison, or for several workflows a previous suite's run directory),
+the run is compared with it: per service, edge, phase and metric, what changed beyond noise; a change beyond
+its limit (--max-regression) fails the run (exit 3), as do assertions relative to the baseline
+("p99 < baseline * 1.10"). A baseline of another workflow, topology, timeline or time scale is refused (exit 2).
+
+Several files (or a directory of them) run one after the other as a suite: each in <run-dir>/<workflow>/, one
+summary, suite.json and one JUnit file; the exit code is the worst of the runs'. Every file is validated before
+the first starts.
+
+Reports (--report html,junit,markdown,text; default html) are written into the run directory at the end, after
+an interrupt too: report.html (one self-contained page with the charts), junit.xml, report.md, report.txt.
 
 Exit codes: 0 every assertion held; 3 an assertion failed; 5 the run is invalid: a load generator fell behind
 its schedule, so latency is the generator's (more connections or replicas needed); 2 the workflow is invalid;
 4 the machine lacks what the workflow needs (Envoy); 1 the run failed (e.g. workers could not start); 130
 interrupted (Ctrl-C; a second Ctrl-C stops the workers at once).`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return a.runWorkflow(cmd.Context(), args[0], opts) },
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runWorkflows(cmd.Context(), args, opts) },
 	}
 	f := cmd.Flags()
 	f.BoolVar(&opts.dryRun, "dry-run", false, "print the resolved topology and timeline, run nothing")
@@ -81,6 +103,10 @@ interrupted (Ctrl-C; a second Ctrl-C stops the workers at once).`,
 	f.IntVar(&opts.repeat, "repeat", 1, "runs of each variant (interleaved); figures are medians ± standard deviations")
 	f.StringVar(&opts.discard, "discard", compare.DiscardNone, "leave the worst run of each variant (highest client p99) out of the figures: worst or none")
 	f.StringVar(&opts.phase, "compare-phase", "", "the phase the comparison's figures come from (default: the last; total: the whole run)")
+	f.StringArrayVar(&opts.sweep, "sweep", nil, "sweep a load setting: name=v1,v2,... (rate, connections, request_size, protocol, keepalive; services=a,b limits which generators); repeatable; replaces the workflow's sweep")
+	f.StringVar(&opts.baseline, "baseline", "", "a previous result, comparison or suite run directory to compare the run with")
+	f.StringVar(&opts.maxRegression, "max-regression", baseline.DefaultLimits, "with --baseline: how much each metric may get worse: metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), comma-separated")
+	f.StringSliceVar(&opts.reports, "report", []string{"html"}, "reports to write into the run directory: html, junit, markdown, text (none: no report)")
 	opts.kube.register(f)
 	return cmd
 }
@@ -161,6 +187,27 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	if err := opts.kube.resolve(a.env.LookupEnv, wf); err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
+	if len(opts.sweep) > 0 {
+		sw, err := workflows.ParseSweepFlag(opts.sweep)
+		if err != nil {
+			return withExitCode(err, ExitInvalidConfig)
+		}
+		wf.Sweep = sw
+		if err := workflows.Validate(&workflows.Document{Workflow: wf}, compileWorkerConfig); err != nil {
+			return withExitCode(fmt.Errorf("--sweep: %w", err), ExitInvalidConfig)
+		}
+	}
+	points := workflows.SweepPoints(wf.GetSweep())
+	reports, err := parseReports(opts.reports)
+	if err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	var base *runBaseline
+	if opts.baseline != "" {
+		if base, err = a.loadBaseline(opts.baseline, opts.maxRegression, wf, opts.timeScale); err != nil {
+			return err
+		}
+	}
 	for _, v := range variants {
 		if err := meshForBackend(v, opts.kube.backend); err != nil {
 			return withExitCode(err, ExitInvalidConfig)
@@ -168,13 +215,24 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	}
 	if opts.dryRun {
 		wf.Mesh = variants[0]
-		report.Plan(a.env.Stdout, wf, tl)
-		if len(variants) > 1 || opts.repeat > 1 {
+		report.Plan(a.env.Stdout, workflows.ApplySweep(wf, points[0]), tl)
+		runs := len(variants) * opts.repeat * len(points)
+		if runs > 1 {
 			var names []string
 			for _, v := range variants {
 				names = append(names, policy.Describe(v))
 			}
-			fmt.Fprintf(a.env.Stdout, "\nvariants: %s, %d run(s) each, interleaved\n", strings.Join(names, ", "), opts.repeat)
+			fmt.Fprintf(a.env.Stdout, "\nvariants: %s, %d run(s) each, interleaved\n", strings.Join(names, ", "), opts.repeat*len(points))
+		}
+		for _, p := range workflows.SweepParameters(wf.GetSweep()) {
+			fmt.Fprintf(a.env.Stdout, "sweep: %s = %s (services: %s)\n", p.GetName(), strings.Join(p.GetValues(), ", "), strings.Join(workflows.SweptServices(wf), ", "))
+		}
+		if runs > 1 {
+			fmt.Fprintf(a.env.Stdout, "plan: %d points × %d variants × %d repetitions = %d runs of %v: %v of phases in all, plus each run's start and stop (seconds each locally, more on a cluster)\n",
+				len(points), len(variants), opts.repeat, runs, tl.Total, time.Duration(runs)*tl.Total)
+		}
+		if base != nil {
+			fmt.Fprintf(a.env.Stdout, "baseline: %s (limits %s)\n", base.file.Path, opts.maxRegression)
 		}
 		return nil
 	}
@@ -199,13 +257,14 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 			return withExitCode(fmt.Errorf("--result: %w", err), ExitInvalidConfig)
 		}
 	}
-	r := &runner{app: a, wf: wf, tl: tl, envoy: envoyBin, interactive: interactive, progress: opts.progress, kube: opts.kube}
+	r := &runner{app: a, wf: wf, tl: tl, envoy: envoyBin, interactive: interactive, progress: opts.progress, kube: opts.kube,
+		base: base, reports: reports}
 	stop := r.handleSignals()
 	defer stop()
-	if len(variants) == 1 && opts.repeat == 1 {
-		return r.single(ctx, variants[0], opts)
+	if len(variants) == 1 && opts.repeat == 1 && len(points) == 1 {
+		return r.single(ctx, variants[0], points[0], opts)
 	}
-	return r.compare(ctx, variants, opts)
+	return r.compare(ctx, variants, points, opts)
 }
 
 // runner runs a workflow once or many times; a second interrupt force-stops the backend of the current run.
@@ -217,6 +276,8 @@ type runner struct {
 	interactive bool
 	progress    string
 	kube        kubeOptions
+	base        *runBaseline
+	reports     []string
 
 	mu      sync.Mutex
 	current workflows.Backend
@@ -250,9 +311,10 @@ func (r *runner) handleSignals() func() {
 	return func() { signal.Stop(sigs); close(done) }
 }
 
-// once runs the workflow under one mesh, in dir, writing the result to resultPath.
-func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, dir, resultPath string) (*irsv1.WorkflowResult, error) {
-	wf := proto.Clone(r.wf).(*irsv1.Workflow)
+// once runs the workflow under one mesh at one point of its sweep, in dir, writing the result to resultPath.
+// variant names the run for its baseline (a comparison's variant of that name).
+func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, point workflows.SweepPoint, variant, dir, resultPath string) (*irsv1.WorkflowResult, error) {
+	wf := workflows.ApplySweep(r.wf, point)
 	wf.Mesh = mesh
 	env := environment(r.kube.backend)
 	env.Mesh = policy.Describe(mesh)
@@ -314,10 +376,14 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, dir, resultPath str
 	if r.progress == "off" {
 		progress = nil
 	}
-	res, err := engine.Run(ctx, engine.Options{
+	o := engine.Options{
 		Workflow: wf, Timeline: r.tl, Backend: backend, ResultPath: resultPath, Environment: env,
-		Progress: progress, Interactive: r.interactive, Logger: r.app.logger, Notes: notes,
-	})
+		Progress: progress, Interactive: r.interactive, Logger: r.app.logger, Notes: notes, Parameters: point.Map(),
+	}
+	if r.base != nil {
+		o.Baseline = baseline.ForAssertions(r.base.file, variant)
+	}
+	res, err := engine.Run(ctx, o)
 	if r.interactive {
 		fmt.Fprintln(r.app.env.Stdout)
 	}
@@ -325,15 +391,52 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, dir, resultPath str
 }
 
 // single runs the workflow once and reports it.
-func (r *runner) single(ctx context.Context, mesh *irsv1.Mesh, opts runOptions) error {
+func (r *runner) single(ctx context.Context, mesh *irsv1.Mesh, point workflows.SweepPoint, opts runOptions) error {
 	if opts.result == "" {
 		opts.result = filepath.Join(opts.runDir, "result.json")
 	}
-	res, err := r.once(ctx, mesh, opts.runDir, opts.result)
+	name := policy.Describe(mesh)
+	if point.Label() != "" {
+		name += " " + point.Label()
+	}
+	res, err := r.once(ctx, mesh, point, name, opts.runDir, opts.result)
 	if res != nil {
+		f := &resultfile.File{Path: opts.result, Result: res}
+		if r.base != nil && res.GetTotal() != nil {
+			r.compareWithBaseline(f)
+			if werr := engine.WriteResult(opts.result, res); werr != nil {
+				return withExitCode(fmt.Errorf("write result: %w", werr), ExitError)
+			}
+		}
 		report.Summary(r.app.env.Stdout, res, opts.result)
+		r.writeReports(filepath.Dir(opts.result), f)
 	}
 	return runError(r.wf.GetName(), res, err)
+}
+
+// compareWithBaseline attaches what changed against the baseline; a regression fails a run that passed.
+func (r *runner) compareWithBaseline(f *resultfile.File) {
+	reg, err := baseline.Compare(r.base.file, f, r.base.limits)
+	if err != nil {
+		fmt.Fprintf(r.app.env.Stderr, "warning: not compared with the baseline: %v\n", err)
+		return
+	}
+	var status *string
+	if f.Comparison != nil {
+		f.Comparison.Regressions, status = reg, &f.Comparison.Status
+	} else {
+		f.Result.Regressions, status = reg, &f.Result.Status
+	}
+	if reg.GetStatus() == baseline.StatusRegressed && *status == engine.StatusPassed {
+		*status = engine.StatusFailed
+	}
+}
+
+// writeReports writes the reports asked for beside a result or comparison, and says where they are.
+func (r *runner) writeReports(dir string, f *resultfile.File) {
+	if written := r.app.writeReports(dir, f, r.reports); len(written) > 0 {
+		fmt.Fprintf(r.app.env.Stdout, "reports: %s\n", strings.Join(written, ", "))
+	}
 }
 
 // runError maps a run's outcome to the command's error and exit code.
@@ -351,15 +454,24 @@ func runError(name string, res *irsv1.WorkflowResult, err error) error {
 		return withExitCode(fmt.Errorf("run %s: %w", name, err), ExitError)
 	case res.GetStatus() == engine.StatusInvalid:
 		return withExitCode(errors.New("invalid run: a load generator fell behind its schedule (see above)"), ExitInvalidRun)
+	case res.GetStatus() == engine.StatusFailed && res.GetRegressions().GetStatus() == baseline.StatusRegressed:
+		msg := "a metric regressed beyond its limit against the baseline"
+		for _, a := range res.GetAssertions() {
+			if report.Outcome(a) == report.OutcomeFailed || report.Outcome(a) == report.OutcomeError {
+				msg = "an assertion failed, and " + msg
+				break
+			}
+		}
+		return withExitCode(errors.New(msg), ExitAssertionFailed)
 	case res.GetStatus() == engine.StatusFailed:
 		return withExitCode(errors.New("an assertion failed"), ExitAssertionFailed)
 	}
 	return nil
 }
 
-// compare runs every variant opts.repeat times, interleaved (a round runs each variant once), keeping the
-// comparison file current, and prints the side-by-side table.
-func (r *runner) compare(ctx context.Context, variants []*irsv1.Mesh, opts runOptions) error {
+// compare runs every variant at every point of the sweep opts.repeat times, interleaved (a round runs each
+// once), keeping the comparison file current, and prints the side-by-side table.
+func (r *runner) compare(ctx context.Context, meshes []*irsv1.Mesh, points []workflows.SweepPoint, opts runOptions) error {
 	out := opts.result
 	if out == "" {
 		out = filepath.Join(opts.runDir, "comparison.json")
@@ -372,9 +484,22 @@ func (r *runner) compare(ctx context.Context, variants []*irsv1.Mesh, opts runOp
 	env.Mesh = "compared"
 	env.EnvoyVersion = r.envoy.Version
 	cmp := &irsv1.Comparison{Schema: compare.Schema, Status: engine.StatusRunning, Workflow: r.wf, Environment: env,
-		Repeat: uint32(opts.repeat), Discard: opts.discard, Phase: phase}
-	for _, v := range variants {
-		cmp.Variants = append(cmp.Variants, &irsv1.Variant{Name: policy.Describe(v), Mesh: v})
+		Repeat: uint32(opts.repeat), Discard: opts.discard, Phase: phase, Sweep: workflows.SweepParameters(r.wf.GetSweep())}
+	type variant struct {
+		mesh  *irsv1.Mesh
+		point workflows.SweepPoint
+	}
+	var variants []variant
+	for _, p := range points {
+		for _, m := range meshes {
+			name := policy.Describe(m)
+			v := &irsv1.Variant{Name: name, Mesh: m, MeshName: name, Parameters: p.Map()}
+			if p.Label() != "" {
+				v.Name += " " + p.Label()
+			}
+			cmp.Variants = append(cmp.Variants, v)
+			variants = append(variants, variant{m, p})
+		}
 	}
 	var runErr error
 	total := len(variants) * opts.repeat
@@ -383,8 +508,8 @@ rounds:
 		for i, v := range variants {
 			name := cmp.Variants[i].GetName()
 			fmt.Fprintf(r.app.env.Stderr, "\n[%d/%d] %s, run %d of %d\n", len(cmp.GetOrder())+1, total, name, round, opts.repeat)
-			dir := filepath.Join(opts.runDir, strings.ReplaceAll(name, "/", "-")+fmt.Sprintf("-%d", round))
-			res, err := r.once(ctx, v, dir, filepath.Join(dir, "result.json"))
+			dir := filepath.Join(opts.runDir, strings.NewReplacer("/", "-", " ", "_", "=", "-").Replace(name)+fmt.Sprintf("-%d", round))
+			res, err := r.once(ctx, v.mesh, v.point, name, dir, filepath.Join(dir, "result.json"))
 			if res != nil {
 				cmp.Variants[i].Runs = append(cmp.Variants[i].Runs, res)
 				cmp.Order = append(cmp.Order, fmt.Sprintf("%s#%d", name, round))
@@ -416,13 +541,18 @@ rounds:
 		cmp.Status = engine.StatusPassed
 	}
 	compare.Figures(cmp)
+	f := &resultfile.File{Path: out, Comparison: cmp}
+	if r.base != nil && !errors.Is(runErr, engine.ErrInterrupted) {
+		r.compareWithBaseline(f)
+	}
 	if err := writeComparison(out, cmp); err != nil {
 		return err
 	}
 	report.Comparison(r.app.env.Stdout, cmp, out)
+	r.writeReports(filepath.Dir(out), f)
 	var last *irsv1.WorkflowResult
 	if st := cmp.GetStatus(); st == engine.StatusFailed || st == engine.StatusInvalid {
-		last = &irsv1.WorkflowResult{Status: st}
+		last = &irsv1.WorkflowResult{Status: st, Regressions: cmp.GetRegressions()}
 	}
 	return runError(r.wf.GetName(), last, runErr)
 }

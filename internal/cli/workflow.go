@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -10,8 +11,6 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker"
 	"github.com/irs-sim/irs/workflows"
-	"github.com/irs-sim/irs/workflows/engine"
-	"github.com/irs-sim/irs/workflows/report"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -22,7 +21,7 @@ func (a *app) newWorkflowCmd() *cobra.Command {
 		Short: "Validate and run workflows: a service graph and what happens to it over time",
 	}
 	cmd.AddCommand(a.newWorkflowValidateCmd(), a.newWorkflowRunCmd(), a.newWorkflowReportCmd(),
-		a.newWorkflowSchemaCmd())
+		a.newWorkflowCompareCmd(), a.newWorkflowSchemaCmd())
 	return cmd
 }
 
@@ -47,39 +46,49 @@ func loadWorkflow(path string) (*workflows.Document, error) {
 
 func (a *app) newWorkflowValidateCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "validate FILE",
-		Short: "Check a workflow file: every problem, with its line:column and field path (exit 2 if any)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "validate FILE|DIR...",
+		Short: "Check workflow files: every problem, with its line:column and field path (exit 2 if any)",
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := loadWorkflow(args[0])
-			if err != nil {
-				return err
-			}
-			tl, err := workflows.NewTimeline(doc.Workflow, 1)
+			files, err := workflowFiles(args)
 			if err != nil {
 				return withExitCode(err, ExitInvalidConfig)
 			}
-			fmt.Fprintf(a.env.Stdout, "%s: valid: %d services, %d phases, %v, %d actions\n", args[0],
-				len(doc.Workflow.GetServices()), len(doc.Workflow.GetPhases()), tl.Total, len(tl.Steps))
+			var problems []error
+			for _, file := range files {
+				if err := a.validateOne(file); err != nil {
+					problems = append(problems, err)
+				}
+			}
+			if len(problems) > 0 {
+				if len(files) > 1 {
+					problems = append([]error{fmt.Errorf("%d of %d workflow files are invalid", len(problems), len(files))}, problems...)
+				}
+				return withExitCode(errors.Join(problems...), ExitInvalidConfig)
+			}
 			return nil
 		},
 	}
 }
 
-func (a *app) newWorkflowReportCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "report RESULT",
-		Short: "Print the summary of a run from its result file (complete or partial)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := engine.ReadResult(args[0])
-			if err != nil {
-				return withExitCode(err, ExitInvalidConfig)
-			}
-			report.Summary(a.env.Stdout, res, args[0])
-			return nil
-		},
+// validateOne checks one workflow file and says what it holds.
+func (a *app) validateOne(file string) error {
+	doc, err := loadWorkflow(file)
+	if err != nil {
+		return err
 	}
+	tl, err := workflows.NewTimeline(doc.Workflow, 1)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	runs := len(workflows.SweepPoints(doc.Workflow.GetSweep()))
+	sweep := ""
+	if runs > 1 {
+		sweep = fmt.Sprintf(", a sweep of %d runs", runs)
+	}
+	fmt.Fprintf(a.env.Stdout, "%s: valid: %d services, %d phases, %v, %d actions%s\n", file,
+		len(doc.Workflow.GetServices()), len(doc.Workflow.GetPhases()), tl.Total, len(tl.Steps), sweep)
+	return nil
 }
 
 func (a *app) newWorkflowSchemaCmd() *cobra.Command {

@@ -81,14 +81,17 @@ func TestKnownRegressionIsFlagged(t *testing.T) {
 	}
 	for _, want := range []struct{ scope, phase, metric string }{
 		{"loadgen", "steady", "p99"}, {"loadgen", "total", "p50"}, {"frontend->backend", "kill", "p90"},
-		{"backend", "recovered", "cpu_mcores"}, {"backend", "total", "p999"},
+		{"backend", "recovered", "cpu_mcores"}, {"backend", "total", "p90"},
 	} {
 		ch := find(r, want.scope, want.phase, want.metric)
 		if ch == nil || ch.GetVerdict() != baseline.VerdictRegressed || ch.GetRelative() < 0.3 || ch.GetPValue() >= baseline.Alpha {
 			t.Errorf("%s %s %s: %v, want regressed by over 30%%, beyond noise", want.scope, want.phase, want.metric, ch)
 		}
 	}
-	// max has no limit: worse, never a regression.
+	// p99.9 and max have no limit by default: worse, never a regression.
+	if ch := find(r, "loadgen", "steady", "p999"); ch == nil || ch.GetVerdict() != baseline.VerdictWorse || ch.GetLimit() != "" {
+		t.Errorf("loadgen p999: %v, want worse without a limit", ch)
+	}
 	if ch := find(r, "loadgen", "steady", "max"); ch == nil || ch.GetVerdict() != baseline.VerdictWorse || ch.GetLimit() != "" {
 		t.Errorf("loadgen max: %v, want worse without a limit", ch)
 	}
@@ -252,4 +255,42 @@ func mustCompare(t *testing.T, b, c *resultfile.File) *irsv1.Regressions {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestMemoryNeedsRuns: one run's memory against another's is judged by a fixed allowance, not by its trending
+// per-second samples.
+func TestMemoryNeedsRuns(t *testing.T) {
+	base := fixture(t, "base")
+	scaled := func(k float64) *resultfile.File {
+		r := proto.Clone(base.Result).(*irsv1.WorkflowResult)
+		scale := func(p *irsv1.Point) {
+			if p.GetService() == "frontend" && p.GetKind() == "served" {
+				p.RssMb *= k
+			}
+		}
+		for _, pr := range append(r.GetPhases(), r.GetTotal()) {
+			for _, p := range pr.GetServices() {
+				scale(p)
+			}
+		}
+		for _, tick := range r.GetSeries() {
+			for _, p := range tick.GetServices() {
+				scale(p)
+			}
+		}
+		return &resultfile.File{Path: "scaled.json", Result: r}
+	}
+	// +30 % (27 MB): every second higher, but within what runs differ by.
+	r := mustCompare(t, base, scaled(1.3))
+	if ch := find(r, "frontend", "total", "rss_mb"); ch.GetVerdict() != baseline.VerdictUnchanged || ch.GetBaseSamples() != 1 {
+		t.Errorf("+30%% memory: %v, want unchanged, judged on one run a side", ch)
+	}
+	if r.GetStatus() != baseline.StatusPassed {
+		t.Errorf("+30%% memory: status %s", r.GetStatus())
+	}
+	// +60 %: beyond the allowance and the 15 % limit.
+	r = mustCompare(t, base, scaled(1.6))
+	if ch := find(r, "frontend", "total", "rss_mb"); ch.GetVerdict() != baseline.VerdictRegressed {
+		t.Errorf("+60%% memory: %v, want regressed", ch)
+	}
 }

@@ -55,6 +55,8 @@ type Options struct {
 	// Baseline returns the baseline's value of an assertion's metric, for the assertions relative to it (nil:
 	// there is no baseline, and they are skipped).
 	Baseline func(a *irsv1.Assertion, m workflows.Metric) (float64, error)
+	// Parameters are the values of the swept parameters this run is at (kept in the result).
+	Parameters map[string]string
 }
 
 type engine struct {
@@ -176,7 +178,7 @@ func newEngine(o Options) *engine {
 	e.res = &irsv1.WorkflowResult{
 		Schema: ResultSchema, Status: StatusRunning, Workflow: o.Workflow, Environment: o.Environment,
 		Seed: o.Workflow.GetSeed(), TimeScale: o.Timeline.Scale, StartedAt: timestamppb.Now(), Notes: o.Notes,
-		Interval: interval.Seconds(),
+		Interval: interval.Seconds(), Parameters: o.Parameters,
 	}
 	return e
 }
@@ -339,7 +341,7 @@ func (e *engine) save() {
 	e.mu.Lock()
 	res := proto.Clone(e.res).(*irsv1.WorkflowResult)
 	e.mu.Unlock()
-	if err := writeResult(e.o.ResultPath, res); err != nil {
+	if err := WriteResult(e.o.ResultPath, res); err != nil {
 		e.logger.Warn("write result", "path", e.o.ResultPath, "err", err)
 	}
 }

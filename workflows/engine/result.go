@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// writeResult writes a result atomically: a reader never sees half a file.
-func writeResult(path string, res *irsv1.WorkflowResult) error {
+// WriteResult writes a result file atomically (a reader never sees half a file).
+func WriteResult(path string, res *irsv1.WorkflowResult) error {
 	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}.Marshal(res)
 	if err != nil {
 		return err

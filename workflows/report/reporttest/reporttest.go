@@ -5,6 +5,9 @@ package reporttest
 import (
 	"bytes"
 	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +16,7 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/baseline"
 	"github.com/irs-sim/irs/workflows/compare"
+	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/resultfile"
 	"google.golang.org/protobuf/proto"
 )
@@ -105,4 +109,62 @@ func Golden(t *testing.T, name string, got []byte) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from the golden file (go test -update rewrites it); got:\n%s", path, got)
 	}
+}
+
+// Large returns a synthetic result of a long run of many services at one point per second: services in a
+// chain, each with a sidecar, one replica killed every 10 s, a phase every 10 minutes. Its numbers are made
+// up (smooth waves and noise from a fixed seed); its shape is a real result's.
+func Large(services, seconds int) *irsv1.WorkflowResult {
+	rng := rand.New(rand.NewPCG(1, 2))
+	wf := &irsv1.Workflow{Name: "large", Description: "a synthetic hour of a hundred services"}
+	for i := range services {
+		s := &irsv1.Service{Name: fmt.Sprintf("svc-%03d", i), Replicas: 3, Worker: &irsv1.WorkerConfig{}}
+		if i == 0 {
+			s.Worker.Load = &irsv1.Load{Target: "svc-001", Rate: 1000}
+		} else if i+1 < services {
+			s.Worker.Calls = []*irsv1.Call{{Service: fmt.Sprintf("svc-%03d", i+1)}}
+		}
+		wf.Services = append(wf.Services, s)
+	}
+	res := &irsv1.WorkflowResult{Schema: engine.ResultSchema, Status: "passed", Workflow: wf, Seed: 1, TimeScale: 1, Interval: 1,
+		Environment: &irsv1.Environment{IrsVersion: "test", Mesh: "envoy", Backend: "local", Hostname: "test", Cpus: 2}}
+	for p := 0; p*600 < seconds; p++ {
+		wf.Phases = append(wf.Phases, &irsv1.Phase{Name: fmt.Sprintf("phase-%d", p+1), Duration: "10m"})
+		res.Phases = append(res.Phases, &irsv1.PhaseResult{Name: fmt.Sprintf("phase-%d", p+1), Start: float64(p * 600), End: float64(min((p+1)*600, seconds))})
+	}
+	point := func(svc string, kind string, t float64) *irsv1.Point {
+		wave := 1 + 0.3*math.Sin(t/60)
+		return &irsv1.Point{Service: svc, Kind: kind, Requests: 1000, Rps: 1000 * wave, Failures: int64(rng.IntN(3)),
+			FailureRate: float64(rng.IntN(3)) / 1000, P50Ms: 2 * wave * (0.9 + 0.2*rng.Float64()), P99Ms: 12 * wave * (0.8 + 0.4*rng.Float64()),
+			CpuMcores: 150 * wave * (0.9 + 0.2*rng.Float64()), RssMb: 40 + t/360, Replicas: 3,
+			Sidecars: 3, SidecarCpuMcores: 90 * wave * (0.9 + 0.2*rng.Float64()), SidecarRssMb: 30}
+	}
+	for s := 1; s <= seconds; s++ {
+		t := float64(s)
+		tick := &irsv1.Tick{T: t, Phase: res.Phases[(s-1)/600].GetName()}
+		for i, svc := range wf.Services {
+			kind := "served"
+			if i == 0 {
+				kind = "load"
+			}
+			tick.Services = append(tick.Services, point(svc.GetName(), kind, t))
+			if i > 0 && i+1 < services {
+				e := point(svc.GetName(), "edge", t)
+				e.Callee = wf.Services[i+1].GetName()
+				tick.Edges = append(tick.Edges, e)
+			}
+		}
+		tick.ControlPlane = &irsv1.Point{Kind: "control-plane", CpuMcores: 20, RssMb: 60}
+		res.Series = append(res.Series, tick)
+		if s%10 == 0 {
+			victim := fmt.Sprintf("svc-%03d-%d", rng.IntN(services), rng.IntN(3))
+			res.Events = append(res.Events, &irsv1.RunEvent{T: t, Kind: "kill", Replica: victim},
+				&irsv1.RunEvent{T: t + 1, Kind: "replace", Replica: victim + "r"})
+		}
+	}
+	res.Total = &irsv1.PhaseResult{Name: "total", End: float64(seconds)}
+	for _, svc := range res.Series[len(res.Series)-1].GetServices() {
+		res.Total.Services = append(res.Total.Services, svc)
+	}
+	return res
 }

@@ -1,0 +1,230 @@
+package page
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/compare"
+	"github.com/irs-sim/irs/workflows/report"
+)
+
+// maxChangeRows is how many changes against a baseline the page lists; the JSON has all.
+const maxChangeRows = 200
+
+type assertionRow struct {
+	Outcome, Label, Scope, Expect, Measured string
+}
+
+type regressionView struct {
+	Status, Base, Counts, Method string
+	Notes                        []string
+	Rows                         []changeRow
+	More                         int
+}
+
+// topChanges is how many changes show before the rest is folded away.
+const topChanges = 15
+
+// Top returns the changes shown first; Rest the others.
+func (r *regressionView) Top() []changeRow { return r.Rows[:min(len(r.Rows), topChanges)] }
+
+// Rest returns the changes after Top.
+func (r *regressionView) Rest() []changeRow { return r.Rows[min(len(r.Rows), topChanges):] }
+
+type changeRow struct {
+	Verdict, Change, Base, Current, Delta, P, Limit string
+}
+
+type phaseView struct {
+	Name       string
+	Start, End float64
+	Services   []*irsv1.Point
+	Edges      []*irsv1.Point
+	Control    *irsv1.Point
+}
+
+type killRow struct {
+	Replica, Signal, Scheduled, Killed, Gone, Removed, Replacement, Ready string
+}
+
+type figureTable struct {
+	Header []string
+	Rows   [][]string
+}
+
+type suiteRow struct {
+	Workflow, File, Status, Error, Result, Report string
+	ExitCode                                      int32
+	Duration                                      float64
+}
+
+// Result writes a run's page.
+func Result(w io.Writer, res *irsv1.WorkflowResult) error {
+	v := &view{Title: "IRS: " + res.GetWorkflow().GetName(), Status: res.GetStatus(), Facts: runFacts(res),
+		Notes: res.GetNotes(), Error: res.GetError(), Saturation: res.GetSaturation(),
+		Assertions: assertionRows(res.GetAssertions()), Regression: regressionRows(res.GetRegressions()),
+		Kills: killRows(res.GetKills()), Env: environment(res.GetEnvironment())}
+	for _, p := range append(append([]*irsv1.PhaseResult{}, res.GetPhases()...), res.GetTotal()) {
+		if p != nil {
+			v.Phases = append(v.Phases, phaseView{Name: p.GetName(), Start: p.GetStart(), End: p.GetEnd(),
+				Services: p.GetServices(), Edges: p.GetEdges(), Control: p.GetControlPlane()})
+		}
+	}
+	for _, ev := range res.GetEvents() {
+		v.Events = append(v.Events, ev)
+	}
+	d := runData(res)
+	return render(w, v, &d)
+}
+
+func runFacts(res *irsv1.WorkflowResult) []string {
+	env := res.GetEnvironment()
+	facts := []string{"mesh " + orDash(env.GetMesh()), env.GetBackend() + " backend"}
+	if t := res.GetTotal(); t != nil {
+		facts = append(facts, fmt.Sprintf("%.0f s", t.GetEnd()))
+	}
+	facts = append(facts, fmt.Sprintf("seed %d", res.GetSeed()))
+	if res.GetTimeScale() != 1 {
+		facts = append(facts, fmt.Sprintf("time scale %g", res.GetTimeScale()))
+	}
+	for _, p := range workflows.SweepParameters(res.GetWorkflow().GetSweep()) {
+		if val, ok := res.GetParameters()[p.GetName()]; ok {
+			facts = append(facts, p.GetName()+" "+val)
+		}
+	}
+	if res.GetStartedAt() != nil {
+		facts = append(facts, "started "+when(res.GetStartedAt()))
+	}
+	if d := res.GetWorkflow().GetDescription(); d != "" {
+		facts = append([]string{d}, facts...)
+	}
+	return facts
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func assertionRows(as []*irsv1.AssertionResult) []assertionRow {
+	var rows []assertionRow
+	for _, a := range as {
+		rows = append(rows, assertionRow{Outcome: report.Outcome(a), Label: a.GetName(), Scope: report.AssertionScope(a),
+			Expect: a.GetExpect(), Measured: report.AssertionMeasured(a)})
+	}
+	return rows
+}
+
+func regressionRows(r *irsv1.Regressions) *regressionView {
+	if r == nil {
+		return nil
+	}
+	v := &regressionView{Status: r.GetStatus(), Base: r.GetBase().GetPath(), Counts: report.CountsLine(r),
+		Method: r.GetMethod(), Notes: r.GetNotes()}
+	for i, ch := range report.NotableChanges(r) {
+		if i == maxChangeRows {
+			v.More = len(report.NotableChanges(r)) - maxChangeRows
+			break
+		}
+		b, c, d := report.ChangeValues(ch)
+		v.Rows = append(v.Rows, changeRow{Verdict: ch.GetVerdict(), Change: report.ChangeScope(ch), Base: b, Current: c,
+			Delta: d, P: report.PValue(ch.GetPValue()), Limit: ch.GetLimit()})
+	}
+	return v
+}
+
+func killRows(ks []*irsv1.KillRecord) []killRow {
+	opt := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.3fs", *v)
+	}
+	var rows []killRow
+	for _, k := range ks {
+		rows = append(rows, killRow{Replica: k.GetReplica(), Signal: k.GetSignal(), Scheduled: fmt.Sprintf("%.3fs", k.GetScheduled()),
+			Killed: fmt.Sprintf("%.3fs", k.GetKilled()), Gone: opt(k.Gone), Removed: opt(k.EndpointRemoved),
+			Replacement: orDash(k.GetReplacement()), Ready: opt(k.ReplacementReady)})
+	}
+	return rows
+}
+
+// Comparison writes a comparison's page: a sweep's figures against its parameter, or each figure per variant.
+func Comparison(w io.Writer, c *irsv1.Comparison) error {
+	runs := 0
+	for _, v := range c.GetVariants() {
+		runs += len(v.GetRuns())
+	}
+	facts := []string{fmt.Sprintf("%d variants", len(c.GetVariants())), fmt.Sprintf("%d runs", runs),
+		fmt.Sprintf("figures from %s", phaseLabel(c.GetPhase())), "medians ± standard deviations over the runs kept"}
+	if c.GetDiscard() == compare.DiscardWorst {
+		facts = append(facts, "the worst run of each variant left out")
+	}
+	v := &view{Title: "IRS: " + c.GetWorkflow().GetName() + " compared", Status: c.GetStatus(), Facts: facts,
+		Regression: regressionRows(c.GetRegressions()), Env: environment(c.GetEnvironment()), Figures: figures(c)}
+	var notPassed []string
+	for _, vr := range c.GetVariants() {
+		for i, r := range vr.GetRuns() {
+			if r.GetStatus() != "passed" {
+				notPassed = append(notPassed, fmt.Sprintf("%s#%d %s", vr.GetName(), i+1, r.GetStatus()))
+			}
+		}
+	}
+	if len(notPassed) > 0 {
+		v.Notes = []string{"runs that did not pass: " + strings.Join(notPassed, ", ")}
+	}
+	d := comparisonData(c)
+	if len(c.GetSweep()) > 0 {
+		d = sweepData(c)
+	}
+	return render(w, v, &d)
+}
+
+func phaseLabel(p string) string {
+	if p == "" || p == compare.TotalPhase {
+		return "the whole run"
+	}
+	return "phase " + p
+}
+
+// figures is the comparison's table: a row per figure, a column per variant.
+func figures(c *irsv1.Comparison) *figureTable {
+	t := &figureTable{Header: []string{"Figure"}}
+	for _, v := range c.GetVariants() {
+		t.Header = append(t.Header, v.GetName())
+	}
+	for _, name := range compare.Names(c) {
+		row := []string{name}
+		for _, v := range c.GetVariants() {
+			row = append(row, report.FigureCell(compare.Find(v, name)))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// SuiteRun is one run of a suite with the path of its own page ("" when it has none), relative to the suite's.
+type SuiteRun struct {
+	Entry  *irsv1.SuiteRun
+	Report string
+}
+
+// Suite writes a suite's page: a row per workflow, linking to each run's page.
+func Suite(w io.Writer, s *irsv1.Suite, runs []SuiteRun) error {
+	v := &view{Title: "IRS suite", Status: s.GetStatus(), Facts: []string{fmt.Sprintf("%d workflows", len(runs)), fmt.Sprintf("exit %d", s.GetExitCode())},
+		Env: environment(s.GetEnvironment())}
+	if s.GetStartedAt() != nil {
+		v.Facts = append(v.Facts, "started "+when(s.GetStartedAt()))
+	}
+	for _, r := range runs {
+		e := r.Entry
+		v.Suite = append(v.Suite, suiteRow{Workflow: e.GetWorkflow(), File: e.GetFile(), Status: e.GetStatus(), Error: e.GetError(),
+			Result: e.GetResult(), Report: r.Report, ExitCode: e.GetExitCode(), Duration: e.GetDuration()})
+	}
+	return render(w, v, nil)
+}
