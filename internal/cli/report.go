@@ -312,4 +312,3 @@ func writeBytes(w io.Writer, path string, b []byte) error {
 	}
 	return atomicfile.Write(path, b, 0o644)
 }
-

@@ -229,4 +229,3 @@ func writeSuite(path string, s *irsv1.Suite) error {
 	}
 	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
-
