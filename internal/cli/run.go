@@ -316,6 +316,14 @@ func (r *runner) handleSignals() func() {
 func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, point workflows.SweepPoint, variant, dir, resultPath string) (*irsv1.WorkflowResult, error) {
 	wf := workflows.ApplySweep(r.wf, point)
 	wf.Mesh = mesh
+	tl := r.tl
+	if len(point) > 0 {
+		// The timeline holds the loads the run starts with: the swept ones.
+		var err error
+		if tl, err = workflows.NewTimeline(wf, r.tl.Scale); err != nil {
+			return nil, err
+		}
+	}
 	env := environment(r.kube.backend)
 	env.Mesh = policy.Describe(mesh)
 	if policy.Enabled(mesh) {
@@ -377,7 +385,7 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, point workflows.Swe
 		progress = nil
 	}
 	o := engine.Options{
-		Workflow: wf, Timeline: r.tl, Backend: backend, ResultPath: resultPath, Environment: env,
+		Workflow: wf, Timeline: tl, Backend: backend, ResultPath: resultPath, Environment: env,
 		Progress: progress, Interactive: r.interactive, Logger: r.app.logger, Notes: notes, Parameters: point.Map(),
 	}
 	if r.base != nil {
