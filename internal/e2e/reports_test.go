@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	gojunit "github.com/joshdk/go-junit"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/compare"
+	gojunit "github.com/joshdk/go-junit"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 

@@ -237,6 +237,8 @@ func classify(name string) figureKind {
 				cat = "mean"
 			case k.prefix == "control plane CPU":
 				cat = strings.TrimSpace(cat)
+			case k.chart == "cp-mem":
+				cat = "memory"
 			case cat == "":
 				cat = k.suffix
 			}
