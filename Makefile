@@ -121,12 +121,13 @@ check-generated:
 		(cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/schemagen > $$tmp/schema.json) && \
 		diff workflows/schema.json $$tmp/schema.json && echo "generated code is up to date"
 
-## bench: measure IRS against nginx, fortio and wrk (installs them) and print ratios; then the kubernetes backend on the test node and on kwok's fake nodes
-bench: build image
+## bench: measure IRS against nginx, fortio and wrk (installs them) and print ratios; the HTML report of a long run in Chromium; then the kubernetes backend on the test node and on kwok's fake nodes
+bench: build image deps
 	@command -v wrk >/dev/null && command -v nginx >/dev/null || { \
 		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq wrk nginx-light; }
 	@[ -x "$$($(GO) env GOPATH)/bin/fortio" ] || $(GO) install fortio.org/fortio@v1.66.5
 	$(GO) run ./bench -irs $(BIN)
+	IRS_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -run '^$$' -bench LargeReportInChromium -benchtime 3x -v ./internal/e2e/ | grep -E 'Benchmark|page of'
 	hack/testnode/bench.sh
 
 ## clean: remove build output

@@ -8,16 +8,22 @@ import (
 	"github.com/irs-sim/irs/workflows"
 )
 
-// TestExamples checks every workflow in examples/ (not the worker configurations in examples/worker/): it parses,
-// validates with the real worker compiler and builds a timeline in real time and ten times faster.
+// TestExamples checks every workflow in examples/ and examples/seeds/ (not the worker configurations in
+// examples/worker/): it parses, validates with the real worker compiler and builds a timeline in real time and
+// ten times faster.
 func TestExamples(t *testing.T) {
 	files, err := filepath.Glob("../examples/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 3 {
-		t.Fatalf("found %d examples in ../examples, want at least 3: %v", len(files), files)
+	seeds, err := filepath.Glob("../examples/seeds/*.yaml")
+	if err != nil {
+		t.Fatal(err)
 	}
+	if len(files) < 3 || len(seeds) < 5 {
+		t.Fatalf("found %d examples in ../examples and %d in ../examples/seeds, want at least 3 and 5", len(files), len(seeds))
+	}
+	files = append(files, seeds...)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			doc, err := workflows.ReadFile(file)

@@ -33,7 +33,7 @@ type browser struct {
 	requests []string
 }
 
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -45,7 +45,7 @@ func chromium(t *testing.T) string {
 }
 
 // newBrowser starts a headless Chromium for the test; it is stopped at cleanup.
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t testing.TB) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox,
 		chromedp.DisableGPU, chromedp.WindowSize(1400, 1000))
@@ -96,7 +96,7 @@ type chartInfo struct {
 // open loads a report page, waits until its script has laid the charts out, scrolls through it so that every
 // chart is drawn (a page of many draws them as they near the screen), and returns what was drawn and how long
 // the page took to open (load and first charts).
-func (b *browser) open(t *testing.T, file string) ([]chartInfo, time.Duration) {
+func (b *browser) open(t testing.TB, file string) ([]chartInfo, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
@@ -208,7 +208,7 @@ func checkPage(t *testing.T, b *browser, file string) ([]chartInfo, time.Duratio
 }
 
 // reportPage renders a result or comparison file as a page with the CLI.
-func reportPage(t *testing.T, in string, args ...string) string {
+func reportPage(t testing.TB, in string, args ...string) string {
 	t.Helper()
 	out := strings.TrimSuffix(in, ".json") + ".html"
 	p := command(t, nil, append([]string{"workflow", "report", in, "--format", "html", "-o", out}, args...)...)
@@ -294,7 +294,7 @@ func copyFixture(t *testing.T, dir, name string) string {
 }
 
 // writeJSON writes a result or comparison as irs writes them.
-func writeJSON(t *testing.T, dir, name string, m proto.Message) string {
+func writeJSON(t testing.TB, dir, name string, m proto.Message) string {
 	t.Helper()
 	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
@@ -310,3 +310,26 @@ func writeJSON(t *testing.T, dir, name string, m proto.Message) string {
 func sweepComparison(t *testing.T) *irsv1.Comparison { return reporttest.Sweep(t) }
 
 func largeResult() *irsv1.WorkflowResult { return reporttest.Large(100, 3600) }
+
+// BenchmarkLargeReportInChromium measures how long the page of an hour of a hundred services takes to open and
+// draw its charts in Chromium (make bench runs it; the bound is 2 s), and its size.
+func BenchmarkLargeReportInChromium(b *testing.B) {
+	br := newBrowser(b)
+	file := reportPage(b, writeJSON(b, b.TempDir(), "large.json", largeResult()))
+	st, err := os.Stat(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var worst time.Duration
+	for b.Loop() {
+		_, opened := br.open(b, file)
+		worst = max(worst, opened)
+	}
+	b.ReportMetric(float64(st.Size())/(1<<20), "MB")
+	b.ReportMetric(worst.Seconds(), "s-worst")
+	verdict := "within"
+	if worst > 2*time.Second {
+		verdict = "BEYOND"
+	}
+	b.Logf("page of %.2f MB opened and drawn in at most %v: %s the 2 s bound", float64(st.Size())/(1<<20), worst, verdict)
+}

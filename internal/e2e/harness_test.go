@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 
 // proc is a running irs process.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	ready  readyInfo
 	stdout *bytes.Buffer
@@ -70,13 +70,13 @@ type readyInfo struct {
 }
 
 // command prepares an irs process that dies with the test and is reaped at cleanup.
-func command(t *testing.T, env []string, args ...string) *proc {
+func command(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
 	return commandOf(t, irsBin, env, args...)
 }
 
 // commandOf prepares a process of any binary that dies with the test and is reaped at cleanup.
-func commandOf(t *testing.T, bin string, env []string, args ...string) *proc {
+func commandOf(t testing.TB, bin string, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
