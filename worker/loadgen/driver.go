@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/irs-sim/irs/worker/stats"
@@ -110,7 +111,7 @@ func (g *Generator) run(ctx context.Context) {
 		run = g.rec.Started(start, nil)
 	} else {
 		c = newClaims(g.cfg, start)
-		run = g.rec.Started(start, c.dueBy)
+		run = g.rec.Started(start, c)
 	}
 	defer g.rec.SetTargetRate(0)
 
@@ -211,6 +212,10 @@ type claims struct {
 	// held is, per sender, the due time of the last request handed to it. A sender claims again only once its
 	// request's time has passed, so the requests handed out and not yet due are exactly the held ones after t.
 	held []time.Duration
+	// heldSeq numbers each sender's held request (handed out so far, counting it); sentSeq is the number of the
+	// last one the sender started, written by the sender alone, so that the hot path takes no second lock.
+	heldSeq []int64
+	sentSeq []atomic.Int64
 	// stopAt is when the run halted (from the start; 0 while running): nothing is due after it.
 	stopAt time.Duration
 }
@@ -224,26 +229,30 @@ func newClaims(cfg Config, start time.Time) *claims {
 	for i := range held {
 		held[i] = -1
 	}
-	return &claims{pacer: pacer, start: start, duration: cfg.Duration, sched: cfg.Schedule, held: held}
+	return &claims{pacer: pacer, start: start, duration: cfg.Duration, sched: cfg.Schedule, held: held,
+		heldSeq: make([]int64, cfg.Connections), sentSeq: make([]atomic.Int64, cfg.Connections)}
 }
 
-// next claims the next request for sender i: its due time from the start of the run, or false when the
-// schedule is over.
-func (c *claims) next(i int) (time.Duration, bool) {
+// next claims the next request for sender i: its due time from the start of the run and its number (for
+// sending), or false when the schedule is over.
+func (c *claims) next(i int) (time.Duration, int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.over {
-		return 0, false
+		return 0, 0, false
 	}
 	at, ok := c.pacer.Next()
 	if !ok || (c.duration > 0 && at >= c.duration) {
 		c.over = true
-		return 0, false
+		return 0, 0, false
 	}
 	c.handed++
-	c.held[i] = at
-	return at, true
+	c.held[i], c.heldSeq[i] = at, c.handed
+	return at, c.handed, true
 }
+
+// sending records that sender i starts the request numbered seq.
+func (c *claims) sending(i int, seq int64) { c.sentSeq[i].Store(seq) }
 
 // halt records that the run halted at t.
 func (c *claims) halt(t time.Time) {
@@ -252,9 +261,9 @@ func (c *claims) halt(t time.Time) {
 	c.mu.Unlock()
 }
 
-// dueBy returns how many requests were due before t (bounded by the run's duration and halt), in
+// DueBy returns how many requests were due before t (bounded by the run's duration and halt), in
 // O(connections).
-func (c *claims) dueBy(t time.Time) int64 {
+func (c *claims) DueBy(t time.Time) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at := t.Sub(c.start)
@@ -276,6 +285,30 @@ func (c *claims) dueBy(t time.Time) int64 {
 	return n
 }
 
+// LagAt returns how long the oldest request due before t and not yet started has been due (0 when none is,
+// and once the run halted: what it left is unsent, not late), in O(connections). Unlike the backlog, it does
+// not depend on the rate: one request a sender is about to start is a few microseconds behind, not 1/rate.
+func (c *claims) LagAt(t time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := t.Sub(c.start)
+	if c.stopAt > 0 || (c.duration > 0 && at >= c.duration) {
+		return 0
+	}
+	oldest := at
+	for i, h := range c.held {
+		if h >= 0 && h < oldest && c.sentSeq[i].Load() != c.heldSeq[i] {
+			oldest = h
+		}
+	}
+	if !c.over {
+		if next, ok := c.pacer.Peek(); ok && next < oldest && (c.duration == 0 || next < c.duration) {
+			oldest = next
+		}
+	}
+	return at - oldest
+}
+
 // openLoop is one connection's sender: it claims the next request of the schedule, sleeps until it is due and
 // sends it. A request that is already due when claimed became due while every connection was busy: it is
 // counted as blocked, and its latency counts from when it was due.
@@ -283,7 +316,7 @@ func (c *claims) dueBy(t time.Time) int64 {
 // as due, and so as unsent.
 func (g *Generator) openLoop(ctx context.Context, c *claims, i int, s sleeper, halt <-chan struct{}) {
 	for {
-		at, ok := c.next(i)
+		at, seq, ok := c.next(i)
 		if !ok {
 			return
 		}
@@ -301,6 +334,7 @@ func (g *Generator) openLoop(ctx context.Context, c *claims, i int, s sleeper, h
 		if blocked {
 			g.rec.Blocked.Add(1)
 		}
+		c.sending(i, seq)
 		g.sendOne(ctx, intended)
 	}
 }

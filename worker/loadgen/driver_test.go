@@ -335,3 +335,47 @@ func TestStopIsPromptAtAnyRate(t *testing.T) {
 		t.Error("still running after Stop")
 	}
 }
+
+// TestOnScheduleAtALowRateShowsNoBacklog: a generator keeping to a slow Poisson schedule has nothing due and
+// unsent at almost any snapshot, and is never behind by more than a wake-up: an expected fraction of an arrival
+// is not a request (rounded up, it was a phantom backlog that made a 4/s generator look 1/4 s behind).
+func TestOnScheduleAtALowRateShowsNoBacklog(t *testing.T) {
+	reg := stats.NewRegistry("t", 1)
+	g := Start(context.Background(), Config{Schedule: must(Constant(4)), Poisson: true, Seed: 11, Connections: 8,
+		LateAfter: time.Millisecond}, slow(0), reg.Load("target"))
+	defer g.Stop()
+	const snapshots = 40
+	withBacklog := 0
+	for range snapshots {
+		time.Sleep(37 * time.Millisecond)
+		ls := reg.Snapshot().GetLoad()[0]
+		if ls.GetUnsent() > 0 {
+			withBacklog++
+		}
+		if ls.GetLagMs() > 50 {
+			t.Errorf("lag %.1fms at a snapshot of a generator on schedule at 4/s (due %d, sent %d)", ls.GetLagMs(),
+				ls.GetDue(), ls.GetSent())
+		}
+	}
+	// A snapshot catches a request only in the microseconds between its due time and its send.
+	if withBacklog > 3 {
+		t.Errorf("%d of %d snapshots show a backlog at 4/s on 8 idle connections, want at most 3", withBacklog, snapshots)
+	}
+}
+
+// TestLagOfASaturatedGenerator: a generator whose connections are all busy reports how long its oldest unsent
+// request has waited, which grows with the time it has been behind.
+func TestLagOfASaturatedGenerator(t *testing.T) {
+	reg := stats.NewRegistry("t", 1)
+	g := Start(context.Background(), Config{Schedule: must(Constant(200)), Connections: 1,
+		LateAfter: time.Millisecond}, slow(50*time.Millisecond), reg.Load("target"))
+	defer g.Stop()
+	time.Sleep(300 * time.Millisecond)
+	first := reg.Snapshot().GetLoad()[0].GetLagMs()
+	time.Sleep(300 * time.Millisecond)
+	second := reg.Snapshot().GetLoad()[0].GetLagMs()
+	// 1 connection of 50 ms at 200/s: 20/s sent, so the oldest unsent request is ~9/10 of the run old.
+	if first < 150 || second < first+150 {
+		t.Errorf("lag %.0fms at 0.3s and %.0fms at 0.6s into a run sending 1/10 of its schedule, want > 150ms and growing by > 150ms", first, second)
+	}
+}

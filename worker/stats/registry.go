@@ -47,8 +47,13 @@ type Load struct {
 	runs    []*LoadRun // the most recent runs (a replaced run may overlap its successor)
 }
 
-// DueFunc returns how many of a run's requests were due before t.
-type DueFunc func(t time.Time) int64
+// Backlog is what an open-loop run knows of its schedule at any moment.
+type Backlog interface {
+	// DueBy returns how many of the run's requests were due before t.
+	DueBy(t time.Time) int64
+	// LagAt returns how long the oldest request due before t and not yet started has been due.
+	LagAt(t time.Time) time.Duration
+}
 
 // maxRuns bounds the runs a Load remembers for computing rates.
 const maxRuns = 64
@@ -57,15 +62,15 @@ const maxRuns = 64
 type LoadRun struct {
 	l        *Load
 	from, to time.Time // to is zero while running
-	due      DueFunc   // nil for a closed loop, and once the run's due count is settled
+	due      Backlog   // nil for a closed loop, and once the run's due count is settled
 }
 
 // SetTargetRate records the rate the schedule currently asks for.
 func (l *Load) SetTargetRate(rps float64) { l.targetRate.Store(math.Float64bits(rps)) }
 
 // Started records that a run began at t; due, for an open loop, says how many of its requests were due at any
-// moment (a snapshot counts what is due as of its own time, a backlog included).
-func (l *Load) Started(t time.Time, due DueFunc) *LoadRun {
+// moment and how late they are (a snapshot counts what is due as of its own time, a backlog included).
+func (l *Load) Started(t time.Time, due Backlog) *LoadRun {
 	r := &LoadRun{l: l, from: t, due: due}
 	l.mu.Lock()
 	l.runs = append(l.runs, r)
@@ -73,7 +78,7 @@ func (l *Load) Started(t time.Time, due DueFunc) *LoadRun {
 		// A run still being counted is never forgotten (there are at most two: one replaced, one starting).
 		for _, old := range l.runs[:len(l.runs)-maxRuns] {
 			if old.due != nil {
-				l.settled += old.due(maxTime(old.to, old.from))
+				l.settled += old.due.DueBy(maxTime(old.to, old.from))
 				old.due = nil
 			}
 		}
@@ -89,7 +94,7 @@ func (r *LoadRun) Stopped(t time.Time) {
 	r.l.mu.Lock()
 	r.to = t
 	if r.due != nil {
-		r.l.settled += r.due(t)
+		r.l.settled += r.due.DueBy(t)
 		r.due = nil
 	}
 	r.l.mu.Unlock()
@@ -109,10 +114,24 @@ func (l *Load) Due(now time.Time) int64 {
 	n := l.settled
 	for _, r := range l.runs {
 		if r.due != nil {
-			n += r.due(now)
+			n += r.due.DueBy(now)
 		}
 	}
 	return n
+}
+
+// Lag returns how long the oldest request due before now and not yet started has been due, over the runs in
+// progress: how far behind its schedule the generator is.
+func (l *Load) Lag(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var lag time.Duration
+	for _, r := range l.runs {
+		if r.due != nil && r.to.IsZero() {
+			lag = max(lag, r.due.LagAt(now))
+		}
+	}
+	return lag
 }
 
 // activity returns how long any run was sending within [from, to] (overlapping runs count once) and whether
@@ -258,6 +277,7 @@ type upstreamCounts struct {
 type loadCounts struct {
 	outcomes                 outcomeCounts
 	due, sent, late, blocked int64
+	lag                      time.Duration
 }
 
 // histograms calls fn for every histogram of every series.
@@ -308,6 +328,7 @@ func (r *Registry) read(now time.Time) *counters {
 		// Sent before due: a request is sent only after it is due, so sent <= due.
 		l.sent, l.late, l.blocked = s.Sent.Load(), s.Late.Load(), s.Blocked.Load()
 		l.due = max(s.Due(now), l.sent)
+		l.lag = s.Lag(now)
 	}
 	return c
 }
@@ -365,6 +386,7 @@ func (r *Registry) build(cur, prev *counters, hist func(*Histogram) *hdrhistogra
 			// then count fewer than 0), and once the load stopped, what was never sent.
 			Unsent:     (c.due - c.sent) - (p.due - p.sent),
 			TargetRate: math.Float64frombits(s.targetRate.Load()),
+			LagMs:      float64(c.lag) / float64(time.Millisecond),
 		}
 		// Rate over the time the generator was sending, so that a window reaching past either end of a run does
 		// not dilute it.

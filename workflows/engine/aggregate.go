@@ -209,6 +209,7 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 			if k.kind == kindLoad {
 				a.due, a.sent, a.unsent = a.due+l.GetDue(), a.sent+l.GetSent(), a.unsent+l.GetUnsent()
 				a.blocked, a.late = a.blocked+l.GetBlocked(), a.late+l.GetLate()
+				a.lagMs = max(a.lagMs, l.GetLagMs())
 			}
 		}
 	}

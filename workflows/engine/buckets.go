@@ -108,7 +108,6 @@ func (e *engine) closeBuckets(k int) {
 		end := time.Duration(i) * e.interval
 		phase := e.o.Timeline.PhaseAt(end - e.interval/2)
 		tick := &irsv1.Tick{T: end.Seconds(), Phase: phase}
-		e.trackBacklog(b)
 		// The interval an interrupt fell in counts up to the interrupt.
 		secs := min(end, e.end) - (end - e.interval)
 		for _, k := range sortedKeys(b) {
@@ -117,24 +116,6 @@ func (e *engine) closeBuckets(k int) {
 		e.addToAggregates(phase, b)
 		e.res.Series = append(e.res.Series, tick)
 		e.lastTick = tick
-	}
-}
-
-// trackBacklog keeps each load generator's backlog (requests due and not sent) from an interval's windows, and
-// sets how far behind its schedule that puts it. Callers hold e.mu.
-func (e *engine) trackBacklog(b map[key]*acc) {
-	for k, a := range b {
-		if k.kind != kindLoad {
-			continue
-		}
-		level := e.backlog[k.service] + a.unsent
-		if a.targetRate <= 0 {
-			level = 0 // no generator runs: what it left is unsent for good, not a backlog
-		}
-		e.backlog[k.service] = max(level, 0)
-		if a.targetRate > 0 {
-			a.lagMs = float64(max(level, 0)) / a.targetRate * 1000
-		}
 	}
 }
 

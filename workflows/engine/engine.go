@@ -79,7 +79,6 @@ type engine struct {
 	phase      string                       // the phase running
 	kills      int
 	lastTick   *irsv1.Tick
-	backlog    map[string]int64             // load service → requests due and not sent, at the last interval's end
 	killed     map[string]*irsv1.KillRecord // replica → the record of its kill
 	// end is when the timeline ended: its planned end, or when the run was interrupted.
 	end time.Duration
@@ -159,7 +158,7 @@ func newEngine(o Options) *engine {
 	e := &engine{o: o, interval: interval, logger: o.Logger,
 		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{}, totalAccs: map[key]*acc{},
 		primary: map[string]string{}, procs: map[string]*procHistory{}, loads: map[string]*irsv1.Load{},
-		backlog: map[string]int64{}, end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{},
+		end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{},
 	}
 	for name, l := range o.Timeline.InitialLoads {
 		e.loads[name] = l

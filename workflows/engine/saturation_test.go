@@ -10,17 +10,20 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// loadWindows returns a load generator's windows over intervals 1..n of the interval: 100/s asked, and per
-// interval the given change of its backlog (requests due and not sent).
+// loadWindows returns a load generator's windows over intervals 1..n of the interval: 100/s asked, evenly
+// spaced, and per interval the given change of its backlog (requests due and not sent), so that it reports its
+// oldest unsent request as backlog/100 s old.
 func loadWindows(interval time.Duration, backlog []int64) []sample {
 	var out []sample
+	var level int64
 	for i, d := range backlog {
+		level += d
 		from, to := time.Duration(i)*interval, time.Duration(i+1)*interval
 		sent := int64(25)
 		out = append(out, sample{service: "shoppers", replica: "shoppers-0", stats: &irsv1.StatsSnapshot{
 			WindowStart: timestamppb.New(t0.Add(from)), WindowEnd: timestamppb.New(t0.Add(to)),
 			Load: []*irsv1.LoadStats{{Target: "storefront", Running: true, TargetRate: 100, Due: sent + d, Sent: sent,
-				Unsent: d, Blocked: max(d, 0), Outcomes: outcomes(map[int32]int64{200: sent}, nil)}},
+				Unsent: d, Blocked: max(d, 0), LagMs: float64(level) * 10, Outcomes: outcomes(map[int32]int64{200: sent}, nil)}},
 		}})
 	}
 	return out
@@ -124,5 +127,34 @@ assertions:
 	}
 	if e.res.GetStatus() != StatusInterrupted {
 		t.Errorf("status %q, want interrupted", e.res.GetStatus())
+	}
+}
+
+// TestALowRateRequestAboutToBeSentIsNotSaturation: at 4/s, a snapshot that catches one request between its due
+// time and its send shows a backlog of 1; the generator says it is a fraction of a millisecond behind, and the
+// run stands (a backlog of 1 read as 1/rate behind made it 250 ms, and the run invalid).
+func TestALowRateRequestAboutToBeSentIsNotSaturation(t *testing.T) {
+	const interval = 250 * time.Millisecond
+	e := testEngine(t, shopYAML, 1, interval, nil)
+	e.t0 = t0
+	var windows []sample
+	for i := range 8 {
+		from, to := time.Duration(i)*interval, time.Duration(i+1)*interval
+		ls := &irsv1.LoadStats{Target: "storefront", Running: true, TargetRate: 4, Due: 1, Sent: 1,
+			Outcomes: outcomes(map[int32]int64{200: 1}, nil)}
+		if i == 5 {
+			ls.Due, ls.Unsent, ls.LagMs = 2, 1, 0.3
+		}
+		if i == 6 {
+			ls.Due, ls.Sent, ls.Unsent = 1, 2, -1
+		}
+		windows = append(windows, sample{service: "shoppers", replica: "shoppers-0", stats: &irsv1.StatsSnapshot{
+			WindowStart: timestamppb.New(t0.Add(from)), WindowEnd: timestamppb.New(t0.Add(to)), Load: []*irsv1.LoadStats{ls}}})
+	}
+	feed(e, windows...)
+	e.closeBuckets(8)
+	e.finish(StatusPassed)
+	if e.res.GetStatus() != StatusPassed || len(e.res.GetSaturation()) != 0 {
+		t.Errorf("status %q, saturation %v; want passed and none", e.res.GetStatus(), e.res.GetSaturation())
 	}
 }

@@ -520,7 +520,10 @@ type LoadStats struct {
 	// Whether the generator is running at window_end.
 	Running bool `protobuf:"varint,12,opt,name=running,proto3" json:"running,omitempty"`
 	// Latency of each request minus the service time the target reported: network and proxy time.
-	Hop           *Histogram `protobuf:"bytes,13,opt,name=hop,proto3" json:"hop,omitempty"`
+	Hop *Histogram `protobuf:"bytes,13,opt,name=hop,proto3" json:"hop,omitempty"`
+	// How long the oldest request due and not yet started had been due at window_end: how far behind its
+	// schedule the generator is (0 on schedule; it grows without bound in a saturated generator).
+	LagMs         float64 `protobuf:"fixed64,14,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -646,6 +649,13 @@ func (x *LoadStats) GetHop() *Histogram {
 	return nil
 }
 
+func (x *LoadStats) GetLagMs() float64 {
+	if x != nil {
+		return x.LagMs
+	}
+	return 0
+}
+
 var File_irs_v1_stats_proto protoreflect.FileDescriptor
 
 const file_irs_v1_stats_proto_rawDesc = "" +
@@ -699,7 +709,7 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"\alatency\x18\x03 \x01(\v2\x11.irs.v1.HistogramR\alatency\x12#\n" +
 	"\x03hop\x18\x04 \x01(\v2\x11.irs.v1.HistogramR\x03hop\x12\x18\n" +
 	"\aretries\x18\x05 \x01(\x03R\aretries\x12\x18\n" +
-	"\askipped\x18\x06 \x01(\x03R\askipped\"\xa4\x03\n" +
+	"\askipped\x18\x06 \x01(\x03R\askipped\"\xbb\x03\n" +
 	"\tLoadStats\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12,\n" +
 	"\boutcomes\x18\x02 \x01(\v2\x10.irs.v1.OutcomesR\boutcomes\x12+\n" +
@@ -715,7 +725,8 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"targetRate\x12#\n" +
 	"\rachieved_rate\x18\v \x01(\x01R\fachievedRate\x12\x18\n" +
 	"\arunning\x18\f \x01(\bR\arunning\x12#\n" +
-	"\x03hop\x18\r \x01(\v2\x11.irs.v1.HistogramR\x03hopB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
+	"\x03hop\x18\r \x01(\v2\x11.irs.v1.HistogramR\x03hop\x12\x15\n" +
+	"\x06lag_ms\x18\x0e \x01(\x01R\x05lagMsB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
 
 var (
 	file_irs_v1_stats_proto_rawDescOnce sync.Once
