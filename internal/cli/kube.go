@@ -144,8 +144,12 @@ func (r *runner) kubeBackend(wf *irsv1.Workflow, mesh *irsv1.Mesh, env *irsv1.En
 // kubeReadyTimeout is how long a cluster's replicas may take to be ready: the workflow's ready_timeout, or 2
 // minutes (images may have to be pulled).
 func (r *runner) kubeReadyTimeout(wf *irsv1.Workflow) time.Duration {
+	return kubeReadyTimeout(wf, r.tl)
+}
+
+func kubeReadyTimeout(wf *irsv1.Workflow, tl *workflows.Timeline) time.Duration {
 	if wf.GetPlatform().GetReadyTimeout() != "" {
-		return r.tl.ReadyTimeout
+		return tl.ReadyTimeout
 	}
 	return 2 * time.Minute
 }

@@ -214,8 +214,11 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 		}
 	}
 	if opts.dryRun {
-		wf.Mesh = variants[0]
-		report.Plan(a.env.Stdout, workflows.ApplySweep(wf, points[0]), tl)
+		plan := report.PlanOptions{Meshes: variants}
+		if opts.kube.backend == backendKubernetes {
+			plan.Kubernetes, plan.ReadyTimeout = true, kubeReadyTimeout(wf, tl)
+		}
+		report.Plan(a.env.Stdout, workflows.ApplySweep(wf, points[0]), tl, plan)
 		runs := len(variants) * opts.repeat * len(points)
 		if runs > 1 {
 			var names []string

@@ -461,3 +461,55 @@ func TestKubeKillInPlace(t *testing.T) {
 	t.Logf("in place: gone after %.0f ms, out of the Service after %.0f ms, ready again after %.2f s",
 		1000*(k.GetGone()-k.GetKilled()), 1000*(k.GetEndpointRemoved()-k.GetKilled()), k.GetReplacementReady()-k.GetKilled())
 }
+
+// TestKubeSeedSweep runs a seed experiment on the cluster as a user would: Kinvolk's 2019 emojivoto benchmark,
+// its sweep of two rates under no mesh and IRS's Envoy sidecars, twenty times faster. Four runs, each in a
+// namespace of its own, interleaved; every one passes its assertions at its point, the sidecars' cost is
+// measured apart, and the Markdown report sets the points side by side.
+func TestKubeSeedSweep(t *testing.T) {
+	file, err := filepath.Abs("../../examples/seeds/kinvolk-2019.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startWorkflowFile(t, file, t.TempDir(), kubeArgs("--envoy-image", os.Getenv("IRS_ENVOY_IMAGE"),
+		"--mesh", "none,envoy", "--time-scale", "0.05", "--report", "markdown")...)
+	if code := run.exitCode(8 * time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	c := readComparison(t, filepath.Join(run.dir, "comparison.json"))
+	if got := strings.Join(c.GetOrder(), ","); got != "none rate=500#1,envoy rate=500#1,none rate=600#1,envoy rate=600#1" {
+		t.Errorf("order %s", got)
+	}
+	namespaces := map[string]bool{}
+	for _, v := range c.GetVariants() {
+		if len(v.GetRuns()) != 1 {
+			t.Errorf("variant %s: %d runs, want 1", v.GetName(), len(v.GetRuns()))
+			continue
+		}
+		res := v.GetRuns()[0]
+		namespaces[res.GetEnvironment().GetNamespace()] = true
+		if res.GetStatus() != "passed" || res.GetEnvironment().GetBackend() != "kubernetes" {
+			t.Errorf("variant %s: %s on %s", v.GetName(), res.GetStatus(), res.GetEnvironment().GetBackend())
+		}
+		web := point(phaseResult(t, res, "measure").GetServices(), "web", "", "served")
+		sidecars := v.GetMeshName() == "envoy"
+		if web == nil || (web.GetSidecars() > 0) != sidecars || (web.GetSidecarCpuMcores() > 0) != sidecars || web.GetCpuMcores() <= 0 {
+			t.Errorf("variant %s: web in measure %v; want its CPU, and its sidecar's apart under envoy", v.GetName(), web)
+		}
+	}
+	if len(namespaces) != 4 {
+		t.Errorf("namespaces %v: want one per run", namespaces)
+	}
+	md, err := os.ReadFile(filepath.Join(run.dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"rate=500", "rate=600", "envoy", "none"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md does not mention %q:\n%s", want, md)
+		}
+	}
+	for ns := range namespaces {
+		namespaceGone(t, ns, 60*time.Second)
+	}
+}

@@ -342,3 +342,62 @@ func TestReportsAfterInterrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedsSuite runs every seed experiment (examples/seeds), twenty times faster and without a mesh, as one
+// suite: each sweep runs all its points, every seed's assertions hold, and the suite's files say so.
+func TestSeedsSuite(t *testing.T) {
+	seeds, err := filepath.Abs("../../examples/seeds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(t.TempDir(), "run")
+	p := command(t, nil, "workflow", "run", seeds, "--run-dir", runDir, "--time-scale", "0.05", "--progress", "off",
+		"--report", "markdown,junit")
+	t.Cleanup(func() { assertNoWorkers(t, runDir, 10*time.Second) })
+	p.start()
+	if code := p.exitCode(8 * time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, p.stdout, p.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(runDir, "suite.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	suite := &irsv1.Suite{}
+	if err := protojson.Unmarshal(b, suite); err != nil {
+		t.Fatal(err)
+	}
+	// Each seed's sweep, point by point (ambient: keep-alive on and off; the 2019 post: six connection counts).
+	wantPoints := map[string]int{"istio-2019-modes": 1, "istio-2019-connections": 6, "linkerd-istio-2021": 3,
+		"kinvolk-2019": 2, "kipper-2019-cpu": 1, "ambient-2024": 2}
+	if len(suite.GetRuns()) != len(wantPoints) || suite.GetStatus() != "passed" {
+		t.Errorf("suite: %s with %d runs, want passed with %d", suite.GetStatus(), len(suite.GetRuns()), len(wantPoints))
+	}
+	for _, r := range suite.GetRuns() {
+		want, ok := wantPoints[r.GetWorkflow()]
+		if !ok || r.GetStatus() != "passed" {
+			t.Errorf("%s (%s): %s, want a seed that passed", r.GetWorkflow(), r.GetFile(), r.GetStatus())
+			continue
+		}
+		path := filepath.Join(runDir, r.GetResult())
+		if want == 1 {
+			if res := readResult(t, path); res.GetStatus() != "passed" || len(res.GetAssertions()) == 0 {
+				t.Errorf("%s: %s with %d assertions", r.GetWorkflow(), res.GetStatus(), len(res.GetAssertions()))
+			}
+			continue
+		}
+		c := readComparison(t, path)
+		if len(c.GetVariants()) != want {
+			t.Errorf("%s: %d sweep points run, want %d", r.GetWorkflow(), len(c.GetVariants()), want)
+		}
+		for _, v := range c.GetVariants() {
+			for _, run := range v.GetRuns() {
+				if run.GetStatus() != "passed" {
+					t.Errorf("%s at %s: %s", r.GetWorkflow(), v.GetName(), run.GetStatus())
+				}
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "junit.xml")); err != nil {
+		t.Errorf("no junit.xml: %v", err)
+	}
+}

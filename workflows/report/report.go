@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	"github.com/irs-sim/irs/mesh/policy"
@@ -17,8 +18,19 @@ import (
 	"github.com/irs-sim/irs/workflows/compare"
 )
 
+// PlanOptions says where and how a planned workflow will run; the zero value is one run on the local backend
+// under the workflow's own mesh.
+type PlanOptions struct {
+	// Kubernetes: the cluster, not the workflow's platform delays, restarts and discovers replicas, which may
+	// take ReadyTimeout to be ready.
+	Kubernetes   bool
+	ReadyTimeout time.Duration
+	// Meshes are the variants the workflow runs under (--mesh), when there are several.
+	Meshes []*irsv1.Mesh
+}
+
 // Plan prints a workflow's resolved topology and timeline (irs workflow run --dry-run).
-func Plan(w io.Writer, wf *irsv1.Workflow, t *workflows.Timeline) {
+func Plan(w io.Writer, wf *irsv1.Workflow, t *workflows.Timeline, o PlanOptions) {
 	fmt.Fprintf(w, "workflow %s (seed %d, time scale %g): %d services, %d phases, %v\n\n", wf.GetName(), wf.GetSeed(),
 		t.Scale, len(wf.GetServices()), len(wf.GetPhases()), t.Total)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -48,8 +60,24 @@ func Plan(w io.Writer, wf *irsv1.Workflow, t *workflows.Timeline) {
 			workflows.DescribeLoad(t.InitialLoads[s.GetName()]))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nplatform: restart delay %v, discovery delay %v, ready timeout %v\n", t.RestartDelay, t.DiscoveryDelay, t.ReadyTimeout)
-	fmt.Fprintf(w, "mesh: %s\n\n", describeMesh(wf.GetMesh()))
+	if o.Kubernetes {
+		fmt.Fprintf(w, "\nplatform: Kubernetes restarts killed pods and updates Services itself (restart and discovery "+
+			"delays are the cluster's, measured), ready timeout %v\n", o.ReadyTimeout)
+	} else {
+		fmt.Fprintf(w, "\nplatform: restart delay %v, discovery delay %v, ready timeout %v\n", t.RestartDelay, t.DiscoveryDelay, t.ReadyTimeout)
+	}
+	if len(o.Meshes) > 1 {
+		for _, m := range o.Meshes {
+			fmt.Fprintf(w, "mesh variant: %s\n", describeMesh(m))
+		}
+		fmt.Fprintln(w)
+	} else {
+		m := wf.GetMesh()
+		if len(o.Meshes) == 1 {
+			m = o.Meshes[0]
+		}
+		fmt.Fprintf(w, "mesh: %s\n\n", describeMesh(m))
+	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tPHASE\tACTION\tSERVICE\tDETAIL")
 	si := 0

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -98,6 +99,7 @@ func TestPlan(t *testing.T) {
 	tests := []struct {
 		name     string
 		scale    float64
+		opts     report.PlanOptions
 		header   string
 		platform string
 		steps    [][]string
@@ -107,6 +109,33 @@ func TestPlan(t *testing.T) {
 			scale:    1,
 			header:   "workflow flash-sale (seed 20261121, time scale 1): 5 services, 3 phases, 1m50s",
 			platform: "platform: restart delay 2s, discovery delay 1s, ready timeout 30s\nmesh: none (workers call each other directly)",
+			steps: [][]string{
+				{"AT", "PHASE", "ACTION", "SERVICE", "DETAIL"},
+				{"0s", "warm-up", "phase starts", "20s"},
+				{"20s", "spike", "phase starts", "1m0s"},
+				{"20s", "spike", "load", "shoppers", "per replica ramp 25→400 req/s over 5s → storefront"},
+				{"30s", "spike", "kill", "inventory", "1 random, SIGKILL"},
+				{"50s", "spike", "kill", "inventory", "1 random, SIGKILL"},
+				{"1m10s", "spike", "kill", "inventory", "1 random, SIGKILL"},
+				{"1m20s", "cool-down", "phase starts", "30s"},
+				{"1m20s", "cool-down", "load", "shoppers", "per replica ramp 400→25 req/s over 10s → storefront"},
+				{"1m25s", "cool-down", "kill", "checkout", "50% oldest, SIGTERM"},
+				{"1m30s", "cool-down", "scale", "inventory", "to 5 replicas"},
+				{"1m35s", "cool-down", "configure", "inventory", `set {"serve":{"delay":"1ms"}}`},
+				{"1m40s", "cool-down", "load", "shoppers", "stop"},
+				{"1m45s", "cool-down", "load", "shoppers", "per replica 50 req/s → storefront"},
+				{"1m50s", "end"},
+			},
+		},
+		{
+			name: "on Kubernetes, under two meshes",
+			opts: report.PlanOptions{Kubernetes: true, ReadyTimeout: 2 * time.Minute,
+				Meshes: []*irsv1.Mesh{{Type: "none"}, {Type: "envoy"}}},
+			scale:  1,
+			header: "workflow flash-sale (seed 20261121, time scale 1): 5 services, 3 phases, 1m50s",
+			platform: "platform: Kubernetes restarts killed pods and updates Services itself (restart and discovery delays are the cluster's, measured), ready timeout 2m0s\n" +
+				"mesh variant: none (workers call each other directly)\n" +
+				"mesh variant: envoy sidecars (both), concurrency 2, http1 between sidecars; mutual TLS; 2 retries on connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes",
 			steps: [][]string{
 				{"AT", "PHASE", "ACTION", "SERVICE", "DETAIL"},
 				{"0s", "warm-up", "phase starts", "20s"},
@@ -156,7 +185,7 @@ func TestPlan(t *testing.T) {
 				t.Fatalf("timeline: %v", err)
 			}
 			var out bytes.Buffer
-			report.Plan(&out, doc.Workflow, tl)
+			report.Plan(&out, doc.Workflow, tl, tt.opts)
 			// Blocks: the header, the services, the platform, the steps, the assertions.
 			blocks := strings.Split(strings.TrimRight(out.String(), "\n"), "\n\n")
 			if len(blocks) != 5 {
