@@ -5,10 +5,17 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/irs-sim/irs/internal/cli"
 )
+
+// init locks the main goroutine to the main thread until main has decided whether to re-execute. Linux keeps a
+// parent-death signal (the runner's SIGKILL for its workers) on the thread its parent forked, and an execve from
+// any other thread makes that thread, which has none, the process: a worker re-executed from another thread
+// outlived a SIGKILLed runner (seen in 1 % of workers started on a busy machine).
+func init() { runtime.LockOSThread() }
 
 func main() {
 	self, _ := os.Executable()
@@ -16,6 +23,7 @@ func main() {
 	if env, ok := cli.ReexecEnv(os.Args[1:], os.Environ()); ok && self != "" {
 		_ = syscall.Exec(self, os.Args, env) // on failure, run untuned
 	}
+	runtime.UnlockOSThread()
 	os.Exit(run(self))
 }
 

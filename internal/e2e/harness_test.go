@@ -26,6 +26,9 @@ import (
 var irsBin string
 
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(parentOfWorkersEnv); bin != "" {
+		parentOfWorkers(bin) // this process is a test's short-lived parent of workers
+	}
 	irsBin = os.Getenv("IRS_BIN")
 	cleanup := func() {}
 	if irsBin == "" {
