@@ -18,6 +18,32 @@ import (
 	"github.com/irs-sim/irs/workflows/compare"
 )
 
+// RunFacts says in short phrases what a run was: its mesh, backend, length, seed, time scale and sweep point.
+func RunFacts(res *irsv1.WorkflowResult) []string {
+	env := res.GetEnvironment()
+	mesh := env.GetMesh()
+	if mesh == "" {
+		mesh = "none"
+	}
+	facts := []string{"mesh " + mesh}
+	if env.GetBackend() != "" {
+		facts = append(facts, env.GetBackend()+" backend")
+	}
+	if t := res.GetTotal(); t != nil {
+		facts = append(facts, fmt.Sprintf("%.0f s", t.GetEnd()))
+	}
+	facts = append(facts, fmt.Sprintf("seed %d", res.GetSeed()))
+	if res.GetTimeScale() != 1 {
+		facts = append(facts, fmt.Sprintf("time scale %g", res.GetTimeScale()))
+	}
+	for _, p := range workflows.SweepParameters(res.GetWorkflow().GetSweep()) {
+		if v, ok := res.GetParameters()[p.GetName()]; ok {
+			facts = append(facts, p.GetName()+" "+v)
+		}
+	}
+	return facts
+}
+
 // PlanOptions says where and how a planned workflow will run; the zero value is one run on the local backend
 // under the workflow's own mesh.
 type PlanOptions struct {

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
-	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/report"
 )
@@ -53,31 +52,8 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) {
 // facts is the line under the title: what ran, where, for how long.
 func facts(res *irsv1.WorkflowResult) string {
 	env := res.GetEnvironment()
-	parts := []string{"mesh " + orNone(env.GetMesh())}
-	if env.GetBackend() != "" {
-		parts = append(parts, env.GetBackend()+" backend")
-	}
-	if t := res.GetTotal(); t != nil {
-		parts = append(parts, fmt.Sprintf("%.0f s", t.GetEnd()))
-	}
-	parts = append(parts, fmt.Sprintf("seed %d", res.GetSeed()))
-	if res.GetTimeScale() != 1 {
-		parts = append(parts, fmt.Sprintf("time scale %g", res.GetTimeScale()))
-	}
-	for _, p := range workflows.SweepParameters(res.GetWorkflow().GetSweep()) {
-		if v, ok := res.GetParameters()[p.GetName()]; ok {
-			parts = append(parts, p.GetName()+" "+v)
-		}
-	}
-	parts = append(parts, fmt.Sprintf("IRS %s on %s (%d CPUs)", env.GetIrsVersion(), env.GetHostname(), env.GetCpus()))
+	parts := append(report.RunFacts(res), fmt.Sprintf("IRS %s on %s (%d CPUs)", env.GetIrsVersion(), env.GetHostname(), env.GetCpus()))
 	return strings.Join(parts, " · ")
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }
 
 func saturation(w io.Writer, sats []*irsv1.Saturation) {

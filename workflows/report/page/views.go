@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
-	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/report"
 )
@@ -81,20 +80,7 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) error {
 }
 
 func runFacts(res *irsv1.WorkflowResult) []string {
-	env := res.GetEnvironment()
-	facts := []string{"mesh " + orDash(env.GetMesh()), env.GetBackend() + " backend"}
-	if t := res.GetTotal(); t != nil {
-		facts = append(facts, fmt.Sprintf("%.0f s", t.GetEnd()))
-	}
-	facts = append(facts, fmt.Sprintf("seed %d", res.GetSeed()))
-	if res.GetTimeScale() != 1 {
-		facts = append(facts, fmt.Sprintf("time scale %g", res.GetTimeScale()))
-	}
-	for _, p := range workflows.SweepParameters(res.GetWorkflow().GetSweep()) {
-		if val, ok := res.GetParameters()[p.GetName()]; ok {
-			facts = append(facts, p.GetName()+" "+val)
-		}
-	}
+	facts := report.RunFacts(res)
 	if res.GetStartedAt() != nil {
 		facts = append(facts, "started "+when(res.GetStartedAt()))
 	}
