@@ -18,6 +18,19 @@ import (
 	"github.com/irs-sim/irs/workflows/compare"
 )
 
+// RunsNotPassed names each run of a comparison that did not pass, with its status ("envoy#2 failed").
+func RunsNotPassed(c *irsv1.Comparison) []string {
+	var runs []string
+	for _, v := range c.GetVariants() {
+		for i, r := range v.GetRuns() {
+			if r.GetStatus() != "passed" {
+				runs = append(runs, fmt.Sprintf("%s#%d %s", v.GetName(), i+1, r.GetStatus()))
+			}
+		}
+	}
+	return runs
+}
+
 // RunFacts says in short phrases what a run was: its mesh, backend, length, seed, time scale and sweep point.
 func RunFacts(res *irsv1.WorkflowResult) []string {
 	env := res.GetEnvironment()
@@ -472,15 +485,7 @@ func Comparison(w io.Writer, c *irsv1.Comparison, path string) {
 		}
 		t.write(w)
 	}
-	var runs []string
-	for _, v := range c.GetVariants() {
-		for i, r := range v.GetRuns() {
-			if r.GetStatus() != "passed" {
-				runs = append(runs, fmt.Sprintf("%s#%d %s", v.GetName(), i+1, r.GetStatus()))
-			}
-		}
-	}
-	if len(runs) > 0 {
+	if runs := RunsNotPassed(c); len(runs) > 0 {
 		fmt.Fprintf(w, "\nruns that did not pass: %s\n", strings.Join(runs, ", "))
 	}
 	if c.GetRegressions() != nil {

@@ -165,15 +165,7 @@ func Comparison(w io.Writer, c *irsv1.Comparison) {
 		runs += len(v.GetRuns())
 	}
 	fmt.Fprintf(w, "%d variants · %d runs · figures from %s, medians ± standard deviations\n\n", len(c.GetVariants()), runs, phaseLabel(c.GetPhase()))
-	var failing []string
-	for _, v := range c.GetVariants() {
-		for i, r := range v.GetRuns() {
-			if r.GetStatus() != "passed" {
-				failing = append(failing, fmt.Sprintf("%s#%d %s", v.GetName(), i+1, r.GetStatus()))
-			}
-		}
-	}
-	if len(failing) > 0 {
+	if failing := report.RunsNotPassed(c); len(failing) > 0 {
 		fmt.Fprintf(w, "**Runs that did not pass:** %s\n\n", strings.Join(failing, ", "))
 	}
 	if sw := report.NewSweep(c); sw != nil {

@@ -153,15 +153,7 @@ func Comparison(w io.Writer, c *irsv1.Comparison) error {
 	}
 	v := &view{Title: "IRS: " + c.GetWorkflow().GetName() + " compared", Status: c.GetStatus(), Facts: facts,
 		Regression: regressionRows(c.GetRegressions()), Env: environment(c.GetEnvironment()), Figures: figures(c)}
-	var notPassed []string
-	for _, vr := range c.GetVariants() {
-		for i, r := range vr.GetRuns() {
-			if r.GetStatus() != "passed" {
-				notPassed = append(notPassed, fmt.Sprintf("%s#%d %s", vr.GetName(), i+1, r.GetStatus()))
-			}
-		}
-	}
-	if len(notPassed) > 0 {
+	if notPassed := report.RunsNotPassed(c); len(notPassed) > 0 {
 		v.Notes = []string{"runs that did not pass: " + strings.Join(notPassed, ", ")}
 	}
 	d := comparisonData(c)
