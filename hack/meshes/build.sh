@@ -27,6 +27,11 @@ ztunnel)
 *) echo "build.sh: unknown data plane $name (linkerd2-proxy, ztunnel)" >&2; exit 2 ;;
 esac
 
+if [ "$name" = ztunnel ] && ! command -v protoc >/dev/null; then
+	echo "installing protoc (ztunnel's build generates its protos)" >&2
+	sudo_=$( [ "$(id -u)" = 0 ] || echo sudo ); $sudo_ apt-get update -qq && $sudo_ apt-get install -y -qq protobuf-compiler >&2
+fi
+
 short=${commit:0:7}
 bin=$cache/$name-$short/$name
 if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
