@@ -1,0 +1,141 @@
+package linkerd
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	destinationpb "github.com/linkerd/linkerd2-proxy-api/go/destination"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func destinationClient(t *testing.T, d *Destination) destinationpb.DestinationClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	destinationpb.RegisterDestinationServer(g, d)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return destinationpb.NewDestinationClient(conn)
+}
+
+// describe renders an update as the proxy would read it: "add 10.0.0.1:8080(id) ...", "remove ...", "none".
+func describe(u *destinationpb.Update) string {
+	switch {
+	case u.GetAdd() != nil:
+		var parts []string
+		for _, a := range u.GetAdd().GetAddrs() {
+			parts = append(parts, fmt.Sprintf("%s(%s)", addrOf(a.GetAddr().GetIp().GetIpv4(), a.GetAddr().GetPort()),
+				strings.SplitN(a.GetTlsIdentity().GetDnsLikeIdentity().GetName(), ".", 2)[0]))
+		}
+		return "add " + strings.Join(parts, " ")
+	case u.GetRemove() != nil:
+		var parts []string
+		for _, a := range u.GetRemove().GetAddrs() {
+			parts = append(parts, addrOf(a.GetIp().GetIpv4(), a.GetPort()))
+		}
+		return "remove " + strings.Join(parts, " ")
+	case u.GetNoEndpoints() != nil:
+		return fmt.Sprintf("none (exists %v)", u.GetNoEndpoints().GetExists())
+	}
+	return "?"
+}
+
+func addrOf(v4 uint32, port uint32) string {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v4)
+	return netip.AddrPortFrom(netip.AddrFrom4(b), uint16(port)).String()
+}
+
+func ep(addr, service string) Endpoint {
+	return Endpoint{Addr: netip.MustParseAddrPort(addr), Identity: IdentityName(service, "irs-run", "cluster.local")}
+}
+
+// TestDestinationFollowsEndpoints: a proxy resolving an authority gets its endpoints with their identities,
+// then each change as the workflow kills and scales; an authority with no endpoints left says so; one never
+// declared is said not to exist, and is followed once it is.
+func TestDestinationFollowsEndpoints(t *testing.T) {
+	d := NewDestination()
+	const web = "web.irs-run.svc.cluster.local:8080"
+	if err := d.SetEndpoints(web, []Endpoint{ep("10.0.0.1:8080", "web"), ep("10.0.0.2:8080", "web")}); err != nil {
+		t.Fatal(err)
+	}
+	client := destinationClient(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	watch := func(path string) func() string {
+		stream, err := client.Get(ctx, &destinationpb.GetDestination{Scheme: "k8s", Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func() string {
+			u, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			return describe(u)
+		}
+	}
+	next := watch(web)
+	steps := []struct {
+		change func()
+		want   []string
+	}{
+		{nil, []string{"add 10.0.0.1:8080(web) 10.0.0.2:8080(web)"}},
+		{func() { d.SetEndpoints(web, []Endpoint{ep("10.0.0.2:8080", "web")}) }, []string{"remove 10.0.0.1:8080"}},
+		{func() { d.SetEndpoints(web, []Endpoint{ep("10.0.0.2:8080", "web"), ep("10.0.0.3:8080", "web")}) }, []string{"add 10.0.0.3:8080(web)"}},
+		{func() { d.SetEndpoints(web, nil) }, []string{"remove 10.0.0.2:8080 10.0.0.3:8080", "none (exists true)"}},
+	}
+	for i, s := range steps {
+		if s.change != nil {
+			s.change()
+		}
+		var got []string
+		for range s.want {
+			got = append(got, next())
+		}
+		if !slices.Equal(got, s.want) {
+			t.Errorf("step %d: %q, want %q", i, got, s.want)
+		}
+	}
+
+	// The same authority however the proxy spells it.
+	if got := watch("WEB.irs-run.svc.cluster.local.:8080")(); got != "none (exists true)" {
+		t.Errorf("another spelling: %q", got)
+	}
+	const db = "db.irs-run.svc.cluster.local:5432"
+	later := watch(db)
+	if got := later(); got != "none (exists false)" {
+		t.Errorf("an undeclared authority: %q", got)
+	}
+	d.SetEndpoints(db, []Endpoint{ep("10.0.1.1:5432", "db")})
+	if got := later(); got != "add 10.0.1.1:5432(db)" {
+		t.Errorf("the authority once declared: %q", got)
+	}
+
+	profile, err := client.GetProfile(ctx, &destinationpb.GetDestination{Scheme: "k8s", Path: web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := profile.Recv(); err != nil || p.GetFullyQualifiedName() != "web.irs-run.svc.cluster.local" {
+		t.Errorf("profile %v, %v", p, err)
+	}
+	if err := d.SetEndpoints(":8080", nil); err == nil {
+		t.Error("an authority without a host was accepted")
+	}
+}
