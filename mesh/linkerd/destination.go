@@ -158,12 +158,33 @@ func (d *Destination) GetProfile(req *destinationpb.GetDestination, stream grpc.
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "path: %v", err)
 	}
-	host, _, _ := strings.Cut(key, ":")
-	if err := stream.Send(&destinationpb.DestinationProfile{FullyQualifiedName: host}); err != nil {
+	profile := &destinationpb.DestinationProfile{}
+	if addr, err := netip.ParseAddrPort(key); err == nil {
+		// A connection to an address, not a name (workers are given their upstreams' addresses): the profile
+		// names the endpoint, with its identity, so that the proxy still speaks mutual TLS to it.
+		if e, ok := d.endpoint(addr); ok {
+			profile.Endpoint = addUpdate([]Endpoint{e}).GetAdd().GetAddrs()[0]
+		}
+	} else {
+		profile.FullyQualifiedName, _, _ = strings.Cut(key, ":")
+	}
+	if err := stream.Send(profile); err != nil {
 		return err
 	}
 	<-stream.Context().Done()
 	return nil
+}
+
+// endpoint finds the replica at addr, under whichever authority declared it.
+func (d *Destination) endpoint(addr netip.AddrPort) (Endpoint, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, a := range d.authorities {
+		if e, ok := a.endpoints[addr]; ok {
+			return e, true
+		}
+	}
+	return Endpoint{}, false
 }
 
 // authorityKey is a destination's host:port in lower case, port 80 when none is given.

@@ -135,6 +135,14 @@ func TestDestinationFollowsEndpoints(t *testing.T) {
 	if p, err := profile.Recv(); err != nil || p.GetFullyQualifiedName() != "web.irs-run.svc.cluster.local" {
 		t.Errorf("profile %v, %v", p, err)
 	}
+	byAddr, err := client.GetProfile(ctx, &destinationpb.GetDestination{Scheme: "k8s", Path: "10.0.1.1:5432"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := byAddr.Recv()
+	if err != nil || p.GetEndpoint().GetTlsIdentity().GetDnsLikeIdentity().GetName() != IdentityName("db", "irs-run", "cluster.local") {
+		t.Errorf("the profile of a replica's address: %v, %v; want its endpoint and identity", p, err)
+	}
 	if err := d.SetEndpoints(":8080", nil); err == nil {
 		t.Error("an authority without a host was accepted")
 	}
