@@ -23,7 +23,7 @@ ztunnel)
 	patch_url=https://github.com/janrueth/boring-rustls-provider
 	dep_crates="boring-rustls-provider boring-additions boring-sys-additions"
 	build=(cargo build --profile quick-release --features testing)
-	out=target/quick-release/ztunnel ;;
+	out=out/rust/quick-release/ztunnel ;; # its .cargo/config.toml sets target-dir = out/rust
 *) echo "build.sh: unknown data plane $name (linkerd2-proxy, ztunnel)" >&2; exit 2 ;;
 esac
 
@@ -75,5 +75,6 @@ if [ -f "$src/rust-toolchain.toml" ] || [ -f "$src/rust-toolchain" ]; then
 fi
 (cd "$src" && nice -n 10 "${build[@]}" -j "${CARGO_JOBS:-1}" >&2)
 mkdir -p "$(dirname "$bin")"
-strip -o "$bin.tmp" "$src/$out" && mv "$bin.tmp" "$bin"
+strip -o "$bin.tmp" "$src/$out"
+mv "$bin.tmp" "$bin"
 echo "$bin"
