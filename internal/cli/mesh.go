@@ -9,8 +9,11 @@ import (
 
 	"github.com/irs-sim/irs/internal/memtrim"
 	"github.com/irs-sim/irs/mesh/ca"
+	"github.com/irs-sim/irs/mesh/capture"
 	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/envoy"
+	"github.com/irs-sim/irs/mesh/linkerd"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	grpccreds "google.golang.org/grpc/credentials"
@@ -21,7 +24,7 @@ func (a *app) newMeshCmd() *cobra.Command {
 		Use:   "mesh",
 		Short: "The service mesh a workflow can put around its workers: control plane, Envoy",
 	}
-	cmd.AddCommand(a.newControlPlaneCmd(), a.newEnvoyCmd())
+	cmd.AddCommand(a.newControlPlaneCmd(), a.newEnvoyCmd(), a.newMeshInitCmd())
 	return cmd
 }
 
@@ -32,7 +35,7 @@ type controlPlaneReady struct {
 }
 
 func (a *app) newControlPlaneCmd() *cobra.Command {
-	var listen, readyFile, trustDomain, credentials string
+	var listen, readyFile, trustDomain, credentials, dataPlane, proxyListen, linkerdDir, linkerdName string
 	cmd := &cobra.Command{
 		Use:   "control-plane",
 		Short: "Serve xDS (ADS, with SDS certificates) to sidecars and the mesh control API to a workflow runner",
@@ -45,7 +48,12 @@ CPU and memory are measured as the control plane's.
 It serves certificates, so it speaks only mutual TLS: --credentials names a directory with the run's control
 authority (ca.crt) and its own certificate (control-plane.crt, .key). A client must present a certificate of
 that authority: the runner's for the control API, a service's sidecar certificate for xDS, which then gets
-only that service's configuration.`,
+only that service's configuration.
+
+With --data-plane linkerd it serves Linkerd's proxies instead of Envoy's: Identity (a certificate per proxy,
+for the token its service was given) and Destination (endpoints with their TLS identities, and the profile of
+a Service's ClusterIP), on --proxy-listen over TLS as --linkerd-name, from the CA in --linkerd-credentials
+(ca.crt, ca.key, <identity>.token). The runner's API stays on --listen.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -57,17 +65,30 @@ only that service's configuration.`,
 			if err != nil {
 				return withExitCode(fmt.Errorf("--credentials: %w", err), ExitInvalidConfig)
 			}
-			srv, err := controlplane.New(ctx, a.logger, trustDomain)
-			if err != nil {
-				return err
-			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return withExitCode(fmt.Errorf("--listen: %w", err), ExitInvalidConfig)
 			}
 			g := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(grpccreds.NewTLS(tlsCfg)), controlplane.Authorize())
-			srv.Register(g)
-			served := make(chan error, 1)
+			served := make(chan error, 2)
+			switch dataPlane {
+			case "envoy":
+				srv, err := controlplane.New(ctx, a.logger, trustDomain)
+				if err != nil {
+					return err
+				}
+				srv.Register(g)
+			case "linkerd":
+				proxies, err := a.serveLinkerd(g, proxyListen, linkerdDir, linkerdName, served)
+				if err != nil {
+					_ = ln.Close()
+					return err
+				}
+				defer proxies.Stop()
+			default:
+				_ = ln.Close()
+				return withExitCode(fmt.Errorf("--data-plane: %q is not envoy or linkerd", dataPlane), ExitInvalidConfig)
+			}
 			go func() { served <- g.Serve(ln) }()
 			if readyFile != "" {
 				if err := writeJSONFile(readyFile, controlPlaneReady{Address: ln.Addr().String(), PID: os.Getpid()}); err != nil {
@@ -91,6 +112,94 @@ only that service's configuration.`,
 	f.StringVar(&readyFile, "ready-file", "", "write the address as JSON to `file` once serving")
 	f.StringVar(&trustDomain, "trust-domain", "irs.local", "trust domain of the certificates (SPIFFE)")
 	f.StringVar(&credentials, "credentials", "", "`directory` with ca.crt, control-plane.crt and control-plane.key (mutual TLS)")
+	f.StringVar(&dataPlane, "data-plane", "envoy", "the proxies served: envoy (xDS) or linkerd (linkerd2-proxy's identity and destination)")
+	f.StringVar(&proxyListen, "proxy-listen", "127.0.0.1:8086", "with --data-plane linkerd: the proxies' gRPC address (TLS)")
+	f.StringVar(&linkerdDir, "linkerd-credentials", "", "with --data-plane linkerd: `directory` with ca.crt, ca.key and <identity>.token files")
+	f.StringVar(&linkerdName, "linkerd-name", "", "with --data-plane linkerd: the control plane's own identity, which the proxies check")
+	return cmd
+}
+
+// serveLinkerd serves Linkerd's proxy APIs on their own listener (TLS from the run's Linkerd CA), and registers
+// the runner's API on g.
+func (a *app) serveLinkerd(g *grpc.Server, listen, dir, name string, served chan<- error) (*grpc.Server, error) {
+	if dir == "" || name == "" {
+		return nil, withExitCode(errors.New("--data-plane linkerd: --linkerd-credentials and --linkerd-name are required"), ExitInvalidConfig)
+	}
+	cp, err := linkerd.LoadControlPlane(dir)
+	if err != nil {
+		return nil, withExitCode(fmt.Errorf("--linkerd-credentials: %w", err), ExitInvalidConfig)
+	}
+	tlsCfg, err := cp.ServerTLS(name)
+	if err != nil {
+		return nil, fmt.Errorf("--linkerd-name: %w", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, withExitCode(fmt.Errorf("--proxy-listen: %w", err), ExitInvalidConfig)
+	}
+	irsv1.RegisterMeshControlServiceServer(g, cp)
+	proxies := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(grpccreds.NewTLS(tlsCfg)))
+	cp.RegisterProxyAPIs(proxies)
+	go func() { served <- proxies.Serve(ln) }()
+	a.logger.Info("linkerd proxy APIs serving", "addr", ln.Addr().String(), "name", name)
+	return proxies, nil
+}
+
+func (a *app) newMeshInitCmd() *cobra.Command {
+	var r capture.Redirect
+	var proxyUID uint32
+	var skipIn, skipOut []uint
+	var identityDir, identityName string
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Prepare a pod for its proxy: redirect its TCP traffic to the proxy (nftables), and make the proxy's key",
+		Long: `Run as a pod's init container (with NET_ADMIN), before the proxy starts, as Linkerd's proxy-init does:
+connections to the pod go to --inbound-port, connections from it to --outbound-port, except the proxy's own
+(--proxy-uid), those over loopback and the skipped ports. With --identity-dir it also writes the proxy's
+private key and certificate request for --identity (key.p8, csr.der, owned by --proxy-uid).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r.ProxyUID = proxyUID
+			for flag, ports := range map[string][]uint{"--skip-inbound-ports": skipIn, "--skip-outbound-ports": skipOut} {
+				for _, p := range ports {
+					if p == 0 || p > 65535 {
+						return withExitCode(fmt.Errorf("%s: %d is not a port", flag, p), ExitInvalidConfig)
+					}
+				}
+			}
+			for _, p := range skipIn {
+				r.SkipInbound = append(r.SkipInbound, uint16(p))
+			}
+			for _, p := range skipOut {
+				r.SkipOutbound = append(r.SkipOutbound, uint16(p))
+			}
+			if err := r.Validate(); err != nil {
+				return withExitCode(err, ExitInvalidConfig)
+			}
+			if identityDir != "" {
+				if identityName == "" {
+					return withExitCode(errors.New("--identity: required with --identity-dir"), ExitInvalidConfig)
+				}
+				if err := linkerd.WriteProxyIdentity(identityDir, identityName, int(proxyUID)); err != nil {
+					return fmt.Errorf("--identity-dir: %w", err)
+				}
+			}
+			if err := capture.Apply(r); err != nil {
+				return withExitCode(err, ExitInvalidEnvironment)
+			}
+			a.logger.Info("traffic redirected to the proxy", "inbound", r.InboundPort, "outbound", r.OutboundPort,
+				"proxy_uid", r.ProxyUID, "skip_inbound", r.SkipInbound, "skip_outbound", r.SkipOutbound)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Uint32Var(&proxyUID, "proxy-uid", 2102, "the proxy's user id: its own connections are not redirected")
+	f.Uint16Var(&r.InboundPort, "inbound-port", 4143, "where connections to the pod go")
+	f.Uint16Var(&r.OutboundPort, "outbound-port", 4140, "where connections from the pod go")
+	f.UintSliceVar(&skipIn, "skip-inbound-ports", []uint{4190, 4191}, "ports reached directly (the proxy's admin, for probes)")
+	f.UintSliceVar(&skipOut, "skip-outbound-ports", nil, "destination ports not redirected")
+	f.StringVar(&identityDir, "identity-dir", "", "write the proxy's key.p8 and csr.der here")
+	f.StringVar(&identityName, "identity", "", "the proxy's identity (with --identity-dir)")
 	return cmd
 }
 

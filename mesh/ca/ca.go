@@ -1,6 +1,7 @@
 // Package ca is the certificate authority of a mesh run: a root made at start, and a certificate per service
 // with its SPIFFE identity (spiffe://<trust domain>/ns/default/sa/<service>), as Istio's CA issues them. Keys
-// never leave the process: the control plane hands them to sidecars over SDS.
+// never leave the process, except the root's when a runner hands a CA to a control plane of its own (KeyPEM,
+// Load: Linkerd's proxies are given the trust anchors before the control plane starts).
 package ca
 
 import (
@@ -62,6 +63,44 @@ func New(trustDomain string) (*CA, error) {
 	}
 	return &CA{trustDomain: trustDomain, root: root, rootKey: key, issued: map[string]Pair{},
 		rootPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// KeyPEM is the root's private key (PKCS #8), for a control plane that issues from this CA (Load).
+func (c *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(c.rootKey)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// Load is the CA of a root certificate and key (RootPEM, KeyPEM).
+func Load(trustDomain string, certPEM, keyPEM []byte) (*CA, error) {
+	cb, _ := pem.Decode(certPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("root certificate: no PEM CERTIFICATE block")
+	}
+	root, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("root certificate: %w", err)
+	}
+	if !root.IsCA {
+		return nil, fmt.Errorf("root certificate %q is not a CA", root.Subject.CommonName)
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, fmt.Errorf("root key: no PEM block")
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("root key: %w", err)
+	}
+	key, ok := parsed.(*ecdsa.PrivateKey)
+	if !ok || !key.PublicKey.Equal(root.PublicKey) {
+		return nil, fmt.Errorf("root key: not the ECDSA key of the root certificate")
+	}
+	return &CA{trustDomain: trustDomain, root: root, rootKey: key, issued: map[string]Pair{},
+		rootPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cb.Bytes})}, nil
 }
 
 // RootPEM is the root certificate, which every sidecar trusts.

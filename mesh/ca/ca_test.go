@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"strings"
 	"testing"
 )
 
@@ -85,5 +86,42 @@ func TestIssuedCertificatesDoMutualTLS(t *testing.T) {
 	root, _ := x509.ParseCertificate(block.Bytes)
 	if !root.IsCA {
 		t.Error("the root is not a CA")
+	}
+}
+
+func TestLoadIssuesFromTheSameRoot(t *testing.T) {
+	orig, err := New("cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := orig.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := Load("cluster.local", orig.RootPEM(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := loaded.Issue("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(orig.RootPEM())
+	b, _ := pem.Decode(pair.Cert)
+	leaf, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "web"}); err != nil {
+		t.Errorf("a leaf of the loaded CA does not verify against the original root: %v", err)
+	}
+	other, _ := New("cluster.local")
+	otherKey, _ := other.KeyPEM()
+	if _, err := Load("cluster.local", orig.RootPEM(), otherKey); err == nil || !strings.Contains(err.Error(), "not the ECDSA key") {
+		t.Errorf("Load with another root's key: %v", err)
+	}
+	if _, err := Load("cluster.local", []byte("junk"), key); err == nil || !strings.Contains(err.Error(), "root certificate") {
+		t.Errorf("Load of junk: %v", err)
 	}
 }

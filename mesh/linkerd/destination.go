@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	destinationpb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	netpb "github.com/linkerd/linkerd2-proxy-api/go/net"
@@ -32,6 +33,10 @@ type Destination struct {
 
 	mu          sync.Mutex
 	authorities map[string]*authority
+	aliases     map[string]string // an address (a Service's ClusterIP:port) → the authority it stands for
+	// queued counts updates taken by SetEndpoints and not yet sent on their stream: zero means every watching
+	// proxy has been sent the endpoints as they are (Linkerd's API has no acknowledgement).
+	queued atomic.Int64
 }
 
 type authority struct {
@@ -41,8 +46,33 @@ type authority struct {
 
 // NewDestination returns a destination service that knows no authority yet.
 func NewDestination() *Destination {
-	return &Destination{authorities: map[string]*authority{}}
+	return &Destination{authorities: map[string]*authority{}, aliases: map[string]string{}}
 }
+
+// SetAliases replaces the addresses that stand for an authority (a Service's ClusterIP:port → its name:port).
+// A proxy asks for the profile of the address a connection was for; the profile names the authority, whose
+// endpoints the proxy then resolves (Get), as Linkerd's destination does for a ClusterIP.
+func (d *Destination) SetAliases(aliases map[string]string) error {
+	next := make(map[string]string, len(aliases))
+	for addr, name := range aliases {
+		a, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return fmt.Errorf("alias %q: %w", addr, err)
+		}
+		key, err := authorityKey(name)
+		if err != nil {
+			return fmt.Errorf("alias %q: %w", addr, err)
+		}
+		next[a.String()] = key
+	}
+	d.mu.Lock()
+	d.aliases = next
+	d.mu.Unlock()
+	return nil
+}
+
+// Pending is the number of endpoint updates not yet sent to the proxies watching.
+func (d *Destination) Pending() int64 { return d.queued.Load() }
 
 // SetEndpoints makes eps the endpoints of authority (host:port), and tells every stream watching it what was
 // added and removed.
@@ -85,6 +115,7 @@ func (d *Destination) SetEndpoints(name string, eps []Endpoint) error {
 		for _, u := range updates {
 			select {
 			case w <- u:
+				d.queued.Add(1)
 				continue
 			default:
 			}
@@ -132,6 +163,17 @@ func (d *Destination) Get(req *destinationpb.GetDestination, stream grpc.ServerS
 		d.mu.Lock()
 		delete(d.authority(key).watchers, updates)
 		d.mu.Unlock()
+		for { // what is left will not be sent
+			select {
+			case _, ok := <-updates:
+				if !ok {
+					return
+				}
+				d.queued.Add(-1)
+			default:
+				return
+			}
+		}
 	}()
 	if err := stream.Send(first); err != nil {
 		return err
@@ -144,7 +186,9 @@ func (d *Destination) Get(req *destinationpb.GetDestination, stream grpc.ServerS
 			if !ok {
 				return status.Error(codes.ResourceExhausted, "updates came faster than the stream took them: reconnect")
 			}
-			if err := stream.Send(u); err != nil {
+			err := stream.Send(u)
+			d.queued.Add(-1)
+			if err != nil {
 				return err
 			}
 		}
@@ -159,7 +203,12 @@ func (d *Destination) GetProfile(req *destinationpb.GetDestination, stream grpc.
 		return status.Errorf(codes.InvalidArgument, "path: %v", err)
 	}
 	profile := &destinationpb.DestinationProfile{}
-	if addr, err := netip.ParseAddrPort(key); err == nil {
+	d.mu.Lock()
+	alias, aliased := d.aliases[key]
+	d.mu.Unlock()
+	if aliased {
+		profile.FullyQualifiedName, _, _ = strings.Cut(alias, ":")
+	} else if addr, err := netip.ParseAddrPort(key); err == nil {
 		// A connection to an address, not a name (workers are given their upstreams' addresses): the profile
 		// names the endpoint, with its identity, so that the proxy still speaks mutual TLS to it.
 		if e, ok := d.endpoint(addr); ok {

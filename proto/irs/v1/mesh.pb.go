@@ -616,7 +616,12 @@ type MeshService struct {
 	// The addresses callers send to: its sidecars' inbound listeners, or its workers when it has no sidecars.
 	Endpoints []string `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	// Whether its replicas have sidecars (then traffic to it is mutual TLS when the policy says so).
-	Sidecars      bool `protobuf:"varint,3,opt,name=sidecars,proto3" json:"sidecars,omitempty"`
+	Sidecars bool `protobuf:"varint,3,opt,name=sidecars,proto3" json:"sidecars,omitempty"`
+	// What callers dial for it (host:port: a Kubernetes Service's name and ClusterIP), for a data plane whose
+	// control plane resolves them (Linkerd's destination service); the first is its canonical name.
+	Authorities []string `protobuf:"bytes,4,rep,name=authorities,proto3" json:"authorities,omitempty"`
+	// The TLS identity of its proxies, for a data plane that names them (Linkerd); empty without sidecars.
+	Identity      string `protobuf:"bytes,5,opt,name=identity,proto3" json:"identity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -670,6 +675,20 @@ func (x *MeshService) GetSidecars() bool {
 		return x.Sidecars
 	}
 	return false
+}
+
+func (x *MeshService) GetAuthorities() []string {
+	if x != nil {
+		return x.Authorities
+	}
+	return nil
+}
+
+func (x *MeshService) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
 }
 
 type SetStateRequest struct {
@@ -990,11 +1009,13 @@ const file_irs_v1_mesh_proto_rawDesc = "" +
 	"\fMeshUpstream\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1a\n" +
-	"\bprotocol\x18\x03 \x01(\tR\bprotocol\"[\n" +
+	"\bprotocol\x18\x03 \x01(\tR\bprotocol\"\x99\x01\n" +
 	"\vMeshService\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tendpoints\x18\x02 \x03(\tR\tendpoints\x12\x1a\n" +
-	"\bsidecars\x18\x03 \x01(\bR\bsidecars\":\n" +
+	"\bsidecars\x18\x03 \x01(\bR\bsidecars\x12 \n" +
+	"\vauthorities\x18\x04 \x03(\tR\vauthorities\x12\x1a\n" +
+	"\bidentity\x18\x05 \x01(\tR\bidentity\":\n" +
 	"\x0fSetStateRequest\x12'\n" +
 	"\x05state\x18\x01 \x01(\v2\x11.irs.v1.MeshStateR\x05state\"\x12\n" +
 	"\x10SetStateResponse\"\x12\n" +
