@@ -14,7 +14,7 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(TAGS) -ldflags "$(LDFLAGS
 TOOL    := $(GO) tool -modfile=$(CURDIR)/tools.mod
 
 .DEFAULT_GOAL := help
-.PHONY: help build assets demo test deps unit e2e e2e-kube image envoy-image testnode-up testnode-down lint check-generated proto bench clean
+.PHONY: help build assets demo test deps unit e2e e2e-kube image envoy-image meshes linkerd-image testnode-up testnode-down lint check-generated proto bench clean
 
 ## help: list the targets
 help:
@@ -73,6 +73,9 @@ e2e: build deps
 # The images carry the version the binary reports: `irs workflow run --backend kubernetes` uses its own by default.
 IMAGE       ?= ghcr.io/irs-sim/irs:$(VERSION)
 ENVOY_IMAGE ?= ghcr.io/irs-sim/envoy:$(ENVOY_VERSION)
+# linkerd2-proxy's image is named by the commit hack/meshes/build.sh builds (mesh/linkerd.DefaultProxyImage).
+LINKERD_IMAGE ?= ghcr.io/irs-sim/linkerd2-proxy:29637b6
+CARGO_JOBS    ?= 2
 
 ## image: build the irs container image without Docker into bin/irs-image.tar (ctr import, docker load, kind load)
 image: build
@@ -83,13 +86,23 @@ envoy-image: deps
 	$(GO) run ./internal/imagebuild -o bin/envoy-image.tar -name $(ENVOY_IMAGE) -libs -entrypoint /usr/local/bin/envoy \
 		"$$(python3 -c 'import envoy, os; print(os.path.join(os.path.dirname(envoy.__file__), "_bin", "envoy"))')=/usr/local/bin/envoy"
 
+## meshes: build the data planes IRS runs from source with cargo, cached by commit (linkerd2-proxy; cold: ~10-20 min)
+meshes:
+	CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh linkerd2-proxy >/dev/null
+
+## linkerd-image: build linkerd2-proxy's image for --mesh linkerd on Kubernetes into bin/linkerd-image.tar
+linkerd-image: meshes
+	mkdir -p bin
+	$(GO) run ./internal/imagebuild -o bin/linkerd-image.tar -name $(LINKERD_IMAGE) -libs -entrypoint /usr/lib/linkerd/linkerd2-proxy \
+		"$$(CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh linkerd2-proxy)=/usr/lib/linkerd/linkerd2-proxy"
+
 ## e2e-kube: end-to-end tests on a real single-node Kubernetes cluster (hack/testnode: brought up, always torn down)
-e2e-kube: build image envoy-image
+e2e-kube: build image envoy-image linkerd-image
 	HELM=$(HELM) hack/testnode/e2e.sh
 
 ## testnode-up: start the test cluster (in network namespace irs-testnode; hack/testnode/run.sh CMD runs in it)
-testnode-up: image envoy-image
-	hack/testnode/up.sh && hack/testnode/import.sh bin/irs-image.tar bin/envoy-image.tar
+testnode-up: image envoy-image linkerd-image
+	hack/testnode/up.sh && hack/testnode/import.sh bin/irs-image.tar bin/envoy-image.tar bin/linkerd-image.tar
 
 ## testnode-down: stop the test cluster and remove every trace of it
 testnode-down:

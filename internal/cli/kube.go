@@ -13,6 +13,7 @@ import (
 	"github.com/irs-sim/irs/internal/buildinfo"
 	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/mesh/envoy"
+	"github.com/irs-sim/irs/mesh/linkerd"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -40,7 +41,7 @@ func imageTag(v string) string {
 
 // kubeOptions say where and how a run goes on a cluster: flags, then IRS_* environment, then the workflow.
 type kubeOptions struct {
-	backend, namespace, kubeconfig, context, image, envoyImage string
+	backend, namespace, kubeconfig, context, image, envoyImage, linkerdImage string
 }
 
 func (o *kubeOptions) register(f *pflag.FlagSet) {
@@ -50,6 +51,8 @@ func (o *kubeOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.context, "context", "", "kubernetes: the kubeconfig context (default its current one; $IRS_KUBE_CONTEXT)")
 	f.StringVar(&o.image, "image", "", "kubernetes: the worker image ($IRS_IMAGE; default "+defaultImage()+")")
 	f.StringVar(&o.envoyImage, "envoy-image", "", "kubernetes, --mesh envoy: the sidecar image ($IRS_ENVOY_IMAGE; default "+envoy.DefaultImage+")")
+	f.StringVar(&o.linkerdImage, "linkerd-image", "", "kubernetes, --mesh linkerd without Linkerd installed: the linkerd2-proxy image "+
+		"($IRS_LINKERD_IMAGE; default "+linkerd.DefaultProxyImage+", built by make linkerd-image)")
 }
 
 // resolve fills what no flag set from the environment, then from the workflow, then the defaults.
@@ -66,6 +69,7 @@ func (o *kubeOptions) resolve(lookup func(string) (string, bool), wf *irsv1.Work
 	env(&o.context, "IRS_KUBE_CONTEXT")
 	env(&o.image, "IRS_IMAGE")
 	env(&o.envoyImage, "IRS_ENVOY_IMAGE")
+	env(&o.linkerdImage, "IRS_LINKERD_IMAGE")
 	k := wf.GetPlatform().GetKubernetes()
 	if o.namespace == "" {
 		o.namespace = k.GetNamespace()
@@ -126,7 +130,8 @@ func (r *runner) kubeBackend(wf *irsv1.Workflow, mesh *irsv1.Mesh, env *irsv1.En
 	b, err := kube.New(kube.Config{
 		Access:    kube.Access{Kubeconfig: r.kube.kubeconfig, Context: r.kube.context},
 		Namespace: ns, RunID: id, Workflow: wf.GetName(), Platform: platform, Image: r.kube.image, Mesh: mesh,
-		ReadyTimeout: r.kubeReadyTimeout(wf), ControlToken: token.New(),
+		ReadyTimeout: r.kubeReadyTimeout(wf), ControlToken: token.New(), EnvoyImage: r.kube.envoyImage,
+		LinkerdImage: r.kube.linkerdImage,
 		Expires:    time.Now().Add(r.tl.Total + r.kubeReadyTimeout(wf) + time.Hour),
 		WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh},
 		Logger:     r.app.logger,
@@ -242,7 +247,8 @@ every namespace IRS made, runs in progress included.`,
 // meshForBackend refuses a mesh the backend cannot run.
 func meshForBackend(m *irsv1.Mesh, backend string) error {
 	if policy.Installed(m) && backend != backendKubernetes {
-		return fmt.Errorf("--mesh %s: a mesh installed on a cluster needs --backend kubernetes (locally: none or envoy)", m.GetType())
+		return fmt.Errorf("--mesh %s needs --backend kubernetes: the cluster's installed mesh or, for linkerd, linkerd2-proxy "+
+			"with IRS's control plane in pods (locally: none or envoy)", m.GetType())
 	}
 	return nil
 }

@@ -149,14 +149,15 @@ func (a *app) newMeshInitCmd() *cobra.Command {
 	var r capture.Redirect
 	var proxyUID uint32
 	var skipIn, skipOut []uint
-	var identityDir, identityName string
+	var identityDir, identityName, tokenFrom string
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Prepare a pod for its proxy: redirect its TCP traffic to the proxy (nftables), and make the proxy's key",
 		Long: `Run as a pod's init container (with NET_ADMIN), before the proxy starts, as Linkerd's proxy-init does:
 connections to the pod go to --inbound-port, connections from it to --outbound-port, except the proxy's own
 (--proxy-uid), those over loopback and the skipped ports. With --identity-dir it also writes the proxy's
-private key and certificate request for --identity (key.p8, csr.der, owned by --proxy-uid).`,
+private key and certificate request for --identity (key.p8, csr.der, owned by --proxy-uid), and a copy of
+--token-from (token) that only the proxy can read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r.ProxyUID = proxyUID
@@ -183,6 +184,11 @@ private key and certificate request for --identity (key.p8, csr.der, owned by --
 				if err := linkerd.WriteProxyIdentity(identityDir, identityName, int(proxyUID)); err != nil {
 					return fmt.Errorf("--identity-dir: %w", err)
 				}
+				if tokenFrom != "" {
+					if err := copyOwned(tokenFrom, filepath.Join(identityDir, "token"), int(proxyUID)); err != nil {
+						return fmt.Errorf("--token-from: %w", err)
+					}
+				}
 			}
 			if err := capture.Apply(r); err != nil {
 				return withExitCode(err, ExitInvalidEnvironment)
@@ -200,7 +206,23 @@ private key and certificate request for --identity (key.p8, csr.der, owned by --
 	f.UintSliceVar(&skipOut, "skip-outbound-ports", nil, "destination ports not redirected")
 	f.StringVar(&identityDir, "identity-dir", "", "write the proxy's key.p8 and csr.der here")
 	f.StringVar(&identityName, "identity", "", "the proxy's identity (with --identity-dir)")
+	f.StringVar(&tokenFrom, "token-from", "", "copy this `file` (the proxy's identity token) into --identity-dir, for the proxy only")
 	return cmd
+}
+
+// copyOwned copies a file to a new one of mode 0600 owned by uid.
+func copyOwned(from, to string, uid int) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 {
+		return fmt.Errorf("%s is empty", from)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		return err
+	}
+	return os.Chown(to, uid, uid)
 }
 
 func (a *app) newEnvoyCmd() *cobra.Command {

@@ -331,6 +331,7 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, point workflows.Swe
 	env.Mesh = policy.Describe(mesh)
 	if policy.Enabled(mesh) {
 		env.EnvoyVersion = r.envoy.Version
+		env.DataPlane, env.ControlPlane = "envoy "+r.envoy.Version, "IRS"
 	}
 	if err := os.MkdirAll(filepath.Dir(resultPath), 0o755); err != nil {
 		return nil, fmt.Errorf("result directory: %w", err)
@@ -348,6 +349,7 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, point workflows.Swe
 		}
 		env.KubernetesVersion = version
 		env.Nodes = int32(kb.(*kube.Backend).Nodes(ctx))
+		env.DataPlane, env.ControlPlane = kb.(*kube.Backend).Planes()
 		backend, notes = kb, kubeNotes(wf)
 		for _, n := range notes {
 			fmt.Fprintln(r.app.env.Stderr, "note:", n)
@@ -381,8 +383,12 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, point workflows.Swe
 	if env.Namespace != "" {
 		where = fmt.Sprintf(" in namespace %s (Kubernetes %s)", env.Namespace, env.KubernetesVersion)
 	}
-	fmt.Fprintf(r.app.env.Stderr, "running %s (mesh %s)%s: %d services, %v (time scale %g, seed %d); result: %s\n",
-		wf.GetName(), env.Mesh, where, len(wf.GetServices()), r.tl.Total, r.tl.Scale, wf.GetSeed(), resultPath)
+	planes := ""
+	if env.DataPlane != "" {
+		planes = fmt.Sprintf("; data plane: %s, control plane: %s", env.DataPlane, env.ControlPlane)
+	}
+	fmt.Fprintf(r.app.env.Stderr, "running %s (mesh %s%s)%s: %d services, %v (time scale %g, seed %d); result: %s\n",
+		wf.GetName(), env.Mesh, planes, where, len(wf.GetServices()), r.tl.Total, r.tl.Scale, wf.GetSeed(), resultPath)
 	progress := r.app.env.Stdout
 	if r.progress == "off" {
 		progress = nil

@@ -231,3 +231,19 @@ func WriteProxyIdentity(dir, name string, uid int) error {
 	}
 	return nil
 }
+
+// The linkerd2-proxy IRS builds (hack/meshes/build.sh) and its image (make linkerd-image).
+const (
+	ProxyName         = "linkerd2-proxy"
+	ProxyCommit       = "29637b64f6cebedaf15bfbf516818d7a28a4d5a6"
+	DefaultProxyImage = "ghcr.io/irs-sim/linkerd2-proxy:29637b6"
+)
+
+// The proxy's user and ports, as Linkerd's injector sets them.
+const (
+	ProxyUID     = 2102
+	InboundPort  = 4143
+	OutboundPort = 4140
+	ControlPort  = 4190
+	AdminPort    = 4191
+)

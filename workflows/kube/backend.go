@@ -45,6 +45,9 @@ type Config struct {
 	WorkerArgs []string
 	// EnvoyImage is the sidecars' image under --mesh envoy (default: the workflow's, then envoy.DefaultImage).
 	EnvoyImage string
+	// LinkerdImage is the proxies' image under --mesh linkerd without Linkerd installed (default:
+	// linkerd.DefaultProxyImage, which make linkerd-image builds).
+	LinkerdImage string
 	// InPlaceKills says that the workflow kills processes inside pods (pods/exec is then needed).
 	InPlaceKills bool
 	Logger       *slog.Logger
@@ -70,7 +73,7 @@ type Backend struct {
 	created  bool             // the namespace is ours: Stop deletes it
 	checked  bool             // Check passed
 	usage    *usageReader
-	mesh     *envoyMesh // under --mesh envoy
+	mesh     *envoyMesh // under --mesh envoy, or linkerd with IRS's control plane
 	// meshListed are the pods the mesh's last state listed as endpoints (pod → service).
 	meshListed map[string]string
 	stopBeat   context.CancelFunc
@@ -124,7 +127,7 @@ func New(cfg Config) (*Backend, error) {
 	b := &Backend{cfg: cfg, c: c, services: map[string]*service{}, pods: map[string]*pod{},
 		events: workflows.NewEmitter(4096, cfg.Logger), endpoints: map[string]map[string]bool{}}
 	if policy.Enabled(cfg.Mesh) {
-		b.mesh = &envoyMesh{policy: policy.Resolve(cfg.Mesh), dirty: make(chan struct{}, 1), done: make(chan struct{})}
+		b.mesh = newOwnMesh(cfg.Mesh, dataPlaneEnvoy)
 	}
 	return b, nil
 }

@@ -97,6 +97,9 @@ func (b *Backend) Check(ctx context.Context) (string, error) {
 	case !isNotFound(err):
 		return "", &EnvironmentError{Err: fmt.Errorf("namespace %s: %w", b.cfg.Namespace, err)}
 	}
+	if err := b.chooseLinkerd(ctx); err != nil {
+		return "", err
+	}
 	b.checked = true
 	return version, nil
 }

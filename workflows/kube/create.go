@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/irs-sim/irs/mesh/linkerd"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"google.golang.org/protobuf/proto"
@@ -142,9 +143,11 @@ func (b *Backend) objects(name string) (Objects, error) {
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	maps.Copy(annotations, podMeshAnnotations(b.meshType()))
 	labels := b.runLabels()
-	maps.Copy(labels, podMeshLabels(b.meshType()))
+	if b.mesh == nil { // enrolment in an installed mesh
+		maps.Copy(annotations, podMeshAnnotations(b.meshType()))
+		maps.Copy(labels, podMeshLabels(b.meshType()))
+	}
 	params := ServiceParams{Namespace: b.cfg.Namespace, Name: name, Replicas: replicas, Config: cfg,
 		Labels: labels, Annotations: annotations, Image: b.cfg.Image, PullPolicy: b.pullPolicy(), Resources: rr,
 		NodeSelector: b.cfg.Platform.GetNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
@@ -152,7 +155,13 @@ func (b *Backend) objects(name string) (Objects, error) {
 	b.mu.Lock()
 	sidecars, serves := b.placement()
 	b.mu.Unlock()
-	if sidecars[name] {
+	if sidecars[name] && b.mesh.dataPlane == dataPlaneLinkerd {
+		var init *corev1.Container
+		params.Sidecar, init, params.Volumes = b.linkerdParts(name)
+		params.InitContainers = []corev1.Container{*init}
+		params.WorkerArgs = append(slices.Clone(params.WorkerArgs), "--ready-requires",
+			"http://127.0.0.1:"+strconv.Itoa(linkerd.AdminPort)+"/ready")
+	} else if sidecars[name] {
 		params.Sidecar, params.Volumes = b.sidecarParts(name, serves[name])
 		params.WorkerArgs = append(slices.Clone(params.WorkerArgs), "--ready-requires", "http://"+envoyAdmin+"/ready")
 		if serves[name] {
@@ -173,7 +182,8 @@ func (b *Backend) resolved(s *service) *irsv1.WorkerConfig {
 		cfg.Load = proto.Clone(s.load).(*irsv1.Load)
 	}
 	sidecars, serves := b.placement()
-	if sidecars[s.spec.Name] && serves[s.spec.Name] {
+	envoySidecar := sidecars[s.spec.Name] && b.mesh.dataPlane == dataPlaneEnvoy // Linkerd's capture is transparent
+	if envoySidecar && serves[s.spec.Name] {
 		cfg.Listen = "127.0.0.1:" + strconv.Itoa(DataPort) // reached through its sidecar only
 	}
 	workflows.FillEndpoints(cfg, func(name string) []string {
@@ -181,7 +191,7 @@ func (b *Backend) resolved(s *service) *irsv1.WorkerConfig {
 		switch {
 		case !ok:
 			return nil
-		case sidecars[s.spec.Name]: // through its own sidecar's outbound listener for the service
+		case envoySidecar: // through its own sidecar's outbound listener for the service
 			return []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(int(b.outboundPort(name))))}
 		case t.clusterIP != "":
 			return []string{net.JoinHostPort(t.clusterIP, strconv.Itoa(DataPort))}

@@ -82,7 +82,7 @@ func (b *Backend) installed() *irsv1.InstalledMesh {
 // run. A mesh that is not there is an environment error.
 func (b *Backend) checkMesh(ctx context.Context) error {
 	mesh := b.meshType()
-	if mesh == policy.TypeNone || mesh == policy.TypeEnvoy {
+	if mesh == policy.TypeNone || b.mesh != nil { // no mesh, or the run's own
 		return nil
 	}
 	list := &corev1.PodList{}

@@ -46,7 +46,10 @@ const (
 
 // envoyMesh is a run's own mesh on the cluster.
 type envoyMesh struct {
-	policy  *irsv1.Mesh
+	policy    *irsv1.Mesh
+	dataPlane string // dataPlaneEnvoy or dataPlaneLinkerd
+	// linkerdRoots are the trust anchors of the run's Linkerd CA (PEM), which every proxy is given.
+	linkerdRoots string
 	control *ca.Control
 	dir     string // where the control authority writes (the runner's, 0700; removed at Stop)
 	ip      string // the control plane Service's ClusterIP
@@ -58,6 +61,11 @@ type envoyMesh struct {
 	version uint64
 	dirty   chan struct{} // a change to push
 	done    chan struct{} // closed when the backend stops
+}
+
+// newOwnMesh is a mesh the run brings itself, with the given data plane.
+func newOwnMesh(m *irsv1.Mesh, dataPlane string) *envoyMesh {
+	return &envoyMesh{policy: policy.Resolve(m), dataPlane: dataPlane, dirty: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // sidecars says which services get a sidecar, and which serve (are called or sent load, or are not load
@@ -110,9 +118,12 @@ func (b *Backend) startMesh(ctx context.Context) error {
 	labels := b.runLabels()
 	labels[LabelName] = controlPlaneName
 	selector := map[string]string{LabelName: controlPlaneName}
+	ports := []corev1.ServicePort{{Name: "grpc", Port: controlPlanePort, TargetPort: intstr.FromInt32(controlPlanePort)}}
+	if b.mesh.dataPlane == dataPlaneLinkerd {
+		ports = append(ports, corev1.ServicePort{Name: "linkerd", Port: linkerdAPIPort, TargetPort: intstr.FromInt32(linkerdAPIPort)})
+	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: controlPlaneName, Namespace: ns, Labels: labels},
-		Spec: corev1.ServiceSpec{Selector: selector, Ports: []corev1.ServicePort{{Name: "grpc", Port: controlPlanePort,
-			TargetPort: intstr.FromInt32(controlPlanePort)}}}}
+		Spec: corev1.ServiceSpec{Selector: selector, Ports: ports}}
 	out := &corev1.Service{}
 	if err := b.c.create(ctx, b.c.core, ns, "services", svc, out); err != nil {
 		return fmt.Errorf("control plane service: %w", err)
@@ -126,6 +137,47 @@ func (b *Backend) startMesh(ctx context.Context) error {
 		"control-plane.crt": server.Cert, "control-plane.key": server.Key}); err != nil {
 		return err
 	}
+	if b.mesh.dataPlane == dataPlaneLinkerd {
+		if err := b.startLinkerdCredentials(ctx); err != nil {
+			return err
+		}
+	} else if err := b.startEnvoyCredentials(ctx); err != nil {
+		return err
+	}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: controlPlaneName, Namespace: ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels)},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name: "control-plane", Image: b.cfg.Image, ImagePullPolicy: b.pullPolicy(),
+						Args: []string{"mesh", "control-plane", "--listen", "0.0.0.0:" + strconv.Itoa(controlPlanePort),
+							"--credentials", meshDir, "--log-format", "json"},
+						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: controlPlanePort}},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
+							Port: intstr.FromInt32(controlPlanePort)}}, PeriodSeconds: 1},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "credentials", MountPath: meshDir, ReadOnly: true}},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true)},
+					}},
+					Volumes: []corev1.Volume{{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName: controlPlaneName, DefaultMode: ptr(int32(0o400))}}}},
+					NodeSelector: b.ownNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
+					AutomountServiceAccountToken: ptr(false), EnableServiceLinks: ptr(false),
+				}}}}
+	if b.mesh.dataPlane == dataPlaneLinkerd {
+		b.linkerdControlPlane(&dep.Spec.Template.Spec)
+	}
+	if err := b.c.create(ctx, b.c.apps, ns, "deployments", dep, &appsv1.Deployment{}); err != nil {
+		return fmt.Errorf("control plane: %w", err)
+	}
+	return nil
+}
+
+// startEnvoyCredentials makes each sidecar's certificate (a Secret per service) and the sidecars' bootstrap.
+func (b *Backend) startEnvoyCredentials(ctx context.Context) error {
+	ns := b.cfg.Namespace
 	sidecars, _ := b.placement()
 	for name, has := range sidecars {
 		if !has {
@@ -150,31 +202,6 @@ func (b *Backend) startMesh(ctx context.Context) error {
 		Data: map[string]string{"bootstrap.json": string(boot)}}
 	if err := b.c.create(ctx, b.c.core, ns, "configmaps", cm, &corev1.ConfigMap{}); err != nil {
 		return fmt.Errorf("sidecar bootstrap: %w", err)
-	}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: controlPlaneName, Namespace: ns, Labels: labels},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels)},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "control-plane", Image: b.cfg.Image, ImagePullPolicy: b.pullPolicy(),
-						Args: []string{"mesh", "control-plane", "--listen", "0.0.0.0:" + strconv.Itoa(controlPlanePort),
-							"--credentials", meshDir, "--log-format", "json"},
-						Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: controlPlanePort}},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
-							Port: intstr.FromInt32(controlPlanePort)}}, PeriodSeconds: 1},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
-						VolumeMounts:    []corev1.VolumeMount{{Name: "credentials", MountPath: meshDir, ReadOnly: true}},
-						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true)},
-					}},
-					Volumes: []corev1.Volume{{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-						SecretName: controlPlaneName, DefaultMode: ptr(int32(0o400))}}}},
-					NodeSelector: b.ownNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
-					AutomountServiceAccountToken: ptr(false), EnableServiceLinks: ptr(false),
-				}}}}
-	if err := b.c.create(ctx, b.c.apps, ns, "deployments", dep, &appsv1.Deployment{}); err != nil {
-		return fmt.Errorf("control plane: %w", err)
 	}
 	return nil
 }
@@ -307,7 +334,7 @@ func (b *Backend) meshState() (*irsv1.MeshState, map[string]string) {
 			if p.ip == "" || p.terminated {
 				continue
 			}
-			if sidecars[name] {
+			if sidecars[name] && m.dataPlane == dataPlaneEnvoy {
 				n := &irsv1.MeshNode{Id: p.name, Service: name, Ip: p.ip, OutboundIp: "127.0.0.1",
 					AppAddress: net.JoinHostPort("127.0.0.1", strconv.Itoa(DataPort)),
 					Upstreams: workflows.MeshUpstreams(s.config, b.loadOf(s), func(up string) uint32 {
@@ -323,14 +350,18 @@ func (b *Backend) meshState() (*irsv1.MeshState, map[string]string) {
 			}
 			if p.ready && !p.deleting {
 				port := DataPort
-				if sidecars[name] && serves[name] {
+				if sidecars[name] && serves[name] && m.dataPlane == dataPlaneEnvoy {
 					port = inboundPort
 				}
 				eps = append(eps, net.JoinHostPort(p.ip, strconv.Itoa(port)))
 				listed[p.name] = name
 			}
 		}
-		st.Services = append(st.Services, &irsv1.MeshService{Name: name, Endpoints: eps, Sidecars: sidecars[name]})
+		if m.dataPlane == dataPlaneLinkerd {
+			st.Services = append(st.Services, b.linkerdService(name, sidecars[name], eps))
+		} else {
+			st.Services = append(st.Services, &irsv1.MeshService{Name: name, Endpoints: eps, Sidecars: sidecars[name]})
+		}
 	}
 	removed := map[string]string{}
 	for pod, svc := range b.meshListed {

@@ -79,6 +79,8 @@ type ServiceParams struct {
 	ServicePort int32
 	// Volumes the sidecar needs.
 	Volumes []corev1.Volume
+	// InitContainers run before the pod's containers (Linkerd's traffic capture).
+	InitContainers []corev1.Container
 }
 
 // serviceLabels are the labels that select a service's pods.
@@ -146,7 +148,7 @@ func ServiceObjects(p ServiceParams) (Objects, error) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: maps.Clone(p.Annotations)},
 				Spec: corev1.PodSpec{
-					Containers: containers, Volumes: volumes, NodeSelector: p.NodeSelector, Tolerations: p.Tolerations,
+					InitContainers: p.InitContainers, Containers: containers, Volumes: volumes, NodeSelector: p.NodeSelector, Tolerations: p.Tolerations,
 					// A process kill inside the pod reaches the worker, which is then not the namespace's init
 					// (init ignores SIGKILL sent from inside its namespace).
 					ShareProcessNamespace:         ptr(true),

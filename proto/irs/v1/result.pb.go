@@ -488,8 +488,13 @@ type Environment struct {
 	Nodes             int32  `protobuf:"varint,12,opt,name=nodes,proto3" json:"nodes,omitempty"`
 	Namespace         string `protobuf:"bytes,13,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Image             string `protobuf:"bytes,14,opt,name=image,proto3" json:"image,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The proxies that carried the traffic, with version and commit ("linkerd2-proxy 29637b6", "envoy 1.40.0",
+	// or "installed" when the cluster's mesh injected them), and who configured them: "IRS" (IRS's own control
+	// plane, serving the proxy's APIs in Go) or the installed mesh's ("installed: namespace linkerd").
+	DataPlane     string `protobuf:"bytes,15,opt,name=data_plane,json=dataPlane,proto3" json:"data_plane,omitempty"`
+	ControlPlane  string `protobuf:"bytes,16,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Environment) Reset() {
@@ -616,6 +621,20 @@ func (x *Environment) GetNamespace() string {
 func (x *Environment) GetImage() string {
 	if x != nil {
 		return x.Image
+	}
+	return ""
+}
+
+func (x *Environment) GetDataPlane() string {
+	if x != nil {
+		return x.DataPlane
+	}
+	return ""
+}
+
+func (x *Environment) GetControlPlane() string {
+	if x != nil {
+		return x.ControlPlane
 	}
 	return ""
 }
@@ -2454,7 +2473,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06unsent\x18\x05 \x01(\x03R\x06unsent\x12\x18\n" +
 	"\ablocked\x18\x06 \x01(\x03R\ablocked\x12\x12\n" +
 	"\x04late\x18\a \x01(\x03R\x04late\x12\x16\n" +
-	"\x06detail\x18\b \x01(\tR\x06detail\"\x85\x03\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\"\xc9\x03\n" +
 	"\vEnvironment\x12\x1f\n" +
 	"\virs_version\x18\x01 \x01(\tR\n" +
 	"irsVersion\x12\x1d\n" +
@@ -2472,7 +2491,10 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x12kubernetes_version\x18\v \x01(\tR\x11kubernetesVersion\x12\x14\n" +
 	"\x05nodes\x18\f \x01(\x05R\x05nodes\x12\x1c\n" +
 	"\tnamespace\x18\r \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05image\x18\x0e \x01(\tR\x05image\"\xbf\x01\n" +
+	"\x05image\x18\x0e \x01(\tR\x05image\x12\x1d\n" +
+	"\n" +
+	"data_plane\x18\x0f \x01(\tR\tdataPlane\x12#\n" +
+	"\rcontrol_plane\x18\x10 \x01(\tR\fcontrolPlane\"\xbf\x01\n" +
 	"\bRunEvent\x12\f\n" +
 	"\x01t\x18\x01 \x01(\x01R\x01t\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
