@@ -132,9 +132,9 @@ func (r *runner) kubeBackend(wf *irsv1.Workflow, mesh *irsv1.Mesh, env *irsv1.En
 		Namespace: ns, RunID: id, Workflow: wf.GetName(), Platform: platform, Image: r.kube.image, Mesh: mesh,
 		ReadyTimeout: r.kubeReadyTimeout(wf), ControlToken: token.New(), EnvoyImage: r.kube.envoyImage,
 		LinkerdImage: r.kube.linkerdImage,
-		Expires:    time.Now().Add(r.tl.Total + r.kubeReadyTimeout(wf) + time.Hour),
-		WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh},
-		Logger:     r.app.logger,
+		Expires:      time.Now().Add(r.tl.Total + r.kubeReadyTimeout(wf) + time.Hour),
+		WorkerArgs:   []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh},
+		Logger:       r.app.logger,
 	})
 	if err != nil {
 		return nil, err

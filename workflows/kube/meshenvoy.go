@@ -50,12 +50,12 @@ type envoyMesh struct {
 	dataPlane string // dataPlaneEnvoy or dataPlaneLinkerd
 	// linkerdRoots are the trust anchors of the run's Linkerd CA (PEM), which every proxy is given.
 	linkerdRoots string
-	control *ca.Control
-	dir     string // where the control authority writes (the runner's, 0700; removed at Stop)
-	ip      string // the control plane Service's ClusterIP
-	fw      *forwarder
-	conn    *grpc.ClientConn
-	client  irsv1.MeshControlServiceClient
+	control      *ca.Control
+	dir          string // where the control authority writes (the runner's, 0700; removed at Stop)
+	ip           string // the control plane Service's ClusterIP
+	fw           *forwarder
+	conn         *grpc.ClientConn
+	client       irsv1.MeshControlServiceClient
 
 	mu      sync.Mutex
 	version uint64

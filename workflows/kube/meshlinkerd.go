@@ -32,9 +32,9 @@ const (
 	dataPlaneLinkerd = "linkerd"
 
 	linkerdAPIPort     = 8086
-	linkerdCredsDir    = "/etc/irs/linkerd"                       // the control plane's CA and tokens
-	linkerdIdentityDir = "/var/run/linkerd/identity/end-entity"   // the proxy's key.p8, csr.der, token
-	linkerdTokenDir    = "/var/run/irs/linkerd-token"             // the init container's copy source
+	linkerdCredsDir    = "/etc/irs/linkerd"                                      // the control plane's CA and tokens
+	linkerdIdentityDir = "/var/run/linkerd/identity/end-entity"                  // the proxy's key.p8, csr.der, token
+	linkerdTokenDir    = "/var/run/irs/linkerd-token"                            // the init container's copy source
 	linkerdProfileNets = "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16" // Linkerd's default
 )
 
