@@ -129,7 +129,7 @@ func (a *app) serveLinkerd(g *grpc.Server, listen, dir, name string, served chan
 	if err != nil {
 		return nil, withExitCode(fmt.Errorf("--linkerd-credentials: %w", err), ExitInvalidConfig)
 	}
-	tlsCfg, err := cp.ServerTLS(name)
+	creds, err := cp.ServerCredentials(name)
 	if err != nil {
 		return nil, fmt.Errorf("--linkerd-name: %w", err)
 	}
@@ -138,7 +138,7 @@ func (a *app) serveLinkerd(g *grpc.Server, listen, dir, name string, served chan
 		return nil, withExitCode(fmt.Errorf("--proxy-listen: %w", err), ExitInvalidConfig)
 	}
 	irsv1.RegisterMeshControlServiceServer(g, cp)
-	proxies := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(grpccreds.NewTLS(tlsCfg)))
+	proxies := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(creds))
 	cp.RegisterProxyAPIs(proxies)
 	go func() { served <- proxies.Serve(ln) }()
 	a.logger.Info("linkerd proxy APIs serving", "addr", ln.Addr().String(), "name", name)

@@ -16,7 +16,7 @@ import (
 	destinationpb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	identitypb "github.com/linkerd/linkerd2-proxy-api/go/identity"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -37,7 +37,7 @@ func TestControlPlaneFromState(t *testing.T) {
 		t.Fatal(err)
 	}
 	const name = "irs-control-plane.irs-run.serviceaccount.identity.linkerd.cluster.local"
-	tlsCfg, err := cp.ServerTLS(name)
+	creds, err := cp.ServerCredentials(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,14 +45,19 @@ func TestControlPlaneFromState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
+	g := grpc.NewServer(grpc.Creds(creds))
 	cp.RegisterProxyAPIs(g)
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(authority.RootPEM())
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(
-		&tls.Config{RootCAs: roots, ServerName: name, MinVersion: tls.VersionTLS12})))
+	// As linkerd2-proxy connects: TLS checking the control plane's name, and no ALPN (grpc-go's own TLS
+	// credentials would refuse that).
+	dialTLS := func(ctx context.Context, addr string) (net.Conn, error) {
+		return (&tls.Dialer{Config: &tls.Config{RootCAs: roots, ServerName: name, MinVersion: tls.VersionTLS12}}).DialContext(ctx, "tcp", addr)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), grpc.WithContextDialer(dialTLS),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
