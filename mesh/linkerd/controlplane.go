@@ -19,6 +19,7 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	destinationpb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	identitypb "github.com/linkerd/linkerd2-proxy-api/go/identity"
+	outboundpb "github.com/linkerd/linkerd2-proxy-api/go/outbound"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,6 +41,7 @@ type ControlPlane struct {
 	irsv1.UnimplementedMeshControlServiceServer
 	Identity    *Identity
 	Destination *Destination
+	Outbound    *Outbound
 
 	mu      sync.Mutex
 	version uint64
@@ -48,13 +50,15 @@ type ControlPlane struct {
 
 // NewControlPlane returns a control plane issuing from authority.
 func NewControlPlane(authority *ca.CA) *ControlPlane {
-	return &ControlPlane{Identity: NewIdentity(authority), Destination: NewDestination(), known: map[string]bool{}}
+	dst := NewDestination()
+	return &ControlPlane{Identity: NewIdentity(authority), Destination: dst, Outbound: &Outbound{dst: dst}, known: map[string]bool{}}
 }
 
 // RegisterProxyAPIs adds the APIs the proxies call to g.
 func (c *ControlPlane) RegisterProxyAPIs(g *grpc.Server) {
 	identitypb.RegisterIdentityServer(g, c.Identity)
 	destinationpb.RegisterDestinationServer(g, c.Destination)
+	outboundpb.RegisterOutboundPoliciesServer(g, c.Outbound)
 }
 
 // SetState implements irsv1.MeshControlServiceServer: every service's endpoints under its canonical authority,

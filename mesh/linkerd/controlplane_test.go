@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +16,11 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	destinationpb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	identitypb "github.com/linkerd/linkerd2-proxy-api/go/identity"
+	outboundpb "github.com/linkerd/linkerd2-proxy-api/go/outbound"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -92,6 +96,21 @@ func TestControlPlaneFromState(t *testing.T) {
 	}
 	if p.GetFullyQualifiedName() != "web.irs-run.svc.cluster.local" {
 		t.Errorf("profile of the ClusterIP: %q, want the Service's name", p.GetFullyQualifiedName())
+	}
+	// Its outbound policy balances over the Service's endpoints, resolved by name; another address has none.
+	pol, err := outboundpb.NewOutboundPoliciesClient(conn).Get(ctx, &outboundpb.TrafficSpec{Target: &outboundpb.TrafficSpec_Addr{
+		Addr: tcpAddress(netip.MustParseAddrPort("10.96.0.7:8080"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	http1 := pol.GetProtocol().GetDetect().GetHttp1().GetRoutes()
+	if len(http1) != 1 || http1[0].GetRules()[0].GetBackends().GetFirstAvailable().GetBackends()[0].GetBackend().
+		GetBalancer().GetDiscovery().GetDst().GetPath() != "web.irs-run.svc.cluster.local:8080" {
+		t.Errorf("outbound policy of the ClusterIP: %v", pol)
+	}
+	if _, err := outboundpb.NewOutboundPoliciesClient(conn).Get(ctx, &outboundpb.TrafficSpec{Target: &outboundpb.TrafficSpec_Addr{
+		Addr: tcpAddress(netip.MustParseAddrPort("10.96.0.8:8080"))}}); status.Code(err) != codes.NotFound {
+		t.Errorf("outbound policy of an unknown address: %v, want NotFound", err)
 	}
 	stream, err := dst.Get(ctx, &destinationpb.GetDestination{Path: "web.irs-run.svc.cluster.local:8080"})
 	if err != nil {
