@@ -5,8 +5,10 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
-	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 )
 
 // The Kubernetes tests run on the real single-node cluster hack/testnode brings up (make e2e-kube), inside
@@ -297,7 +301,9 @@ func eventDetail(res interface{ GetEvents() []*irsv1.RunEvent }, kind string) st
 }
 
 // TestKubeInstalledMeshes: --mesh istio, linkerd and ambient enrol the run's namespace and pods the way each
-// mesh reads it; on a cluster without the mesh the run says so (exit 4) and leaves nothing.
+// mesh reads it; on a cluster without the mesh the run says so (exit 4) and leaves nothing. (Linkerd is taken
+// as installed when the workflow names its control plane's pods; otherwise the run brings its own, see
+// TestKubeMeshesSideBySide.)
 func TestKubeInstalledMeshes(t *testing.T) {
 	for _, tc := range []struct {
 		mesh                        string
@@ -310,7 +316,11 @@ func TestKubeInstalledMeshes(t *testing.T) {
 	} {
 		t.Run(tc.mesh, func(t *testing.T) {
 			before := irsNamespaces(t)
-			run := startWorkflow(t, longWorkflow, kubeArgs("--mesh", tc.mesh)...)
+			doc := longWorkflow
+			if tc.mesh == "linkerd" {
+				doc += "platform: {kubernetes: {mesh: {control_plane: [{namespace: linkerd, labels: {linkerd.io/control-plane-ns: linkerd}}]}}}\n"
+			}
+			run := startWorkflow(t, doc, kubeArgs("--mesh", tc.mesh)...)
 			// The objects, as the run makes them, before the check that the mesh is there ends it.
 			var nsJSON, depJSON string
 			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && depJSON == ""; time.Sleep(50 * time.Millisecond) {
@@ -511,5 +521,183 @@ func TestKubeSeedSweep(t *testing.T) {
 	}
 	for ns := range namespaces {
 		namespaceGone(t, ns, 60*time.Second)
+	}
+}
+
+// kipperMeshes is the Kipper topology (loadgen -> client -> server, 3 replicas each, 100 ms per hop), made
+// lighter for a 2-core node: a steady phase, then one of the three servers killed under load.
+const kipperMeshes = `
+name: kipper-meshes
+seed: 2019
+services:
+  - name: loadgen
+    replicas: 3
+    worker:
+      load: {target: client, rate: 20, connections: 8, timeout: 2s}
+  - name: client
+    replicas: 3
+    worker:
+      serve: {delay: 100ms}
+      calls: [{service: server, timeout: 1s}]
+  - name: server
+    replicas: 3
+    worker:
+      serve: {delay: 100ms}
+phases:
+  - name: warm-up
+    duration: 3s
+  - name: steady
+    duration: 8s
+  - name: kill
+    duration: 6s
+    actions: [{at: 1s, kill: {service: server}}]
+`
+
+// TestKubeMeshesSideBySide runs the Kipper topology under no mesh, IRS's Envoy and the real linkerd2-proxy
+// (with IRS's Linkerd control plane) on the test node: every variant serves every request while steady; the
+// meshed ones have their proxies' CPU and memory measured per service and their control plane's; Linkerd's
+// proxies count the requests themselves, over mutual TLS with the identities IRS's control plane issued; a
+// server killed under load is reported (5xx, the endpoint's removal) in each; the comparison holds all three.
+func TestKubeMeshesSideBySide(t *testing.T) {
+	run := startWorkflow(t, kipperMeshes, kubeArgs("--envoy-image", os.Getenv("IRS_ENVOY_IMAGE"),
+		"--linkerd-image", os.Getenv("IRS_LINKERD_IMAGE"), "--mesh", "none,envoy,linkerd", "--report", "markdown")...)
+	// While the linkerd variant runs, its proxies' own metrics (admin port 4191, on the pod's address: the
+	// tests run in the node's network namespace).
+	proxied := make(chan string, 1)
+	go func() { proxied <- linkerdProxyRequests(t, run, 6*time.Minute) }()
+	if code := run.exitCode(8 * time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	if got := <-proxied; got != "" {
+		t.Error(got)
+	}
+	c := readComparison(t, filepath.Join(run.dir, "comparison.json"))
+	if got := strings.Join(c.GetOrder(), ","); got != "none,envoy,linkerd" {
+		t.Fatalf("variants %s, want none,envoy,linkerd", got)
+	}
+	for _, v := range c.GetVariants() {
+		if len(v.GetRuns()) != 1 {
+			t.Fatalf("variant %s: %d runs", v.GetName(), len(v.GetRuns()))
+		}
+		res := v.GetRuns()[0]
+		env := res.GetEnvironment()
+		meshed := v.GetMeshName() != "none"
+		switch v.GetMeshName() {
+		case "linkerd":
+			if !strings.HasPrefix(env.GetDataPlane(), "linkerd2-proxy 29637b6") || env.GetControlPlane() != "IRS" {
+				t.Errorf("linkerd: data plane %q, control plane %q; want linkerd2-proxy 29637b6 and IRS", env.GetDataPlane(), env.GetControlPlane())
+			}
+		case "envoy":
+			if !strings.HasPrefix(env.GetDataPlane(), "envoy") || env.GetControlPlane() != "IRS" {
+				t.Errorf("envoy: data plane %q, control plane %q", env.GetDataPlane(), env.GetControlPlane())
+			}
+		}
+		steady := phaseResult(t, res, "steady")
+		load := point(steady.GetServices(), "loadgen", "", "load")
+		if load == nil || load.GetRequests() < 300 || load.GetFailures() != 0 || load.GetFailureRate() != 0 {
+			t.Errorf("%s, steady: loadgen %v; want ~480 requests, every one served", v.GetName(), load)
+		}
+		if p := load.GetP50Ms(); p < 200 || p > 400 {
+			t.Errorf("%s, steady: p50 %.1f ms, want two 100 ms hops and little else", v.GetName(), p)
+		}
+		for _, svc := range []string{"loadgen", "client", "server"} {
+			kind := "served"
+			if svc == "loadgen" {
+				kind = "load"
+			}
+			p := point(steady.GetServices(), svc, "", kind)
+			if meshed && (p.GetSidecars() != 3 || p.GetSidecarCpuMcores() <= 0 || p.GetSidecarRssMb() <= 0) {
+				t.Errorf("%s, steady: %s %v; want its 3 proxies' CPU and memory", v.GetName(), svc, p)
+			}
+			if !meshed && p.GetSidecars() != 0 {
+				t.Errorf("none, steady: %s has %d sidecars", svc, p.GetSidecars())
+			}
+		}
+		if cp := steady.GetControlPlane(); meshed && (cp == nil || cp.GetRssMb() <= 0) {
+			t.Errorf("%s: control plane %v, want measured", v.GetName(), cp)
+		}
+		kill := point(phaseResult(t, res, "kill").GetServices(), "loadgen", "", "load")
+		if k := res.GetKills(); len(k) != 1 || k[0].EndpointRemoved == nil || kill.GetRequests() < 100 {
+			t.Errorf("%s: kills %v, kill phase %v; want one server killed, taken out of the endpoints, load going on", v.GetName(), k, kill)
+		}
+		t.Logf("%s: steady p50 %.1f ms p99 %.1f ms, proxies' CPU client %.0fm; kill phase 5xx %.2f%% (%d of %d)", v.GetName(),
+			load.GetP50Ms(), load.GetP99Ms(), point(steady.GetServices(), "client", "", "served").GetSidecarCpuMcores(),
+			100*kill.GetFailureRate(), kill.GetFailures(), kill.GetRequests())
+		namespaceGone(t, env.GetNamespace(), 60*time.Second)
+	}
+	md, err := os.ReadFile(filepath.Join(run.dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"none", "envoy", "linkerd"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md does not mention %s", want)
+		}
+	}
+}
+
+// linkerdProxyRequests waits for the run's linkerd variant and reads every server proxy's metrics: each must
+// have taken inbound requests over mutual TLS from the client's identity. It returns what is wrong ("": none).
+func linkerdProxyRequests(t *testing.T, run *workflowRun, within time.Duration) string {
+	deadline := time.Now().Add(within)
+	var last string
+	for time.Now().Before(deadline) && run.alive() {
+		time.Sleep(time.Second)
+		ips, err := kubectl(t, "get", "pods", "-A", "-l", "irs.dev/workflow=kipper-meshes,irs.dev/service=server",
+			"-o", `jsonpath={range .items[?(@.spec.initContainers[0].name=="linkerd-init")]}{.status.podIP}{"\n"}{end}`)
+		if err != nil || len(strings.Fields(ips)) < 3 {
+			continue
+		}
+		ok := 0
+		for _, ip := range strings.Fields(ips) {
+			body, err := httpGet("http://" + net.JoinHostPort(ip, "4191") + "/metrics")
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, `request_total{direction="inbound"`) && strings.Contains(line, `tls="true"`) &&
+					strings.Contains(line, `client_id="client.`) && !strings.HasSuffix(line, " 0") {
+					ok++
+					break
+				}
+			}
+		}
+		if ok >= 3 {
+			return ""
+		}
+		last = fmt.Sprintf("%d of %d server proxies counted mutual-TLS requests from the client's identity", ok, len(strings.Fields(ips)))
+	}
+	return "linkerd2-proxy's own metrics never showed the traffic: " + last
+}
+
+func httpGet(url string) (string, error) {
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// TestKubeLinkerdProxyMissing: a linkerd2-proxy image the node does not have is an environment error (exit 4)
+// that names the proxy's container, and the run leaves nothing behind.
+func TestKubeLinkerdProxyMissing(t *testing.T) {
+	before := irsNamespaces(t)
+	run := startWorkflow(t, longWorkflow, kubeArgs("--mesh", "linkerd", "--linkerd-image", "ghcr.io/irs-sim/linkerd2-proxy:absent")...)
+	if code := run.exitCode(3 * time.Minute); code != 4 {
+		t.Fatalf("exit %d, want 4; stderr:\n%s", code, run.stderr)
+	}
+	if s := run.stderr.String(); !strings.Contains(s, "linkerd-proxy") || !strings.Contains(s, "linkerd2-proxy:absent") {
+		t.Errorf("stderr does not name the proxy and its image:\n%s", s)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(irsNamespaces(t)) > len(before) && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if after := irsNamespaces(t); len(after) > len(before) {
+		t.Errorf("namespaces left: %v (before: %v)", after, before)
 	}
 }
