@@ -572,8 +572,8 @@ func TestKubeMeshesSideBySide(t *testing.T) {
 		t.Error(got)
 	}
 	c := readComparison(t, filepath.Join(run.dir, "comparison.json"))
-	if got := strings.Join(c.GetOrder(), ","); got != "none,envoy,linkerd" {
-		t.Fatalf("variants %s, want none,envoy,linkerd", got)
+	if got := strings.Join(c.GetOrder(), ","); got != "none#1,envoy#1,linkerd#1" {
+		t.Fatalf("variants %s, want none#1,envoy#1,linkerd#1", got)
 	}
 	for _, v := range c.GetVariants() {
 		if len(v.GetRuns()) != 1 {
