@@ -93,18 +93,6 @@ func Apply(r Redirect) error {
 	return nil
 }
 
-// Remove deletes the capture rules, if any.
-func Remove() error {
-	c, err := nftables.New()
-	if err != nil {
-		return fmt.Errorf("nftables: %w", err)
-	}
-	table := &nftables.Table{Family: nftables.TableFamilyINet, Name: Table}
-	c.AddTable(table)
-	c.DelTable(table)
-	return c.Flush()
-}
-
 func tcp() []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,25 +12,11 @@ import (
 
 	destinationpb "github.com/linkerd/linkerd2-proxy-api/go/destination"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 func destinationClient(t *testing.T, d *Destination) destinationpb.DestinationClient {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	destinationpb.RegisterDestinationServer(g, d)
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return destinationpb.NewDestinationClient(conn)
+	return destinationpb.NewDestinationClient(serveLoopback(t, func(g *grpc.Server) { destinationpb.RegisterDestinationServer(g, d) }))
 }
 
 // describe renders an update as the proxy would read it: "add 10.0.0.1:8080(id) ...", "remove ...", "none".

@@ -18,15 +18,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// identityClient serves s on 127.0.0.1 and returns a client of it.
-func identityClient(t *testing.T, s *Identity) identitypb.IdentityClient {
+// serveLoopback serves what register adds on 127.0.0.1, in plain text, and returns a connection to it.
+func serveLoopback(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	identitypb.RegisterIdentityServer(g, s)
+	register(g)
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -34,7 +34,13 @@ func identityClient(t *testing.T, s *Identity) identitypb.IdentityClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return identitypb.NewIdentityClient(conn)
+	return conn
+}
+
+// identityClient serves s on 127.0.0.1 and returns a client of it.
+func identityClient(t *testing.T, s *Identity) identitypb.IdentityClient {
+	t.Helper()
+	return identitypb.NewIdentityClient(serveLoopback(t, func(g *grpc.Server) { identitypb.RegisterIdentityServer(g, s) }))
 }
 
 // request makes a key and a DER certificate request for dnsNames, as linkerd2-proxy does.
