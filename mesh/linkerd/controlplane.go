@@ -186,9 +186,8 @@ func LoadControlPlane(dir string) (*ControlPlane, error) {
 	return c, nil
 }
 
-// ServerTLS is the TLS of the proxies' APIs: a certificate for name (what the proxies are told to expect, a
-// *_SVC_NAME) from the control plane's own CA, whose root they trust.
-func (c *ControlPlane) ServerTLS(name string) (*tls.Config, error) {
+// serverTLS is the TLS configuration behind ServerCredentials.
+func (c *ControlPlane) serverTLS(name string) (*tls.Config, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err

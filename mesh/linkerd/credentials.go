@@ -17,7 +17,7 @@ type proxyCredentials struct{ cfg *tls.Config }
 // ServerCredentials is the TLS of the proxies' APIs, for grpc.Creds: a certificate for name (what the proxies
 // are told to expect, a *_SVC_NAME) from the control plane's CA, whose root they trust.
 func (c *ControlPlane) ServerCredentials(name string) (credentials.TransportCredentials, error) {
-	cfg, err := c.ServerTLS(name)
+	cfg, err := c.serverTLS(name)
 	if err != nil {
 		return nil, err
 	}

@@ -203,10 +203,7 @@ func (d *Destination) GetProfile(req *destinationpb.GetDestination, stream grpc.
 		return status.Errorf(codes.InvalidArgument, "path: %v", err)
 	}
 	profile := &destinationpb.DestinationProfile{}
-	d.mu.Lock()
-	alias, aliased := d.aliases[key]
-	d.mu.Unlock()
-	if aliased {
+	if alias, aliased := d.alias(key); aliased {
 		profile.FullyQualifiedName, _, _ = strings.Cut(alias, ":")
 	} else if addr, err := netip.ParseAddrPort(key); err == nil {
 		// A connection to an address, not a name (workers are given their upstreams' addresses): the profile
@@ -222,6 +219,14 @@ func (d *Destination) GetProfile(req *destinationpb.GetDestination, stream grpc.
 	}
 	<-stream.Context().Done()
 	return nil
+}
+
+// alias is the authority an address stands for (SetAliases), if any.
+func (d *Destination) alias(addr string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.aliases[addr]
+	return a, ok
 }
 
 // endpoint finds the replica at addr, under whichever authority declared it.

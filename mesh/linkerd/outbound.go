@@ -52,9 +52,7 @@ func (o *Outbound) policy(spec *outboundpb.TrafficSpec) (*outboundpb.OutboundPol
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], a.GetIp().GetIpv4())
 	addr := netip.AddrPortFrom(netip.AddrFrom4(b), uint16(a.GetPort()))
-	o.dst.mu.Lock()
-	authority, ok := o.dst.aliases[addr.String()]
-	o.dst.mu.Unlock()
+	authority, ok := o.dst.alias(addr.String())
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "%s is not a Service's address", addr)
 	}
