@@ -20,7 +20,7 @@ import (
 // Two network namespaces made for the test, joined by a veth pair: "pod" (10.201.0.1, with the capture rules)
 // and "peer" (10.201.0.2), as a pod and another pod on its node.
 func TestRedirect(t *testing.T) {
-	pod, peer := netnsPair(t)
+	pod, peer := netnsPair(t, "u")
 	var apply error
 	inNetns(t, pod, func() {
 		apply = Apply(Redirect{ProxyUID: 2102, InboundPort: 4143, OutboundPort: 4140, SkipInbound: []uint16{4191},
@@ -85,6 +85,49 @@ func TestRedirect(t *testing.T) {
 	})
 }
 
+// A node proxy (ztunnel) is told apart by its packet mark, as istio-cni does, and its tunnel port is reached
+// directly.
+func TestRedirectByMark(t *testing.T) {
+	pod, peer := netnsPair(t, "m")
+	var apply error
+	inNetns(t, pod, func() {
+		apply = Apply(Redirect{ProxyMark: 0x539, InboundPort: 15006, OutboundPort: 15001, SkipInbound: []uint16{15008}})
+	})
+	if apply != nil {
+		t.Fatal(apply)
+	}
+	var inbound, outbound, tunnel, peerApp net.Listener
+	inNetns(t, pod, func() {
+		inbound, outbound, tunnel = listen(t, "0.0.0.0:15006"), listen(t, "0.0.0.0:15001"), listen(t, "0.0.0.0:15008")
+	})
+	inNetns(t, peer, func() { peerApp = listen(t, "10.201.0.2:9090") })
+
+	inNetns(t, peer, func() { dial(t, "10.201.0.1:8080") })
+	expectArrival(t, inbound, "10.201.0.1:8080", "inbound")
+	inNetns(t, peer, func() { dial(t, "10.201.0.1:15008") })
+	expectArrival(t, tunnel, "", "the tunnel port")
+	inNetns(t, pod, func() { dial(t, "10.201.0.2:9090") })
+	expectArrival(t, outbound, "10.201.0.2:9090", "outbound")
+	// A connection with the proxy's mark (in its low 12 bits) leaves as it is.
+	inNetns(t, pod, func() {
+		d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, raw syscall.RawConn) error {
+			var serr error
+			err := raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, 0x7539) })
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
+		c, err := d.Dial("tcp4", "10.201.0.2:9090")
+		if err != nil {
+			t.Errorf("dial with the mark: %v", err)
+			return
+		}
+		_ = c.Close()
+	})
+	expectArrival(t, peerApp, "", "the proxy's own (marked) connection")
+}
+
 // copyForUID copies the test binary where another user may run it (go test builds it in a private directory).
 func copyForUID(t *testing.T) string {
 	self, err := os.Executable()
@@ -126,14 +169,21 @@ func TestRedirectInvalid(t *testing.T) {
 			t.Errorf("Validate of nothing: %v, want %q named", err, want)
 		}
 	}
+	both := Redirect{ProxyUID: 2102, ProxyMark: 0x539, InboundPort: 1, OutboundPort: 2}.Validate()
+	if both == nil || !strings.Contains(both.Error(), "give one") {
+		t.Errorf("Validate with a uid and a mark: %v, want the two named", both)
+	}
+	if err := (Redirect{ProxyMark: 0x1000, InboundPort: 1, OutboundPort: 2}).Validate(); err == nil || !strings.Contains(err.Error(), "12 bits") {
+		t.Errorf("Validate with a 13-bit mark: %v", err)
+	}
 }
 
 // netnsPair makes the two namespaces and removes them at the end.
-func netnsPair(t *testing.T) (pod, peer string) {
+func netnsPair(t *testing.T, tag string) (pod, peer string) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces")
 	}
-	pod, peer = fmt.Sprintf("irs-cap-pod-%d", os.Getpid()), fmt.Sprintf("irs-cap-peer-%d", os.Getpid())
+	pod, peer = fmt.Sprintf("irs-cap%s-pod-%d", tag, os.Getpid()), fmt.Sprintf("irs-cap%s-peer-%d", tag, os.Getpid())
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -146,8 +196,8 @@ func netnsPair(t *testing.T) (pod, peer string) {
 	})
 	run("netns", "add", pod)
 	run("netns", "add", peer)
-	run("link", "add", "irscap0", "netns", pod, "type", "veth", "peer", "name", "irscap1", "netns", peer)
-	for ns, cfg := range map[string][2]string{pod: {"irscap0", "10.201.0.1/24"}, peer: {"irscap1", "10.201.0.2/24"}} {
+	run("link", "add", "irscap"+tag+"0", "netns", pod, "type", "veth", "peer", "name", "irscap"+tag+"1", "netns", peer)
+	for ns, cfg := range map[string][2]string{pod: {"irscap" + tag + "0", "10.201.0.1/24"}, peer: {"irscap" + tag + "1", "10.201.0.2/24"}} {
 		run("-n", ns, "link", "set", "lo", "up")
 		run("-n", ns, "addr", "add", cfg[1], "dev", cfg[0])
 		run("-n", ns, "link", "set", cfg[0], "up")

@@ -377,7 +377,9 @@ type MeshState struct {
 	// Every service, with the endpoints its callers currently know.
 	Services []*MeshService `protobuf:"bytes,4,rep,name=services,proto3" json:"services,omitempty"`
 	// Trust domain of the certificates, default "irs.local".
-	TrustDomain   string `protobuf:"bytes,5,opt,name=trust_domain,json=trustDomain,proto3" json:"trust_domain,omitempty"`
+	TrustDomain string `protobuf:"bytes,5,opt,name=trust_domain,json=trustDomain,proto3" json:"trust_domain,omitempty"`
+	// The Kubernetes namespace of the workloads, for a data plane that names them (ambient's ztunnel).
+	Namespace     string `protobuf:"bytes,6,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -447,7 +449,14 @@ func (x *MeshState) GetTrustDomain() string {
 	return ""
 }
 
-// MeshNode is one sidecar: the Envoy next to one replica.
+func (x *MeshState) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+// MeshNode is one sidecar: the Envoy next to one replica (under ambient, one workload of a node proxy).
 type MeshNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The replica's id, the Envoy node id.
@@ -463,7 +472,9 @@ type MeshNode struct {
 	Upstreams []*MeshUpstream `protobuf:"bytes,6,rep,name=upstreams,proto3" json:"upstreams,omitempty"`
 	// Where the outbound listeners listen instead of ip: on a Kubernetes pod its loopback, which the worker (in
 	// the pod's network namespace) reaches and nothing else does.
-	OutboundIp    string `protobuf:"bytes,7,opt,name=outbound_ip,json=outboundIp,proto3" json:"outbound_ip,omitempty"`
+	OutboundIp string `protobuf:"bytes,7,opt,name=outbound_ip,json=outboundIp,proto3" json:"outbound_ip,omitempty"`
+	// The Kubernetes node it runs on, for a data plane with a proxy per node (ambient's ztunnel).
+	Host          string `protobuf:"bytes,8,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -543,6 +554,13 @@ func (x *MeshNode) GetUpstreams() []*MeshUpstream {
 func (x *MeshNode) GetOutboundIp() string {
 	if x != nil {
 		return x.OutboundIp
+	}
+	return ""
+}
+
+func (x *MeshNode) GetHost() string {
+	if x != nil {
+		return x.Host
 	}
 	return ""
 }
@@ -989,13 +1007,14 @@ const file_irs_v1_mesh_proto_rawDesc = "" +
 	"\x14max_pending_requests\x18\x02 \x01(\rR\x12maxPendingRequests\x12!\n" +
 	"\fmax_requests\x18\x03 \x01(\rR\vmaxRequests\x12\x1f\n" +
 	"\vmax_retries\x18\x04 \x01(\rR\n" +
-	"maxRetries\"\xc7\x01\n" +
+	"maxRetries\"\xe5\x01\n" +
 	"\tMeshState\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12$\n" +
 	"\x06policy\x18\x02 \x01(\v2\f.irs.v1.MeshR\x06policy\x12&\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x10.irs.v1.MeshNodeR\x05nodes\x12/\n" +
 	"\bservices\x18\x04 \x03(\v2\x13.irs.v1.MeshServiceR\bservices\x12!\n" +
-	"\ftrust_domain\x18\x05 \x01(\tR\vtrustDomain\"\xdd\x01\n" +
+	"\ftrust_domain\x18\x05 \x01(\tR\vtrustDomain\x12\x1c\n" +
+	"\tnamespace\x18\x06 \x01(\tR\tnamespace\"\xf1\x01\n" +
 	"\bMeshNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x0e\n" +
@@ -1005,7 +1024,8 @@ const file_irs_v1_mesh_proto_rawDesc = "" +
 	"appAddress\x122\n" +
 	"\tupstreams\x18\x06 \x03(\v2\x14.irs.v1.MeshUpstreamR\tupstreams\x12\x1f\n" +
 	"\voutbound_ip\x18\a \x01(\tR\n" +
-	"outboundIp\"X\n" +
+	"outboundIp\x12\x12\n" +
+	"\x04host\x18\b \x01(\tR\x04host\"X\n" +
 	"\fMeshUpstream\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1a\n" +
