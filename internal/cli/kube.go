@@ -12,6 +12,7 @@ import (
 
 	"github.com/irs-sim/irs/internal/buildinfo"
 	"github.com/irs-sim/irs/internal/token"
+	"github.com/irs-sim/irs/mesh/ambient"
 	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/linkerd"
 	"github.com/irs-sim/irs/mesh/policy"
@@ -41,7 +42,7 @@ func imageTag(v string) string {
 
 // kubeOptions say where and how a run goes on a cluster: flags, then IRS_* environment, then the workflow.
 type kubeOptions struct {
-	backend, namespace, kubeconfig, context, image, envoyImage, linkerdImage string
+	backend, namespace, kubeconfig, context, image, envoyImage, linkerdImage, ztunnelImage string
 }
 
 func (o *kubeOptions) register(f *pflag.FlagSet) {
@@ -53,6 +54,8 @@ func (o *kubeOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.envoyImage, "envoy-image", "", "kubernetes, --mesh envoy: the sidecar image ($IRS_ENVOY_IMAGE; default "+envoy.DefaultImage+")")
 	f.StringVar(&o.linkerdImage, "linkerd-image", "", "kubernetes, --mesh linkerd without Linkerd installed: the linkerd2-proxy image "+
 		"($IRS_LINKERD_IMAGE; default "+linkerd.DefaultProxyImage+", built by make linkerd-image)")
+	f.StringVar(&o.ztunnelImage, "ztunnel-image", "", "kubernetes, --mesh ambient without Istio installed: the ztunnel image "+
+		"($IRS_ZTUNNEL_IMAGE; default "+ambient.DefaultZtunnelImage+", built by make ztunnel-image)")
 }
 
 // resolve fills what no flag set from the environment, then from the workflow, then the defaults.
@@ -70,6 +73,7 @@ func (o *kubeOptions) resolve(lookup func(string) (string, bool), wf *irsv1.Work
 	env(&o.image, "IRS_IMAGE")
 	env(&o.envoyImage, "IRS_ENVOY_IMAGE")
 	env(&o.linkerdImage, "IRS_LINKERD_IMAGE")
+	env(&o.ztunnelImage, "IRS_ZTUNNEL_IMAGE")
 	k := wf.GetPlatform().GetKubernetes()
 	if o.namespace == "" {
 		o.namespace = k.GetNamespace()
@@ -132,6 +136,7 @@ func (r *runner) kubeBackend(wf *irsv1.Workflow, mesh *irsv1.Mesh, env *irsv1.En
 		Namespace: ns, RunID: id, Workflow: wf.GetName(), Platform: platform, Image: r.kube.image, Mesh: mesh,
 		ReadyTimeout: r.kubeReadyTimeout(wf), ControlToken: token.New(), EnvoyImage: r.kube.envoyImage,
 		LinkerdImage: r.kube.linkerdImage,
+		ZtunnelImage: r.kube.ztunnelImage,
 		Expires:      time.Now().Add(r.tl.Total + r.kubeReadyTimeout(wf) + time.Hour),
 		WorkerArgs:   []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh},
 		Logger:       r.app.logger,

@@ -6,14 +6,17 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/irs-sim/irs/internal/memtrim"
+	"github.com/irs-sim/irs/mesh/ambient"
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/capture"
 	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/linkerd"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	zdspb "github.com/irs-sim/irs/proto/ztunnel/zds"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	grpccreds "google.golang.org/grpc/credentials"
@@ -24,7 +27,7 @@ func (a *app) newMeshCmd() *cobra.Command {
 		Use:   "mesh",
 		Short: "The service mesh a workflow can put around its workers: control plane, Envoy",
 	}
-	cmd.AddCommand(a.newControlPlaneCmd(), a.newEnvoyCmd(), a.newMeshInitCmd())
+	cmd.AddCommand(a.newControlPlaneCmd(), a.newEnvoyCmd(), a.newMeshInitCmd(), a.newNodeAgentCmd())
 	return cmd
 }
 
@@ -36,6 +39,7 @@ type controlPlaneReady struct {
 
 func (a *app) newControlPlaneCmd() *cobra.Command {
 	var listen, readyFile, trustDomain, credentials, dataPlane, proxyListen, linkerdDir, linkerdName string
+	var ambientDir, ambientHost, ambientNamespace string
 	cmd := &cobra.Command{
 		Use:   "control-plane",
 		Short: "Serve xDS (ADS, with SDS certificates) to sidecars and the mesh control API to a workflow runner",
@@ -53,7 +57,13 @@ only that service's configuration.
 With --data-plane linkerd it serves Linkerd's proxies instead of Envoy's: Identity (a certificate per proxy,
 for the token its service was given) and Destination (endpoints with their TLS identities, and the profile of
 a Service's ClusterIP), on --proxy-listen over TLS as --linkerd-name, from the CA in --linkerd-credentials
-(ca.crt, ca.key, <identity>.token). The runner's API stays on --listen.`,
+(ca.crt, ca.key, <identity>.token). The runner's API stays on --listen.
+
+With --data-plane ambient it serves Istio ambient's node proxies (ztunnel) as istiod does: delta xDS of
+istio.workload.Address (every workload and service of --ambient-namespace) and istio.security.Authorization
+(none: every workload may call every other), and the CA (istio.v1.auth.IstioCertificateService), on
+--proxy-listen over TLS as --ambient-host, for callers with the token in --ambient-credentials (ca.crt,
+ca.key, token).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -85,9 +95,16 @@ a Service's ClusterIP), on --proxy-listen over TLS as --linkerd-name, from the C
 					return err
 				}
 				defer proxies.Stop()
+			case "ambient":
+				proxies, err := a.serveAmbient(g, proxyListen, ambientDir, ambientHost, ambientNamespace, served)
+				if err != nil {
+					_ = ln.Close()
+					return err
+				}
+				defer proxies.Stop()
 			default:
 				_ = ln.Close()
-				return withExitCode(fmt.Errorf("--data-plane: %q is not envoy or linkerd", dataPlane), ExitInvalidConfig)
+				return withExitCode(fmt.Errorf("--data-plane: %q is not envoy, linkerd or ambient", dataPlane), ExitInvalidConfig)
 			}
 			go func() { served <- g.Serve(ln) }()
 			if readyFile != "" {
@@ -112,10 +129,71 @@ a Service's ClusterIP), on --proxy-listen over TLS as --linkerd-name, from the C
 	f.StringVar(&readyFile, "ready-file", "", "write the address as JSON to `file` once serving")
 	f.StringVar(&trustDomain, "trust-domain", "irs.local", "trust domain of the certificates (SPIFFE)")
 	f.StringVar(&credentials, "credentials", "", "`directory` with ca.crt, control-plane.crt and control-plane.key (mutual TLS)")
-	f.StringVar(&dataPlane, "data-plane", "envoy", "the proxies served: envoy (xDS) or linkerd (linkerd2-proxy's identity and destination)")
-	f.StringVar(&proxyListen, "proxy-listen", "127.0.0.1:8086", "with --data-plane linkerd: the proxies' gRPC address (TLS)")
+	f.StringVar(&dataPlane, "data-plane", "envoy", "the proxies served: envoy (xDS), linkerd (linkerd2-proxy's identity and destination) or ambient (ztunnel's xDS and CA)")
+	f.StringVar(&proxyListen, "proxy-listen", "127.0.0.1:8086", "with --data-plane linkerd or ambient: the proxies' gRPC address (TLS)")
 	f.StringVar(&linkerdDir, "linkerd-credentials", "", "with --data-plane linkerd: `directory` with ca.crt, ca.key and <identity>.token files")
 	f.StringVar(&linkerdName, "linkerd-name", "", "with --data-plane linkerd: the control plane's own identity, which the proxies check")
+	f.StringVar(&ambientDir, "ambient-credentials", "", "with --data-plane ambient: `directory` with ca.crt, ca.key and token")
+	f.StringVar(&ambientHost, "ambient-host", "", "with --data-plane ambient: the control plane's host name, which the node proxies check")
+	f.StringVar(&ambientNamespace, "ambient-namespace", "", "with --data-plane ambient: the namespace whose workloads get certificates")
+	return cmd
+}
+
+// serveAmbient serves ztunnel's APIs on their own listener (TLS from the run's CA), and registers the runner's
+// API on g.
+func (a *app) serveAmbient(g *grpc.Server, listen, dir, host, namespace string, served chan<- error) (*grpc.Server, error) {
+	if dir == "" || host == "" || namespace == "" {
+		return nil, withExitCode(errors.New("--data-plane ambient: --ambient-credentials, --ambient-host and --ambient-namespace are required"), ExitInvalidConfig)
+	}
+	cp, err := ambient.LoadControlPlane(dir, namespace, a.logger)
+	if err != nil {
+		return nil, withExitCode(fmt.Errorf("--ambient-credentials: %w", err), ExitInvalidConfig)
+	}
+	tlsCfg, err := cp.ServerTLS(host)
+	if err != nil {
+		return nil, fmt.Errorf("--ambient-host: %w", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, withExitCode(fmt.Errorf("--proxy-listen: %w", err), ExitInvalidConfig)
+	}
+	irsv1.RegisterMeshControlServiceServer(g, cp)
+	proxies := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(grpccreds.NewTLS(tlsCfg)))
+	cp.RegisterProxyAPIs(proxies)
+	go func() { served <- proxies.Serve(ln) }()
+	a.logger.Info("ambient node proxy APIs serving", "addr", ln.Addr().String(), "host", host)
+	return proxies, nil
+}
+
+func (a *app) newNodeAgentCmd() *cobra.Command {
+	var dir string
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "node-agent",
+		Short: "Hand ambient's node proxy (ztunnel) the network namespace of each meshed pod on this node (ZDS)",
+		Long: `Run beside ztunnel on each node (privileged, in the host's PID namespace), as istio-cni's node agent:
+ztunnel connects to ` + ambient.ZDSSocket + ` in --dir (its INPOD_UDS) and is handed, over the ZDS protocol, the
+network namespace of every pod that enrolled at ` + ambient.EnrolSocket + ` (irs mesh init --enrol), so that it
+makes its listeners inside each pod. A pod with no process left is removed from ztunnel.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return withExitCode(errors.New("--dir: required"), ExitInvalidConfig)
+			}
+			if interval <= 0 {
+				return withExitCode(errors.New("--interval: must be positive"), ExitInvalidConfig)
+			}
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return withExitCode(fmt.Errorf("--dir: %w", err), ExitInvalidEnvironment)
+			}
+			a.logger.Info("node agent serving", "dir", dir)
+			err := ambient.NewNodeAgent(a.logger).Run(cmd.Context(), dir, interval)
+			_ = os.Remove(dir) // the run's directory on the node, once its sockets are gone (only if empty)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "`directory` of the two sockets (shared with ztunnel and the pods' init containers)")
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "how often to look for pods that are gone")
 	return cmd
 }
 
@@ -149,7 +227,9 @@ func (a *app) newMeshInitCmd() *cobra.Command {
 	var r capture.Redirect
 	var proxyUID uint32
 	var skipIn, skipOut []uint
-	var identityDir, identityName, tokenFrom string
+	var identityDir, identityName, tokenFrom, enrol string
+	var enrolAs zdspb.AddWorkload
+	enrolAs.WorkloadInfo = &zdspb.WorkloadInfo{}
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Prepare a pod for its proxy: redirect its TCP traffic to the proxy (nftables), and make the proxy's key",
@@ -157,10 +237,17 @@ func (a *app) newMeshInitCmd() *cobra.Command {
 connections to the pod go to --inbound-port, connections from it to --outbound-port, except the proxy's own
 (--proxy-uid), those over loopback and the skipped ports. With --identity-dir it also writes the proxy's
 private key and certificate request for --identity (key.p8, csr.der, owned by --proxy-uid), and a copy of
---token-from (token) that only the proxy can read.`,
+--token-from (token) that only the proxy can read.
+
+For ambient's node proxy, --proxy-mark replaces --proxy-uid (ztunnel marks its connections), and --enrol
+hands the pod's network namespace to the node agent on that socket (irs mesh node-agent) as --pod-uid,
+--pod-name, --pod-namespace and --service-account, returning once ztunnel has made the pod's listeners.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r.ProxyUID = proxyUID
+			if r.ProxyMark != 0 && !cmd.Flags().Changed("proxy-uid") {
+				r.ProxyUID = 0
+			}
 			for flag, ports := range map[string][]uint{"--skip-inbound-ports": skipIn, "--skip-outbound-ports": skipOut} {
 				for _, p := range ports {
 					if p == 0 || p > 65535 {
@@ -190,11 +277,21 @@ private key and certificate request for --identity (key.p8, csr.der, owned by --
 					}
 				}
 			}
+			if enrol != "" && (enrolAs.GetUid() == "" || enrolAs.GetWorkloadInfo().GetName() == "" ||
+				enrolAs.GetWorkloadInfo().GetNamespace() == "" || enrolAs.GetWorkloadInfo().GetServiceAccount() == "") {
+				return withExitCode(errors.New("--enrol: --pod-uid, --pod-name, --pod-namespace and --service-account are required"), ExitInvalidConfig)
+			}
 			if err := capture.Apply(r); err != nil {
 				return withExitCode(err, ExitInvalidEnvironment)
 			}
 			a.logger.Info("traffic redirected to the proxy", "inbound", r.InboundPort, "outbound", r.OutboundPort,
-				"proxy_uid", r.ProxyUID, "skip_inbound", r.SkipInbound, "skip_outbound", r.SkipOutbound)
+				"proxy_uid", r.ProxyUID, "proxy_mark", r.ProxyMark, "skip_inbound", r.SkipInbound, "skip_outbound", r.SkipOutbound)
+			if enrol != "" {
+				if err := ambient.Enrol(cmd.Context(), enrol, &enrolAs); err != nil {
+					return withExitCode(err, ExitInvalidEnvironment)
+				}
+				a.logger.Info("pod enrolled with the node proxy", "pod", enrolAs.GetWorkloadInfo().GetName())
+			}
 			return nil
 		},
 	}
@@ -207,6 +304,12 @@ private key and certificate request for --identity (key.p8, csr.der, owned by --
 	f.StringVar(&identityDir, "identity-dir", "", "write the proxy's key.p8 and csr.der here")
 	f.StringVar(&identityName, "identity", "", "the proxy's identity (with --identity-dir)")
 	f.StringVar(&tokenFrom, "token-from", "", "copy this `file` (the proxy's identity token) into --identity-dir, for the proxy only")
+	f.Uint32Var(&r.ProxyMark, "proxy-mark", 0, "instead of --proxy-uid: the node proxy's packet mark (ambient's ztunnel: 0x539)")
+	f.StringVar(&enrol, "enrol", "", "hand the pod to the node agent on this `socket` (ambient)")
+	f.StringVar(&enrolAs.Uid, "pod-uid", "", "with --enrol: the pod's uid")
+	f.StringVar(&enrolAs.WorkloadInfo.Name, "pod-name", "", "with --enrol: the pod's name")
+	f.StringVar(&enrolAs.WorkloadInfo.Namespace, "pod-namespace", "", "with --enrol: the pod's namespace")
+	f.StringVar(&enrolAs.WorkloadInfo.ServiceAccount, "service-account", "", "with --enrol: the pod's service account (its identity)")
 	return cmd
 }
 

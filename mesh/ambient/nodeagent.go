@@ -1,0 +1,394 @@
+package ambient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	zdspb "github.com/irs-sim/irs/proto/ztunnel/zds"
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
+)
+
+// Socket names in a node agent's directory.
+const (
+	ZDSSocket   = "ztunnel.sock" // ztunnel connects here (INPOD_UDS)
+	EnrolSocket = "enrol.sock"   // each meshed pod's init container enrols here
+)
+
+// ackTimeout bounds how long ztunnel may take to acknowledge one message (it creates the pod's listeners).
+const ackTimeout = 15 * time.Second
+
+// NodeAgent does istio-cni's node agent's job for IRS: it holds the network namespace of every meshed pod on its
+// node and hands each to ztunnel over the ZDS protocol (a seqpacket Unix socket: ztunnel says hello, the agent
+// sends every pod it holds with its namespace as a file descriptor, then "snapshot sent", then each pod added or
+// gone; ztunnel acknowledges each message once it has made, or removed, that pod's listeners). Pods enrol
+// themselves: their init container sends the agent its own network namespace. A pod is gone when no process is
+// left in its namespace (the agent sees the node's processes), and ztunnel is told so.
+type NodeAgent struct {
+	log *slog.Logger
+
+	mu        sync.Mutex
+	workloads map[string]*podNetns // uid →
+	conn      *zdsConn             // ztunnel's connection, nil while none
+}
+
+// podNetns is an enrolled pod.
+type podNetns struct {
+	add   *zdspb.AddWorkload
+	netns *os.File
+	inode uint64
+	acked chan error // receives the outcome of ztunnel's first acknowledgement
+	once  sync.Once
+}
+
+func (p *podNetns) done(err error) { p.once.Do(func() { p.acked <- err }) }
+
+// NewNodeAgent returns an agent holding no pod.
+func NewNodeAgent(log *slog.Logger) *NodeAgent {
+	return &NodeAgent{log: log, workloads: map[string]*podNetns{}}
+}
+
+// Run serves ztunnel and the pods in dir until ctx ends, and watches for pods that are gone every interval.
+func (a *NodeAgent) Run(ctx context.Context, dir string, interval time.Duration) error {
+	zds, err := listenPacket(filepath.Join(dir, ZDSSocket))
+	if err != nil {
+		return err
+	}
+	enrol, err := listenPacket(filepath.Join(dir, EnrolSocket))
+	if err != nil {
+		_ = zds.Close()
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		_ = zds.Close()
+		_ = enrol.Close()
+	}()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); a.acceptZtunnel(ctx, zds) }()
+	go func() { defer wg.Done(); a.acceptPods(ctx, enrol) }()
+	go func() { defer wg.Done(); a.watchGone(ctx, interval) }()
+	wg.Wait()
+	a.mu.Lock()
+	for uid, w := range a.workloads {
+		_ = w.netns.Close()
+		delete(a.workloads, uid)
+	}
+	if a.conn != nil {
+		_ = a.conn.c.Close()
+		a.conn = nil
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+func listenPacket(path string) (*net.UnixListener, error) {
+	_ = os.Remove(path) // a socket left by an earlier agent on this node
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("node agent: listen on %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// acceptZtunnel serves one ztunnel connection at a time: a new one (ztunnel restarted) replaces the old.
+func (a *NodeAgent) acceptZtunnel(ctx context.Context, l *net.UnixListener) {
+	for {
+		uc, err := l.AcceptUnix()
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Error("node agent: accept ztunnel", "err", err)
+			}
+			return
+		}
+		go a.serveZtunnel(&zdsConn{c: uc})
+	}
+}
+
+func (a *NodeAgent) serveZtunnel(z *zdsConn) {
+	hello := &zdspb.ZdsHello{}
+	if err := z.read(hello); err != nil {
+		a.log.Error("node agent: ztunnel's hello", "err", err)
+		_ = z.c.Close()
+		return
+	}
+	z.mu.Lock()
+	a.mu.Lock()
+	if old := a.conn; old != nil {
+		_ = old.c.Close()
+	}
+	a.conn = z
+	pods := make([]*podNetns, 0, len(a.workloads))
+	for _, w := range a.workloads {
+		pods = append(pods, w)
+	}
+	a.mu.Unlock()
+	sort.Slice(pods, func(i, j int) bool { return pods[i].add.GetUid() < pods[j].add.GetUid() })
+	a.log.Info("node agent: ztunnel connected", "version", hello.GetVersion().String(), "pods", len(pods))
+	var err error
+	for _, w := range pods {
+		if err = z.sendAdd(w); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = z.send(&zdspb.WorkloadRequest{Payload: &zdspb.WorkloadRequest_SnapshotSent{SnapshotSent: &zdspb.SnapshotSent{}}}, nil)
+	}
+	z.mu.Unlock()
+	if err != nil {
+		a.log.Error("node agent: snapshot to ztunnel", "err", err)
+		a.drop(z)
+		return
+	}
+	// The connection stays until ztunnel reconnects (replacing it) or a send fails.
+}
+
+func (a *NodeAgent) drop(z *zdsConn) {
+	a.mu.Lock()
+	if a.conn == z {
+		a.conn = nil
+	}
+	a.mu.Unlock()
+	_ = z.c.Close()
+}
+
+// acceptPods takes enrolments: an AddWorkload with the pod's network namespace, answered with a
+// WorkloadResponse's Ack once ztunnel has the pod (or with why not).
+func (a *NodeAgent) acceptPods(ctx context.Context, l *net.UnixListener) {
+	for {
+		uc, err := l.AcceptUnix()
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Error("node agent: accept pod", "err", err)
+			}
+			return
+		}
+		go func() {
+			defer uc.Close()
+			err := a.enrol(ctx, uc)
+			ack := &zdspb.Ack{}
+			if err != nil {
+				ack.Error = err.Error()
+				a.log.Warn("node agent: pod not enrolled", "err", err)
+			}
+			// A WorkloadResponse, as ztunnel answers: never an empty packet, which reads as the end.
+			b, _ := proto.Marshal(&zdspb.WorkloadResponse{Payload: &zdspb.WorkloadResponse_Ack{Ack: ack}})
+			_, _, _ = uc.WriteMsgUnix(b, nil, nil)
+		}()
+	}
+}
+
+func (a *NodeAgent) enrol(ctx context.Context, uc *net.UnixConn) error {
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4))
+	_ = uc.SetReadDeadline(time.Now().Add(ackTimeout))
+	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return fmt.Errorf("read enrolment: %w", err)
+	}
+	fd, err := oneFD(oob[:oobn])
+	if err != nil {
+		return err
+	}
+	netns := os.NewFile(uintptr(fd), "netns")
+	add := &zdspb.AddWorkload{}
+	if err := proto.Unmarshal(buf[:n], add); err != nil {
+		_ = netns.Close()
+		return fmt.Errorf("enrolment: %w", err)
+	}
+	if add.GetUid() == "" || add.GetWorkloadInfo().GetName() == "" || add.GetWorkloadInfo().GetNamespace() == "" {
+		_ = netns.Close()
+		return errors.New("enrolment: uid, workload_info.name and workload_info.namespace are required")
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		_ = netns.Close()
+		return fmt.Errorf("enrolment: stat the network namespace: %w", err)
+	}
+	w := &podNetns{add: add, netns: netns, inode: st.Ino, acked: make(chan error, 1)}
+	a.mu.Lock()
+	if old := a.workloads[add.GetUid()]; old != nil { // the init container ran again
+		_ = old.netns.Close()
+	}
+	a.workloads[add.GetUid()] = w
+	z := a.conn
+	a.mu.Unlock()
+	a.log.Info("node agent: pod enrolled", "pod", add.GetWorkloadInfo().GetName(), "uid", add.GetUid())
+	if z != nil {
+		z.mu.Lock()
+		err := z.sendAdd(w)
+		z.mu.Unlock()
+		if err != nil {
+			a.drop(z) // the pod is sent again when ztunnel reconnects
+			a.log.Warn("node agent: add to ztunnel", "err", err)
+		}
+	}
+	select {
+	case err := <-w.acked:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * ackTimeout):
+		return errors.New("ztunnel did not take the pod (is the node proxy running on this node?)")
+	}
+}
+
+func oneFD(oob []byte) (int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil || len(msgs) != 1 {
+		return -1, fmt.Errorf("enrolment: want the network namespace as one file descriptor (%d messages, %v)", len(msgs), err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			_ = unix.Close(fd)
+		}
+		return -1, fmt.Errorf("enrolment: want one file descriptor (%d, %v)", len(fds), err)
+	}
+	return fds[0], nil
+}
+
+// watchGone removes, every interval, the pods whose network namespace no process is in any more.
+func (a *NodeAgent) watchGone(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		live, err := liveNetns()
+		if err != nil {
+			a.log.Warn("node agent: list the node's network namespaces", "err", err)
+			continue
+		}
+		a.mu.Lock()
+		var gone []*podNetns
+		for uid, w := range a.workloads {
+			if !live[w.inode] {
+				gone = append(gone, w)
+				delete(a.workloads, uid)
+			}
+		}
+		z := a.conn
+		a.mu.Unlock()
+		for _, w := range gone {
+			a.log.Info("node agent: pod gone", "pod", w.add.GetWorkloadInfo().GetName(), "uid", w.add.GetUid())
+			if z != nil {
+				z.mu.Lock()
+				err := z.send(&zdspb.WorkloadRequest{Payload: &zdspb.WorkloadRequest_Del{Del: &zdspb.DelWorkload{Uid: w.add.GetUid()}}}, nil)
+				z.mu.Unlock()
+				if err != nil {
+					a.log.Warn("node agent: remove from ztunnel", "pod", w.add.GetWorkloadInfo().GetName(), "err", err)
+				}
+			}
+			_ = w.netns.Close()
+		}
+	}
+}
+
+// liveNetns are the network namespaces (inodes) some process on the node is in.
+func liveNetns() (map[uint64]bool, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	live := map[uint64]bool{}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+e.Name()+"/ns/net", &st) == nil {
+			live[st.Ino] = true
+		}
+	}
+	return live, nil
+}
+
+// Pods are the uids of the pods the agent holds.
+func (a *NodeAgent) Pods() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, len(a.workloads))
+	for uid := range a.workloads {
+		out = append(out, uid)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// zdsConn is ztunnel's connection; mu serialises each message with its acknowledgement.
+type zdsConn struct {
+	mu sync.Mutex
+	c  *net.UnixConn
+}
+
+func (z *zdsConn) sendAdd(w *podNetns) error {
+	err := z.send(&zdspb.WorkloadRequest{Payload: &zdspb.WorkloadRequest_Add{Add: w.add}}, w.netns)
+	if err == nil || !isTransport(err) {
+		w.done(err) // ztunnel's answer, yes or no
+	}
+	return err
+}
+
+// ackError is ztunnel's refusal of a message.
+type ackError struct{ msg string }
+
+func (e ackError) Error() string { return "ztunnel: " + e.msg }
+
+func isTransport(err error) bool {
+	var ae ackError
+	return !errors.As(err, &ae)
+}
+
+// send writes one request (with fd, if any) and waits for its acknowledgement. Callers hold z.mu.
+func (z *zdsConn) send(req *zdspb.WorkloadRequest, fd *os.File) error {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if fd != nil {
+		oob = unix.UnixRights(int(fd.Fd()))
+	}
+	_ = z.c.SetWriteDeadline(time.Now().Add(ackTimeout))
+	if _, _, err := z.c.WriteMsgUnix(b, oob, nil); err != nil {
+		return fmt.Errorf("zds send: %w", err)
+	}
+	resp := &zdspb.WorkloadResponse{}
+	if err := z.read(resp); err != nil {
+		return err
+	}
+	if e := resp.GetAck().GetError(); e != "" {
+		return ackError{msg: e}
+	}
+	return nil
+}
+
+func (z *zdsConn) read(m proto.Message) error {
+	buf := make([]byte, 1024)
+	_ = z.c.SetReadDeadline(time.Now().Add(ackTimeout))
+	n, _, _, _, err := z.c.ReadMsgUnix(buf, nil)
+	if err != nil {
+		return fmt.Errorf("zds read: %w", err)
+	}
+	if n == 0 {
+		return errors.New("zds read: ztunnel closed the connection")
+	}
+	if err := proto.Unmarshal(buf[:n], m); err != nil {
+		return fmt.Errorf("zds read: %w", err)
+	}
+	return nil
+}
