@@ -14,7 +14,7 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(TAGS) -ldflags "$(LDFLAGS
 TOOL    := $(GO) tool -modfile=$(CURDIR)/tools.mod
 
 .DEFAULT_GOAL := help
-.PHONY: help build assets demo test deps unit e2e e2e-kube image envoy-image meshes linkerd-image testnode-up testnode-down lint check-generated proto bench clean
+.PHONY: help build assets demo test deps unit e2e e2e-kube image envoy-image meshes linkerd-image ztunnel-image testnode-up testnode-down lint check-generated proto bench clean
 
 ## help: list the targets
 help:
@@ -75,6 +75,8 @@ IMAGE       ?= ghcr.io/irs-sim/irs:$(VERSION)
 ENVOY_IMAGE ?= ghcr.io/irs-sim/envoy:$(ENVOY_VERSION)
 # linkerd2-proxy's image is named by the commit hack/meshes/build.sh builds (mesh/linkerd.DefaultProxyImage).
 LINKERD_IMAGE ?= ghcr.io/irs-sim/linkerd2-proxy:29637b6
+# ztunnel's likewise (mesh/ambient.DefaultZtunnelImage).
+ZTUNNEL_IMAGE ?= ghcr.io/irs-sim/ztunnel:62d8265
 CARGO_JOBS    ?= 2
 
 ## image: build the irs container image without Docker into bin/irs-image.tar (ctr import, docker load, kind load)
@@ -86,23 +88,30 @@ envoy-image: deps
 	$(GO) run ./internal/imagebuild -o bin/envoy-image.tar -name $(ENVOY_IMAGE) -libs -entrypoint /usr/local/bin/envoy \
 		"$$(python3 -c 'import envoy, os; print(os.path.join(os.path.dirname(envoy.__file__), "_bin", "envoy"))')=/usr/local/bin/envoy"
 
-## meshes: build the data planes IRS runs from source with cargo, cached by commit (linkerd2-proxy; cold: ~10-20 min)
+## meshes: build the data planes IRS runs from source with cargo, cached by commit (linkerd2-proxy, ztunnel; cold: ~10-20 min each)
 meshes:
 	CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh linkerd2-proxy >/dev/null
+	CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh ztunnel >/dev/null
 
 ## linkerd-image: build linkerd2-proxy's image for --mesh linkerd on Kubernetes into bin/linkerd-image.tar
-linkerd-image: meshes
+linkerd-image:
 	mkdir -p bin
 	$(GO) run ./internal/imagebuild -o bin/linkerd-image.tar -name $(LINKERD_IMAGE) -libs -entrypoint /usr/lib/linkerd/linkerd2-proxy \
 		"$$(CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh linkerd2-proxy)=/usr/lib/linkerd/linkerd2-proxy"
 
+## ztunnel-image: build ztunnel's image for --mesh ambient on Kubernetes into bin/ztunnel-image.tar
+ztunnel-image:
+	mkdir -p bin
+	$(GO) run ./internal/imagebuild -o bin/ztunnel-image.tar -name $(ZTUNNEL_IMAGE) -libs -entrypoint /usr/local/bin/ztunnel \
+		"$$(CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh ztunnel)=/usr/local/bin/ztunnel"
+
 ## e2e-kube: end-to-end tests on a real single-node Kubernetes cluster (hack/testnode: brought up, always torn down)
-e2e-kube: build image envoy-image linkerd-image
+e2e-kube: build image envoy-image linkerd-image ztunnel-image
 	HELM=$(HELM) hack/testnode/e2e.sh
 
 ## testnode-up: start the test cluster (in network namespace irs-testnode; hack/testnode/run.sh CMD runs in it)
-testnode-up: image envoy-image linkerd-image
-	hack/testnode/up.sh && hack/testnode/import.sh bin/irs-image.tar bin/envoy-image.tar bin/linkerd-image.tar
+testnode-up: image envoy-image linkerd-image ztunnel-image
+	hack/testnode/up.sh && hack/testnode/import.sh bin/irs-image.tar bin/envoy-image.tar bin/linkerd-image.tar bin/ztunnel-image.tar
 
 ## testnode-down: stop the test cluster and remove every trace of it
 testnode-down:

@@ -553,27 +553,34 @@ phases:
     actions: [{at: 1s, kill: {service: server}}]
 `
 
-// TestKubeMeshesSideBySide runs the Kipper topology under no mesh, IRS's Envoy and the real linkerd2-proxy
-// (with IRS's Linkerd control plane) on the test node: every variant serves every request while steady; the
-// meshed ones have their proxies' CPU and memory measured per service and their control plane's; Linkerd's
-// proxies count the requests themselves, over mutual TLS with the identities IRS's control plane issued; a
-// server killed under load is reported (5xx, the endpoint's removal) in each; the comparison holds all three.
+// TestKubeMeshesSideBySide runs the Kipper topology under no mesh, IRS's Envoy, the real linkerd2-proxy (with
+// IRS's Linkerd control plane) and the real ztunnel in ambient's shared node-proxy mode (with IRS's control
+// plane and node agent) on the test node: every variant serves every request while steady; the meshed ones
+// have their proxies' CPU and memory measured, per service for sidecars and per node for ztunnel, and their
+// control plane's; Linkerd's proxies and ztunnel count the traffic themselves, over mutual TLS with the
+// identities IRS's control planes issued; a server killed under load is reported (5xx, the endpoint's removal)
+// in each; the comparison holds all four.
 func TestKubeMeshesSideBySide(t *testing.T) {
 	run := startWorkflow(t, kipperMeshes, kubeArgs("--envoy-image", os.Getenv("IRS_ENVOY_IMAGE"),
-		"--linkerd-image", os.Getenv("IRS_LINKERD_IMAGE"), "--mesh", "none,envoy,linkerd", "--report", "markdown")...)
-	// While the linkerd variant runs, its proxies' own metrics (admin port 4191, on the pod's address: the
-	// tests run in the node's network namespace).
-	proxied := make(chan string, 1)
-	go func() { proxied <- linkerdProxyRequests(t, run, 6*time.Minute) }()
-	if code := run.exitCode(8 * time.Minute); code != 0 {
+		"--linkerd-image", os.Getenv("IRS_LINKERD_IMAGE"), "--ztunnel-image", os.Getenv("IRS_ZTUNNEL_IMAGE"),
+		"--mesh", "none,envoy,linkerd,ambient", "--report", "markdown")...)
+	// While the linkerd and ambient variants run, their proxies' own metrics (on the pods' addresses: the tests
+	// run in the node's network namespace).
+	proxied, tunnelled := make(chan string, 1), make(chan string, 1)
+	go func() { proxied <- linkerdProxyRequests(t, run, 8*time.Minute) }()
+	go func() { tunnelled <- ztunnelConnections(t, run, 10*time.Minute) }()
+	if code := run.exitCode(10 * time.Minute); code != 0 {
 		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
 	}
 	if got := <-proxied; got != "" {
 		t.Error(got)
 	}
+	if got := <-tunnelled; got != "" {
+		t.Error(got)
+	}
 	c := readComparison(t, filepath.Join(run.dir, "comparison.json"))
-	if got := strings.Join(c.GetOrder(), ","); got != "none#1,envoy#1,linkerd#1" {
-		t.Fatalf("variants %s, want none#1,envoy#1,linkerd#1", got)
+	if got := strings.Join(c.GetOrder(), ","); got != "none#1,envoy#1,linkerd#1,ambient#1" {
+		t.Fatalf("variants %s, want none#1,envoy#1,linkerd#1,ambient#1", got)
 	}
 	for _, v := range c.GetVariants() {
 		if len(v.GetRuns()) != 1 {
@@ -591,7 +598,12 @@ func TestKubeMeshesSideBySide(t *testing.T) {
 			if !strings.HasPrefix(env.GetDataPlane(), "envoy") || env.GetControlPlane() != "IRS" {
 				t.Errorf("envoy: data plane %q, control plane %q", env.GetDataPlane(), env.GetControlPlane())
 			}
+		case "ambient":
+			if !strings.HasPrefix(env.GetDataPlane(), "ztunnel 62d8265") || env.GetControlPlane() != "IRS" {
+				t.Errorf("ambient: data plane %q, control plane %q; want ztunnel 62d8265 and IRS", env.GetDataPlane(), env.GetControlPlane())
+			}
 		}
+		sidecars := meshed && v.GetMeshName() != "ambient"
 		steady := phaseResult(t, res, "steady")
 		load := point(steady.GetServices(), "loadgen", "", "load")
 		if load == nil || load.GetRequests() < 300 || load.GetFailures() != 0 || load.GetFailureRate() != 0 {
@@ -606,12 +618,16 @@ func TestKubeMeshesSideBySide(t *testing.T) {
 				kind = "load"
 			}
 			p := point(steady.GetServices(), svc, "", kind)
-			if meshed && (p.GetSidecars() != 3 || p.GetSidecarCpuMcores() <= 0 || p.GetSidecarRssMb() <= 0) {
+			if sidecars && (p.GetSidecars() != 3 || p.GetSidecarCpuMcores() <= 0 || p.GetSidecarRssMb() <= 0) {
 				t.Errorf("%s, steady: %s %v; want its 3 proxies' CPU and memory", v.GetName(), svc, p)
 			}
-			if !meshed && p.GetSidecars() != 0 {
-				t.Errorf("none, steady: %s has %d sidecars", svc, p.GetSidecars())
+			if !sidecars && p.GetSidecars() != 0 {
+				t.Errorf("%s, steady: %s has %d sidecars", v.GetName(), svc, p.GetSidecars())
 			}
+		}
+		// Ambient's proxy is the node's: one ztunnel on the test node.
+		if np := steady.GetNodeProxies(); v.GetMeshName() == "ambient" && (np.GetReplicas() != 1 || np.GetCpuMcores() <= 0 || np.GetRssMb() <= 0) {
+			t.Errorf("ambient, steady: node proxies %v; want the node's ztunnel, its CPU and memory", np)
 		}
 		if cp := steady.GetControlPlane(); meshed && (cp == nil || cp.GetRssMb() <= 0) {
 			t.Errorf("%s: control plane %v, want measured", v.GetName(), cp)
@@ -671,6 +687,38 @@ func linkerdProxyRequests(t *testing.T, run *workflowRun, within time.Duration) 
 	return "linkerd2-proxy's own metrics never showed the traffic: " + last
 }
 
+// ztunnelConnections waits for the run's ambient variant and reads its node proxy's metrics: ztunnel must
+// have taken connections to the server, as their destination, over mutual TLS from the client's workload. It
+// returns what is wrong ("": none).
+func ztunnelConnections(t *testing.T, run *workflowRun, within time.Duration) string {
+	deadline := time.Now().Add(within)
+	last := "no ztunnel pod"
+	for time.Now().Before(deadline) && run.alive() {
+		time.Sleep(time.Second)
+		ips, err := kubectl(t, "get", "pods", "-A", "-l", "irs.dev/workflow=kipper-meshes,app.kubernetes.io/name=irs-ztunnel",
+			"-o", `jsonpath={range .items[*]}{.status.podIP}{"\n"}{end}`)
+		if err != nil || len(strings.Fields(ips)) == 0 {
+			continue
+		}
+		for _, ip := range strings.Fields(ips) {
+			body, err := httpGet("http://" + net.JoinHostPort(ip, "15020") + "/metrics")
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, "istio_tcp_connections_opened_total{") && strings.Contains(line, `reporter="destination"`) &&
+					strings.Contains(line, `destination_canonical_service="server"`) && strings.Contains(line, `source_canonical_service="client"`) &&
+					strings.Contains(line, `connection_security_policy="mutual_tls"`) && !strings.HasSuffix(line, " 0") {
+					return ""
+				}
+			}
+			last = "no mutual-TLS connection from client to server counted yet"
+		}
+	}
+	return "ztunnel's own metrics never showed the traffic: " + last
+}
+
 func httpGet(url string) (string, error) {
 	c := &http.Client{Timeout: 3 * time.Second}
 	resp, err := c.Get(url)
@@ -682,16 +730,25 @@ func httpGet(url string) (string, error) {
 	return string(b), err
 }
 
-// TestKubeLinkerdProxyMissing: a linkerd2-proxy image the node does not have is an environment error (exit 4)
-// that names the proxy's container, and the run leaves nothing behind.
-func TestKubeLinkerdProxyMissing(t *testing.T) {
+// TestKubeProxyMissing: a linkerd2-proxy or ztunnel image the node does not have is an environment error
+// (exit 4) that names the proxy's container and image, and the run leaves nothing behind.
+func TestKubeProxyMissing(t *testing.T) {
+	for _, c := range []struct{ mesh, flag, image, container string }{
+		{"linkerd", "--linkerd-image", "ghcr.io/irs-sim/linkerd2-proxy:absent", "linkerd-proxy"},
+		{"ambient", "--ztunnel-image", "ghcr.io/irs-sim/ztunnel:absent", "node proxy: container ztunnel"},
+	} {
+		t.Run(c.mesh, func(t *testing.T) { proxyMissing(t, c.mesh, c.flag, c.image, c.container) })
+	}
+}
+
+func proxyMissing(t *testing.T, mesh, flag, image, container string) {
 	before := irsNamespaces(t)
-	run := startWorkflow(t, longWorkflow, kubeArgs("--mesh", "linkerd", "--linkerd-image", "ghcr.io/irs-sim/linkerd2-proxy:absent")...)
+	run := startWorkflow(t, longWorkflow, kubeArgs("--mesh", mesh, flag, image)...)
 	if code := run.exitCode(3 * time.Minute); code != 4 {
 		t.Fatalf("exit %d, want 4; stderr:\n%s", code, run.stderr)
 	}
-	if s := run.stderr.String(); !strings.Contains(s, "linkerd-proxy") || !strings.Contains(s, "linkerd2-proxy:absent") {
-		t.Errorf("stderr does not name the proxy and its image:\n%s", s)
+	if s := run.stderr.String(); !strings.Contains(s, container) || !strings.Contains(s, image) {
+		t.Errorf("stderr does not name the proxy (%s) and its image:\n%s", container, s)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for len(irsNamespaces(t)) > len(before) && time.Now().Before(deadline) {

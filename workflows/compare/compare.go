@@ -153,6 +153,13 @@ func figuresOf(r *irsv1.WorkflowResult, phase string) (map[string]float64, []fig
 		set("control plane CPU max", "mcores", cp.GetCpuMcoresMax())
 		set("control plane memory", "MB", cp.GetRssMb())
 	}
+	// A node proxy (ambient's ztunnel) is the node's: its cost is the data plane's, as sidecars' are.
+	if np := pr.GetNodeProxies(); np != nil {
+		set("node proxies CPU", "mcores", np.GetCpuMcores())
+		set("node proxy CPU max", "mcores", np.GetCpuMcoresMax())
+		set("node proxies memory", "MB", np.GetRssMb())
+		set("node proxy memory max", "MB", np.GetRssMbMax())
+	}
 	for _, p := range services {
 		set(p.GetService()+" workers CPU", "mcores", p.GetCpuMcores())
 	}

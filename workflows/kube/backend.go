@@ -48,6 +48,9 @@ type Config struct {
 	// LinkerdImage is the proxies' image under --mesh linkerd without Linkerd installed (default:
 	// linkerd.DefaultProxyImage, which make linkerd-image builds).
 	LinkerdImage string
+	// ZtunnelImage is the node proxies' image under --mesh ambient without Istio installed (default:
+	// ambient.DefaultZtunnelImage, which make ztunnel-image builds).
+	ZtunnelImage string
 	// InPlaceKills says that the workflow kills processes inside pods (pods/exec is then needed).
 	InPlaceKills bool
 	Logger       *slog.Logger
@@ -73,7 +76,7 @@ type Backend struct {
 	created  bool             // the namespace is ours: Stop deletes it
 	checked  bool             // Check passed
 	usage    *usageReader
-	mesh     *envoyMesh // under --mesh envoy, or linkerd with IRS's control plane
+	mesh     *envoyMesh // under --mesh envoy, or linkerd or ambient with IRS's control plane
 	// meshListed are the pods the mesh's last state listed as endpoints (pod → service).
 	meshListed map[string]string
 	stopBeat   context.CancelFunc

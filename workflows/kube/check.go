@@ -97,7 +97,7 @@ func (b *Backend) Check(ctx context.Context) (string, error) {
 	case !isNotFound(err):
 		return "", &EnvironmentError{Err: fmt.Errorf("namespace %s: %w", b.cfg.Namespace, err)}
 	}
-	if err := b.chooseLinkerd(ctx); err != nil {
+	if err := b.chooseOwnMesh(ctx); err != nil {
 		return "", err
 	}
 	b.checked = true

@@ -34,7 +34,9 @@ func (b *Backend) runLabels() map[string]string {
 
 func (b *Backend) createNamespace(ctx context.Context) error {
 	labels := b.runLabels()
-	maps.Copy(labels, namespaceMeshLabels(b.meshType()))
+	if b.mesh == nil { // enrolment in an installed mesh
+		maps.Copy(labels, namespaceMeshLabels(b.meshType()))
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.cfg.Namespace, Labels: labels,
 		Annotations: map[string]string{AnnotationExpires: b.cfg.Expires.UTC().Format(time.RFC3339),
 			AnnotationHeartbeat: time.Now().UTC().Format(time.RFC3339)}}}
@@ -161,6 +163,9 @@ func (b *Backend) objects(name string) (Objects, error) {
 		params.InitContainers = []corev1.Container{*init}
 		params.WorkerArgs = append(slices.Clone(params.WorkerArgs), "--ready-requires",
 			"http://127.0.0.1:"+strconv.Itoa(linkerd.AdminPort)+"/ready")
+	} else if sidecars[name] && b.mesh.dataPlane == dataPlaneAmbient {
+		init, vol := b.ambientInit(name)
+		params.InitContainers, params.Volumes = []corev1.Container{*init}, []corev1.Volume{vol}
 	} else if sidecars[name] {
 		params.Sidecar, params.Volumes = b.sidecarParts(name, serves[name])
 		params.WorkerArgs = append(slices.Clone(params.WorkerArgs), "--ready-requires", "http://"+envoyAdmin+"/ready")
@@ -182,7 +187,7 @@ func (b *Backend) resolved(s *service) *irsv1.WorkerConfig {
 		cfg.Load = proto.Clone(s.load).(*irsv1.Load)
 	}
 	sidecars, serves := b.placement()
-	envoySidecar := sidecars[s.spec.Name] && b.mesh.dataPlane == dataPlaneEnvoy // Linkerd's capture is transparent
+	envoySidecar := sidecars[s.spec.Name] && b.mesh.dataPlane == dataPlaneEnvoy // Linkerd's and ambient's capture is transparent
 	if envoySidecar && serves[s.spec.Name] {
 		cfg.Listen = "127.0.0.1:" + strconv.Itoa(DataPort) // reached through its sidecar only
 	}
@@ -263,6 +268,12 @@ func (b *Backend) progress(ctx context.Context) ([]string, error) {
 	b.mu.Unlock()
 	if len(broken) > 0 {
 		return nil, b.describePods(ctx, broken)
+	}
+	if len(waiting) > 0 {
+		// The workers' pods wait for their node proxy (ambient): one that cannot start is why.
+		if err := b.nodeProxyProblem(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return waiting, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/irs-sim/irs/mesh/ambient"
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/envoy"
@@ -47,15 +48,17 @@ const (
 // envoyMesh is a run's own mesh on the cluster.
 type envoyMesh struct {
 	policy    *irsv1.Mesh
-	dataPlane string // dataPlaneEnvoy or dataPlaneLinkerd
+	dataPlane string // dataPlaneEnvoy, dataPlaneLinkerd or dataPlaneAmbient
 	// linkerdRoots are the trust anchors of the run's Linkerd CA (PEM), which every proxy is given.
 	linkerdRoots string
-	control      *ca.Control
-	dir          string // where the control authority writes (the runner's, 0700; removed at Stop)
-	ip           string // the control plane Service's ClusterIP
-	fw           *forwarder
-	conn         *grpc.ClientConn
-	client       irsv1.MeshControlServiceClient
+	// nodeProxiesChecked is when the ambient node proxies were last looked at while replicas were awaited.
+	nodeProxiesChecked time.Time
+	control            *ca.Control
+	dir                string // where the control authority writes (the runner's, 0700; removed at Stop)
+	ip                 string // the control plane Service's ClusterIP
+	fw                 *forwarder
+	conn               *grpc.ClientConn
+	client             irsv1.MeshControlServiceClient
 
 	mu      sync.Mutex
 	version uint64
@@ -119,8 +122,11 @@ func (b *Backend) startMesh(ctx context.Context) error {
 	labels[LabelName] = controlPlaneName
 	selector := map[string]string{LabelName: controlPlaneName}
 	ports := []corev1.ServicePort{{Name: "grpc", Port: controlPlanePort, TargetPort: intstr.FromInt32(controlPlanePort)}}
-	if b.mesh.dataPlane == dataPlaneLinkerd {
+	switch b.mesh.dataPlane {
+	case dataPlaneLinkerd:
 		ports = append(ports, corev1.ServicePort{Name: "linkerd", Port: linkerdAPIPort, TargetPort: intstr.FromInt32(linkerdAPIPort)})
+	case dataPlaneAmbient:
+		ports = append(ports, corev1.ServicePort{Name: "ambient", Port: ambient.APIPort, TargetPort: intstr.FromInt32(ambient.APIPort)})
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: controlPlaneName, Namespace: ns, Labels: labels},
 		Spec: corev1.ServiceSpec{Selector: selector, Ports: ports}}
@@ -137,11 +143,15 @@ func (b *Backend) startMesh(ctx context.Context) error {
 		"control-plane.crt": server.Cert, "control-plane.key": server.Key}); err != nil {
 		return err
 	}
-	if b.mesh.dataPlane == dataPlaneLinkerd {
-		if err := b.startLinkerdCredentials(ctx); err != nil {
-			return err
-		}
-	} else if err := b.startEnvoyCredentials(ctx); err != nil {
+	switch b.mesh.dataPlane {
+	case dataPlaneLinkerd:
+		err = b.startLinkerdCredentials(ctx)
+	case dataPlaneAmbient:
+		err = b.startAmbientCredentials(ctx)
+	default:
+		err = b.startEnvoyCredentials(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	dep := &appsv1.Deployment{
@@ -166,11 +176,17 @@ func (b *Backend) startMesh(ctx context.Context) error {
 					NodeSelector: b.ownNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
 					AutomountServiceAccountToken: ptr(false), EnableServiceLinks: ptr(false),
 				}}}}
-	if b.mesh.dataPlane == dataPlaneLinkerd {
+	switch b.mesh.dataPlane {
+	case dataPlaneLinkerd:
 		b.linkerdControlPlane(&dep.Spec.Template.Spec)
+	case dataPlaneAmbient:
+		b.ambientControlPlane(&dep.Spec.Template.Spec)
 	}
 	if err := b.c.create(ctx, b.c.apps, ns, "deployments", dep, &appsv1.Deployment{}); err != nil {
 		return fmt.Errorf("control plane: %w", err)
+	}
+	if b.mesh.dataPlane == dataPlaneAmbient {
+		return b.createZtunnel(ctx)
 	}
 	return nil
 }
@@ -326,6 +342,9 @@ func (b *Backend) meshState() (*irsv1.MeshState, map[string]string) {
 	m.version++
 	sidecars, serves := b.placement()
 	st := &irsv1.MeshState{Version: m.version, Policy: m.policy}
+	if m.dataPlane == dataPlaneAmbient {
+		st.Namespace = b.cfg.Namespace
+	}
 	listed := map[string]string{}
 	for _, name := range b.order {
 		s := b.services[name]
@@ -348,6 +367,9 @@ func (b *Backend) meshState() (*irsv1.MeshState, map[string]string) {
 				}
 				st.Nodes = append(st.Nodes, n)
 			}
+			if m.dataPlane == dataPlaneAmbient { // every workload, meshed or not, with the node it runs on
+				st.Nodes = append(st.Nodes, &irsv1.MeshNode{Id: p.name, Service: name, Ip: p.ip, Host: p.node})
+			}
 			if p.ready && !p.deleting {
 				port := DataPort
 				if sidecars[name] && serves[name] && m.dataPlane == dataPlaneEnvoy {
@@ -357,8 +379,8 @@ func (b *Backend) meshState() (*irsv1.MeshState, map[string]string) {
 				listed[p.name] = name
 			}
 		}
-		if m.dataPlane == dataPlaneLinkerd {
-			st.Services = append(st.Services, b.linkerdService(name, sidecars[name], eps))
+		if m.dataPlane == dataPlaneLinkerd || m.dataPlane == dataPlaneAmbient {
+			st.Services = append(st.Services, b.ownMeshService(name, sidecars[name], eps))
 		} else {
 			st.Services = append(st.Services, &irsv1.MeshService{Name: name, Endpoints: eps, Sidecars: sidecars[name]})
 		}

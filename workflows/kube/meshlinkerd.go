@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/irs-sim/irs/mesh/ambient"
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/linkerd"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -62,6 +63,8 @@ func (b *Backend) Planes() (data, control string) {
 	switch {
 	case b.mesh != nil && b.mesh.dataPlane == dataPlaneLinkerd:
 		return fmt.Sprintf("%s %s (image %s)", linkerd.ProxyName, linkerd.ProxyCommit[:7], b.LinkerdImage()), "IRS"
+	case b.mesh != nil && b.mesh.dataPlane == dataPlaneAmbient:
+		return fmt.Sprintf("%s %s, a node proxy per node (image %s)", ambient.ZtunnelName, ambient.ZtunnelCommit[:7], b.ZtunnelImage()), "IRS"
 	case b.mesh != nil:
 		return "envoy (image " + b.envoyImage() + ")", "IRS"
 	case b.meshType() == MeshIstio || b.meshType() == MeshLinkerd || b.meshType() == MeshAmbient:
@@ -74,16 +77,19 @@ func (b *Backend) Planes() (data, control string) {
 	return "", ""
 }
 
-// chooseLinkerd decides, for --mesh linkerd, between the Linkerd installed on the cluster and IRS's: the
-// installed one when its control plane runs (or the workflow names its pods), IRS's otherwise.
-func (b *Backend) chooseLinkerd(ctx context.Context) error {
-	if b.meshType() != MeshLinkerd || b.mesh != nil {
+// chooseOwnMesh decides, for --mesh linkerd or ambient, between the mesh installed on the cluster and IRS's:
+// the installed one when its control plane or node proxies run (or the workflow names its pods), IRS's
+// otherwise.
+func (b *Backend) chooseOwnMesh(ctx context.Context) error {
+	mesh := b.meshType()
+	if (mesh != MeshLinkerd && mesh != MeshAmbient) || b.mesh != nil {
 		return nil
 	}
 	if m := b.cfg.Platform.GetMesh(); len(m.GetControlPlane())+len(m.GetNodeProxies()) > 0 {
 		return nil
 	}
-	for _, sel := range defaultInstalled(MeshLinkerd).GetControlPlane() {
+	def := defaultInstalled(mesh)
+	for _, sel := range append(def.GetControlPlane(), def.GetNodeProxies()...) {
 		pods, err := b.selectPods(ctx, sel)
 		if err != nil {
 			return err
@@ -91,6 +97,11 @@ func (b *Backend) chooseLinkerd(ctx context.Context) error {
 		if len(pods) > 0 {
 			return nil
 		}
+	}
+	if mesh == MeshAmbient {
+		b.mesh = newOwnMesh(b.cfg.Mesh, dataPlaneAmbient)
+		b.cfg.Logger.Info("no Istio installed: the run brings ztunnel with IRS's control plane", "image", b.ZtunnelImage())
+		return nil
 	}
 	b.mesh = newOwnMesh(b.cfg.Mesh, dataPlaneLinkerd)
 	b.cfg.Logger.Info("no Linkerd installed: the run brings linkerd2-proxy with IRS's control plane", "image", b.LinkerdImage())
@@ -208,6 +219,7 @@ func (b *Backend) linkerdParts(service string) (proxy, init *corev1.Container, v
 	root := int64(0)
 	init = &corev1.Container{
 		Name: "linkerd-init", Image: b.cfg.Image, ImagePullPolicy: b.pullPolicy(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Args: []string{"mesh", "init", "--proxy-uid", strconv.Itoa(linkerd.ProxyUID),
 			"--inbound-port", strconv.Itoa(linkerd.InboundPort), "--outbound-port", strconv.Itoa(linkerd.OutboundPort),
 			// The proxy's own ports and the worker's control API (IRS's channel, not the workload's) are
@@ -230,16 +242,16 @@ func (b *Backend) linkerdParts(service string) (proxy, init *corev1.Container, v
 	return proxy, init, vols
 }
 
-// linkerdService is a service as Linkerd's destination knows it: its name and ClusterIP, and its proxies'
-// identity. Callers hold b.mu.
-func (b *Backend) linkerdService(name string, sidecar bool, eps []string) *irsv1.MeshService {
+// ownMeshService is a service as Linkerd's destination or ambient's ztunnel knows it: its name and ClusterIP,
+// and (Linkerd) its proxies' identity. Callers hold b.mu.
+func (b *Backend) ownMeshService(name string, sidecar bool, eps []string) *irsv1.MeshService {
 	port := strconv.Itoa(DataPort)
 	ms := &irsv1.MeshService{Name: name, Endpoints: eps, Sidecars: sidecar,
 		Authorities: []string{name + "." + b.cfg.Namespace + ".svc.cluster.local:" + port}}
 	if ip := b.services[name].clusterIP; ip != "" {
 		ms.Authorities = append(ms.Authorities, net.JoinHostPort(ip, port))
 	}
-	if sidecar {
+	if sidecar && b.mesh.dataPlane == dataPlaneLinkerd {
 		ms.Identity = b.linkerdIdentity(name)
 	}
 	return ms

@@ -19,7 +19,7 @@ import (
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by" // = ManagedBy on everything a run makes
 	ManagedBy      = "irs"
-	LabelName      = "app.kubernetes.io/name" // irs-worker, irs-relay, irs-control-plane
+	LabelName      = "app.kubernetes.io/name" // irs-worker, irs-relay, irs-control-plane, irs-ztunnel
 	LabelRun       = "irs.dev/run"
 	LabelWorkflow  = "irs.dev/workflow"
 	LabelService   = "irs.dev/service"

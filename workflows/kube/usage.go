@@ -185,6 +185,10 @@ func (u *usageReader) classify(ns, pod, container string) *workflows.Usage {
 			return &workflows.Usage{Service: p.service, Replica: pod, Kind: workflows.UsageSidecar}
 		case p == nil && strings.HasPrefix(pod, controlPlaneName+"-"): // IRS's own (--mesh envoy)
 			return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageControlPlane}
+		case p == nil && strings.HasPrefix(pod, ztunnelName+"-") && container == "ztunnel": // IRS's ambient
+			return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageNodeProxy}
+		case p == nil && strings.HasPrefix(pod, ztunnelName+"-"): // its node agent: istio-cni's part, per node
+			return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageControlPlane}
 		}
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/irs-sim/irs/workflows"
@@ -213,7 +214,13 @@ func stuck(p *corev1.Pod) string {
 			switch w.Reason {
 			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError",
 				"CreateContainerError", "CrashLoopBackOff", "RunContainerError":
-				return fmt.Sprintf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
+				why := fmt.Sprintf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
+				// What it said last (its termination message, or its log's last lines where the container
+				// asks for them), so that the error says why it failed.
+				if t := cs.LastTerminationState.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
+					why += "; it said: " + strings.TrimSpace(t.Message)
+				}
+				return why
 			}
 		}
 	}

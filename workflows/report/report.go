@@ -355,13 +355,18 @@ func sidecars(w io.Writer, phases []*irsv1.PhaseResult) {
 			t.add(p.GetName(), "(control plane)", "-", fmt.Sprintf("%.0f", cp.GetCpuMcores()),
 				fmt.Sprintf("%.0f", cp.GetCpuMcoresMax()), "-", fmt.Sprintf("%.1f", cp.GetRssMb()), "-")
 		}
+		if np := p.GetNodeProxies(); np != nil {
+			t.add(p.GetName(), "(node proxies)", fmt.Sprint(np.GetReplicas()), fmt.Sprintf("%.0f", np.GetCpuMcores()),
+				fmt.Sprintf("%.0f", np.GetCpuMcoresMax()), "-", fmt.Sprintf("%.1f", np.GetRssMb()), fmt.Sprintf("%.1f", np.GetRssMbMax()))
+		}
 	}
 	if len(t.rows) == 0 {
 		return
 	}
 	fmt.Fprintln(w)
 	t.write(w)
-	fmt.Fprintln(w, "  (sidecar CPU in millicores and RSS: the service's sidecars summed; MAX: its busiest or largest sidecar)")
+	fmt.Fprintln(w, "  (sidecar CPU in millicores and RSS: the service's sidecars summed; MAX: its busiest or largest sidecar;")
+	fmt.Fprintln(w, "   node proxies, ambient's ztunnel: one per node, summed, in SIDECARS their count)")
 }
 
 // proxyRate is the share of an edge's requests that failed with a 5xx no worker made.
