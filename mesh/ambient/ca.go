@@ -52,6 +52,9 @@ func (s *CertificateService) CreateCertificate(ctx context.Context, req *capb.Is
 	if len(csr.URIs) != 1 {
 		return nil, status.Errorf(codes.InvalidArgument, "csr: %d URI SANs, want the one SPIFFE identity", len(csr.URIs))
 	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "csr: %v", err)
+	}
 	id := csr.URIs[0]
 	if imp := req.GetMetadata().GetFields()["ImpersonatedIdentity"].GetStringValue(); imp != "" && imp != id.String() {
 		return nil, status.Errorf(codes.InvalidArgument, "ImpersonatedIdentity %s is not the csr's %s", imp, id)

@@ -44,10 +44,23 @@ type NodeAgent struct {
 // podNetns is an enrolled pod.
 type podNetns struct {
 	add   *zdspb.AddWorkload
-	netns *os.File
 	inode uint64
 	acked chan error // receives the outcome of ztunnel's first acknowledgement
 	once  sync.Once
+
+	mu     sync.Mutex // the namespace is not closed while it is being sent
+	netns  *os.File
+	closed bool
+}
+
+// close lets go of the pod's namespace (once no send is using it).
+func (p *podNetns) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		_ = p.netns.Close()
+	}
 }
 
 func (p *podNetns) done(err error) { p.once.Do(func() { p.acked <- err }) }
@@ -68,27 +81,29 @@ func (a *NodeAgent) Run(ctx context.Context, dir string, interval time.Duration)
 		_ = zds.Close()
 		return err
 	}
-	go func() {
+	// Every goroutine of the agent is one of wg's: the namespaces are closed once none can use them.
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		<-ctx.Done()
 		_ = zds.Close()
 		_ = enrol.Close()
-	}()
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); a.acceptZtunnel(ctx, zds) }()
-	go func() { defer wg.Done(); a.acceptPods(ctx, enrol) }()
-	go func() { defer wg.Done(); a.watchGone(ctx, interval) }()
+		a.mu.Lock()
+		if a.conn != nil {
+			_ = a.conn.c.Close() // unblocks a send waiting for its acknowledgement
+		}
+		a.mu.Unlock()
+	})
+	wg.Go(func() { a.acceptZtunnel(ctx, zds, &wg) })
+	wg.Go(func() { a.acceptPods(ctx, enrol, &wg) })
+	wg.Go(func() { a.watchGone(ctx, interval) })
 	wg.Wait()
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	for uid, w := range a.workloads {
-		_ = w.netns.Close()
+		w.close()
 		delete(a.workloads, uid)
 	}
-	if a.conn != nil {
-		_ = a.conn.c.Close()
-		a.conn = nil
-	}
-	a.mu.Unlock()
+	a.conn = nil
 	return nil
 }
 
@@ -102,7 +117,7 @@ func listenPacket(path string) (*net.UnixListener, error) {
 }
 
 // acceptZtunnel serves one ztunnel connection at a time: a new one (ztunnel restarted) replaces the old.
-func (a *NodeAgent) acceptZtunnel(ctx context.Context, l *net.UnixListener) {
+func (a *NodeAgent) acceptZtunnel(ctx context.Context, l *net.UnixListener, wg *sync.WaitGroup) {
 	for {
 		uc, err := l.AcceptUnix()
 		if err != nil {
@@ -111,11 +126,12 @@ func (a *NodeAgent) acceptZtunnel(ctx context.Context, l *net.UnixListener) {
 			}
 			return
 		}
-		go a.serveZtunnel(&zdsConn{c: uc})
+		z := &zdsConn{c: uc}
+		wg.Go(func() { a.serveZtunnel(ctx, z) })
 	}
 }
 
-func (a *NodeAgent) serveZtunnel(z *zdsConn) {
+func (a *NodeAgent) serveZtunnel(ctx context.Context, z *zdsConn) {
 	hello := &zdspb.ZdsHello{}
 	if err := z.read(hello); err != nil {
 		a.log.Error("node agent: ztunnel's hello", "err", err)
@@ -124,6 +140,12 @@ func (a *NodeAgent) serveZtunnel(z *zdsConn) {
 	}
 	z.mu.Lock()
 	a.mu.Lock()
+	if ctx.Err() != nil { // the agent is stopping
+		a.mu.Unlock()
+		z.mu.Unlock()
+		_ = z.c.Close()
+		return
+	}
 	if old := a.conn; old != nil {
 		_ = old.c.Close()
 	}
@@ -137,9 +159,11 @@ func (a *NodeAgent) serveZtunnel(z *zdsConn) {
 	a.log.Info("node agent: ztunnel connected", "version", hello.GetVersion().String(), "pods", len(pods))
 	var err error
 	for _, w := range pods {
-		if err = z.sendAdd(w); err != nil {
+		// A pod ztunnel refuses is its answer for that pod (the pod's enrolment says so); the snapshot goes on.
+		if err = z.sendAdd(w); err != nil && isTransport(err) {
 			break
 		}
+		err = nil
 	}
 	if err == nil {
 		err = z.send(&zdspb.WorkloadRequest{Payload: &zdspb.WorkloadRequest_SnapshotSent{SnapshotSent: &zdspb.SnapshotSent{}}}, nil)
@@ -164,7 +188,7 @@ func (a *NodeAgent) drop(z *zdsConn) {
 
 // acceptPods takes enrolments: an AddWorkload with the pod's network namespace, answered with a
 // WorkloadResponse's Ack once ztunnel has the pod (or with why not).
-func (a *NodeAgent) acceptPods(ctx context.Context, l *net.UnixListener) {
+func (a *NodeAgent) acceptPods(ctx context.Context, l *net.UnixListener, wg *sync.WaitGroup) {
 	for {
 		uc, err := l.AcceptUnix()
 		if err != nil {
@@ -173,7 +197,7 @@ func (a *NodeAgent) acceptPods(ctx context.Context, l *net.UnixListener) {
 			}
 			return
 		}
-		go func() {
+		wg.Go(func() {
 			defer uc.Close()
 			err := a.enrol(ctx, uc)
 			ack := &zdspb.Ack{}
@@ -184,7 +208,7 @@ func (a *NodeAgent) acceptPods(ctx context.Context, l *net.UnixListener) {
 			// A WorkloadResponse, as ztunnel answers: never an empty packet, which reads as the end.
 			b, _ := proto.Marshal(&zdspb.WorkloadResponse{Payload: &zdspb.WorkloadResponse_Ack{Ack: ack}})
 			_, _, _ = uc.WriteMsgUnix(b, nil, nil)
-		}()
+		})
 	}
 }
 
@@ -218,7 +242,7 @@ func (a *NodeAgent) enrol(ctx context.Context, uc *net.UnixConn) error {
 	w := &podNetns{add: add, netns: netns, inode: st.Ino, acked: make(chan error, 1)}
 	a.mu.Lock()
 	if old := a.workloads[add.GetUid()]; old != nil { // the init container ran again
-		_ = old.netns.Close()
+		old.close()
 	}
 	a.workloads[add.GetUid()] = w
 	z := a.conn
@@ -293,7 +317,7 @@ func (a *NodeAgent) watchGone(ctx context.Context, interval time.Duration) {
 					a.log.Warn("node agent: remove from ztunnel", "pod", w.add.GetWorkloadInfo().GetName(), "err", err)
 				}
 			}
-			_ = w.netns.Close()
+			w.close()
 		}
 	}
 }
@@ -336,7 +360,13 @@ type zdsConn struct {
 }
 
 func (z *zdsConn) sendAdd(w *podNetns) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil // replaced or gone meanwhile: nothing to add
+	}
 	err := z.send(&zdspb.WorkloadRequest{Payload: &zdspb.WorkloadRequest_Add{Add: w.add}}, w.netns)
+	w.mu.Unlock()
 	if err == nil || !isTransport(err) {
 		w.done(err) // ztunnel's answer, yes or no
 	}

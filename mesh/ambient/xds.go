@@ -104,12 +104,14 @@ type xdsStream struct {
 	subscribed map[string]bool
 	sent       map[string]map[string]string // type → name → version it has (as far as we know)
 	inflight   map[string]sentResponse      // nonce → what was sent
+	rejected   map[string]uint64            // type → the last state version it rejected
 	nonces     uint64
 }
 
 type sentResponse struct {
 	typ     string
 	version uint64
+	had     map[string]string // what it had before: what it keeps if it rejects this
 }
 
 // Status is every open stream: its node and the state version it has acknowledged for every type it
@@ -159,7 +161,7 @@ func (x *XDS) DeltaAggregatedResources(srv grpc.BidiStreamingServer[discoverypb.
 		}
 	}()
 	s := &xdsStream{acked: map[string]uint64{}, subscribed: map[string]bool{}, sent: map[string]map[string]string{},
-		inflight: map[string]sentResponse{}}
+		inflight: map[string]sentResponse{}, rejected: map[string]uint64{}}
 	x.mu.Lock()
 	x.streams[s] = struct{}{}
 	x.mu.Unlock()
@@ -204,8 +206,13 @@ func (x *XDS) receive(s *xdsStream, r *discoverypb.DeltaDiscoveryRequest) {
 		}
 		delete(s.inflight, nonce)
 		if d := r.GetErrorDetail(); d != nil {
-			// The proxy keeps what it had; it is sent the resources again when they next change.
+			// The proxy keeps what it had: that version is not acknowledged, and the difference is sent again
+			// with the next state (not at once, which would be rejected again).
 			x.log.Warn("a node proxy rejected resources", "node", s.node, "type", sent.typ, "version", sent.version, "error", d.GetMessage())
+			s.sent[sent.typ] = sent.had
+			if r, ok := s.rejected[sent.typ]; !ok || sent.version > r {
+				s.rejected[sent.typ] = sent.version
+			}
 			return
 		}
 		if sent.version > s.acked[sent.typ] {
@@ -232,7 +239,7 @@ func (x *XDS) receive(s *xdsStream, r *discoverypb.DeltaDiscoveryRequest) {
 // empty, as the proxy waits for one per type before it is ready.
 func (x *XDS) push(srv grpc.BidiStreamingServer[discoverypb.DeltaDiscoveryRequest, discoverypb.DeltaDiscoveryResponse], s *xdsStream, snap snapshot, typ string) error {
 	s.mu.Lock()
-	if !s.subscribed[typ] {
+	if r, ok := s.rejected[typ]; !s.subscribed[typ] || (ok && r >= snap.version) {
 		s.mu.Unlock()
 		return nil
 	}
@@ -263,7 +270,7 @@ func (x *XDS) push(srv grpc.BidiStreamingServer[discoverypb.DeltaDiscoveryReques
 	}
 	s.nonces++
 	resp.Nonce = strconv.FormatUint(s.nonces, 10)
-	s.inflight[resp.Nonce] = sentResponse{typ: typ, version: snap.version}
+	s.inflight[resp.Nonce] = sentResponse{typ: typ, version: snap.version, had: have}
 	if _, ok := s.acked[typ]; !ok {
 		s.acked[typ] = 0
 	}
