@@ -40,8 +40,10 @@ $(ASSETS)/uPlot.iife.min.js: web/package.json web/package-lock.json
 demo: build
 	$(BIN) workflow run examples/flash-sale.yaml
 
-## test: everything CI proves: lint, generated code up to date, unit tests (race), end-to-end tests (local, then on a real single-node Kubernetes cluster)
-test: deps lint check-generated unit e2e e2e-kube
+## test: everything CI proves: lint, generated code up to date, unit tests (race), end-to-end tests (local, then on a real single-node Kubernetes cluster); the cached builds the cluster tests need (data planes, Kubernetes binaries) run niced in the background meanwhile (hack/with-builds.sh)
+test: deps
+	hack/with-builds.sh $(MAKE) lint check-generated unit e2e
+	$(MAKE) e2e-kube
 
 ENVOY_VERSION := 1.40.0
 HELM_VERSION  := v3.19.0

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# with-builds.sh - run a command (make test's Go tests) while the slow builds the Kubernetes tests need run beside
+# it at low priority: the data planes (make meshes: cargo, cold ~20 min of both cores) and the test node's
+# Kubernetes binaries (hack/testnode/build.sh, cold ~6-12 min). Both are cached, so on a warm machine they do
+# nothing. Once the command succeeds it waits for the builds (and fails if they did); if the command fails, the
+# builds are stopped. Nothing is left running. The builds' output is in bin/background-builds.log.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mkdir -p "$ROOT/bin"
+log="$ROOT/bin/background-builds.log"
+# A session of their own, so that every process of the builds (make, cargo, rustc, go) can be stopped at once.
+setsid bash -c 'cd "$1" && nice -n 15 make -s meshes && nice -n 15 hack/testnode/build.sh' builds "$ROOT" >"$log" 2>&1 &
+builds=$!
+stop() { kill -TERM -- "-$builds" 2>/dev/null || true; wait "$builds" 2>/dev/null || true; }
+trap stop EXIT
+echo "building the data planes and the test node's binaries in the background (log: bin/background-builds.log)"
+status=0
+"$@" || status=$?
+if [ "$status" -ne 0 ]; then
+	exit "$status"
+fi
+echo "waiting for the background builds"
+if ! wait "$builds"; then
+	trap - EXIT
+	echo "the background builds failed; the end of bin/background-builds.log:" >&2
+	tail -n 40 "$log" >&2
+	exit 1
+fi
+trap - EXIT
+echo "background builds done"
