@@ -301,8 +301,8 @@ func eventDetail(res interface{ GetEvents() []*irsv1.RunEvent }, kind string) st
 }
 
 // TestKubeInstalledMeshes: --mesh istio, linkerd and ambient enrol the run's namespace and pods the way each
-// mesh reads it; on a cluster without the mesh the run says so (exit 4) and leaves nothing. (Linkerd is taken
-// as installed when the workflow names its control plane's pods; otherwise the run brings its own, see
+// mesh reads it; on a cluster without the mesh the run says so (exit 4) and leaves nothing. (Linkerd and
+// ambient are taken as installed when the workflow names their pods; otherwise the run brings its own, see
 // TestKubeMeshesSideBySide.)
 func TestKubeInstalledMeshes(t *testing.T) {
 	for _, tc := range []struct {
@@ -317,8 +317,12 @@ func TestKubeInstalledMeshes(t *testing.T) {
 		t.Run(tc.mesh, func(t *testing.T) {
 			before := irsNamespaces(t)
 			doc := longWorkflow
-			if tc.mesh == "linkerd" {
+			switch tc.mesh {
+			case "linkerd":
 				doc += "platform: {kubernetes: {mesh: {control_plane: [{namespace: linkerd, labels: {linkerd.io/control-plane-ns: linkerd}}]}}}\n"
+			case "ambient":
+				doc += "platform: {kubernetes: {mesh: {control_plane: [{namespace: istio-system, labels: {app: istiod}}], " +
+					"node_proxies: [{namespace: istio-system, labels: {app: ztunnel}}]}}}\n"
 			}
 			run := startWorkflow(t, doc, kubeArgs("--mesh", tc.mesh)...)
 			// The objects, as the run makes them, before the check that the mesh is there ends it.

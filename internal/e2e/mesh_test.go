@@ -591,3 +591,43 @@ func TestMeshCPUExample(t *testing.T) {
 		t.Errorf("comparison: %d variants, status %q; want 2, passed", len(cmp.GetVariants()), cmp.GetStatus())
 	}
 }
+
+// TestMeshCommandsRefuseBadFlags: the commands a mesh's pods and control plane run say which flag is wrong and
+// exit 2, before touching anything (no nftables rules, no sockets, no listener).
+func TestMeshCommandsRefuseBadFlags(t *testing.T) {
+	control, err := ca.NewControl(filepath.Join(t.TempDir(), "credentials"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := control.Server("127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	cp := []string{"mesh", "control-plane", "--listen", "127.0.0.1:0", "--credentials", control.Dir()}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown data plane", append(slices.Clone(cp), "--data-plane", "cilium"), "not envoy, linkerd or ambient"},
+		{"ambient without its credentials", append(slices.Clone(cp), "--data-plane", "ambient", "--ambient-host", "cp.ns.svc",
+			"--ambient-namespace", "ns"), "--ambient-credentials"},
+		{"ambient credentials missing", append(slices.Clone(cp), "--data-plane", "ambient", "--ambient-credentials", t.TempDir(),
+			"--ambient-host", "cp.ns.svc", "--ambient-namespace", "ns"), "ca.crt"},
+		{"enrol without the pod", []string{"mesh", "init", "--proxy-mark", "0x539", "--enrol", "/nonexistent/enrol.sock",
+			"--pod-name", "p"}, "--pod-uid"},
+		{"a mark of more than 12 bits", []string{"mesh", "init", "--proxy-mark", "0x1000"}, "12 bits"},
+		{"a uid and a mark", []string{"mesh", "init", "--proxy-uid", "2102", "--proxy-mark", "0x539"}, "give one"},
+		{"node agent without a directory", []string{"mesh", "node-agent"}, "--dir"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := command(t, nil, c.args...)
+			p.start()
+			if code := p.exitCode(10 * time.Second); code != 2 {
+				t.Fatalf("exit %d, want 2; stderr:\n%s", code, p.stderr)
+			}
+			if !strings.Contains(p.stderr.String(), c.want) {
+				t.Errorf("stderr does not name %q:\n%s", c.want, p.stderr)
+			}
+		})
+	}
+}
