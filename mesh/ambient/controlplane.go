@@ -7,11 +7,7 @@ package ambient
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -245,22 +241,10 @@ func LoadControlPlane(dir, namespace string, log *slog.Logger) (*ControlPlane, e
 // ServerTLS is the TLS of the node proxies' APIs: a certificate for host (what they are told to expect,
 // ALT_XDS_HOSTNAME and ALT_CA_HOSTNAME) from the run's CA, whose root they trust.
 func (c *ControlPlane) ServerTLS(host string) (*tls.Config, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{DNSNames: []string{host}}, key)
-	if err != nil {
-		return nil, err
-	}
-	csr, err := x509.ParseCertificateRequest(csrDER)
-	if err != nil {
-		return nil, err
-	}
-	der, _, err := c.authority.SignRequest(csr, host, MaxCertificateLifetime*365)
+	cert, err := c.authority.ServerCertificate(host, MaxCertificateLifetime*365)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"},
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, nil
+		Certificates: []tls.Certificate{cert}}, nil
 }

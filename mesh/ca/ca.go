@@ -8,6 +8,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -204,4 +205,26 @@ func (c *CA) SignWorkload(csr *x509.CertificateRequest, id *url.URL, lifetime ti
 		return nil, fmt.Errorf("certificate for %s: %w", id, err)
 	}
 	return der, nil
+}
+
+// ServerCertificate makes a key, and a certificate for it naming name (a DNS SAN) valid for lifetime: a control
+// plane's own, which the proxies it serves check against the root.
+func (c *CA) ServerCertificate(name string, lifetime time.Duration) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{DNSNames: []string{name}}, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	csr, err := x509.ParseCertificateRequest(csrDER)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	leaf, _, err := c.SignRequest(csr, name, lifetime)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{leaf}, PrivateKey: key}, nil
 }

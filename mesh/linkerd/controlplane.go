@@ -188,24 +188,12 @@ func LoadControlPlane(dir string) (*ControlPlane, error) {
 
 // serverTLS is the TLS configuration behind ServerCredentials.
 func (c *ControlPlane) serverTLS(name string) (*tls.Config, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{DNSNames: []string{name}}, key)
-	if err != nil {
-		return nil, err
-	}
-	csr, err := x509.ParseCertificateRequest(csrDER)
-	if err != nil {
-		return nil, err
-	}
-	leaf, _, err := c.Identity.ca.SignRequest(csr, name, CertificateLifetime)
+	cert, err := c.Identity.ca.ServerCertificate(name, CertificateLifetime)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"},
-		Certificates: []tls.Certificate{{Certificate: [][]byte{leaf}, PrivateKey: key}}}, nil
+		Certificates: []tls.Certificate{cert}}, nil
 }
 
 // WriteProxyIdentity makes a proxy's private key and certificate request for name in dir (key.p8, csr.der,
