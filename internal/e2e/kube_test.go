@@ -547,6 +547,8 @@ services:
     replicas: 3
     worker:
       serve: {delay: 100ms}
+  - name: late                  # a load generator whose load starts with phase kill
+    worker: {}
 phases:
   - name: warm-up
     duration: 3s
@@ -554,7 +556,9 @@ phases:
     duration: 8s
   - name: kill
     duration: 6s
-    actions: [{at: 1s, kill: {service: server}}]
+    actions:
+      - {kill: {service: server}, at: 1s}
+      - {load: {service: late, set: {target: server, rate: 10, timeout: 2s}}}
 `
 
 // TestKubeMeshesSideBySide runs the Kipper topology under no mesh, IRS's Envoy, the real linkerd2-proxy (with
@@ -635,6 +639,11 @@ func TestKubeMeshesSideBySide(t *testing.T) {
 		}
 		if cp := steady.GetControlPlane(); meshed && (cp == nil || cp.GetRssMb() <= 0) {
 			t.Errorf("%s: control plane %v, want measured", v.GetName(), cp)
+		}
+		// A load started mid-run goes through the mesh as the first one does (under Envoy: its sidecar's
+		// outbound listener for the target, made before the load starts).
+		if late := point(phaseResult(t, res, "kill").GetServices(), "late", "", "load"); late.GetRequests() < 30 || late.GetFailureRate() > 0.1 {
+			t.Errorf("%s, kill: the load started in the phase %v; want ~60 requests, served", v.GetName(), late)
 		}
 		kill := point(phaseResult(t, res, "kill").GetServices(), "loadgen", "", "load")
 		if k := res.GetKills(); len(k) != 1 || k[0].EndpointRemoved == nil || kill.GetRequests() < 100 {

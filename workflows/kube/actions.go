@@ -90,6 +90,9 @@ func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.Config
 	}
 	s.config = next
 	b.mu.Unlock()
+	if err := b.meshFirst(ctx); err != nil {
+		return err
+	}
 	if err := b.updateConfigMap(ctx, service); err != nil {
 		return err
 	}
@@ -112,6 +115,9 @@ func (b *Backend) SetLoad(ctx context.Context, service string, load *irsv1.Load)
 	}
 	s.load = load
 	b.mu.Unlock()
+	if err := b.meshFirst(ctx); err != nil {
+		return err
+	}
 	if err := b.updateConfigMap(ctx, service); err != nil {
 		return err
 	}

@@ -271,6 +271,16 @@ func (b *Backend) connectMesh(ctx context.Context, deadline time.Time) error {
 	return nil
 }
 
+// meshFirst gives IRS's Envoy sidecars what a change of a service's configuration or load needs (an outbound
+// listener for a new callee or load target) and waits until every sidecar has it, before the workers are told:
+// they call through those listeners at once. Linkerd's and ambient's capture needs no listener per upstream.
+func (b *Backend) meshFirst(ctx context.Context) error {
+	if b.mesh == nil || b.mesh.client == nil || b.mesh.dataPlane != dataPlaneEnvoy {
+		return nil
+	}
+	return b.syncMesh(ctx)
+}
+
 // meshChanged asks for a push (it coalesces). Callers hold b.mu.
 func (b *Backend) meshChanged() {
 	if b.mesh == nil {
