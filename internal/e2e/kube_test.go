@@ -654,6 +654,9 @@ func TestKubeMeshesSideBySide(t *testing.T) {
 			100*kill.GetFailureRate(), kill.GetFailures(), kill.GetRequests())
 		namespaceGone(t, env.GetNamespace(), 60*time.Second)
 	}
+	if t.Failed() { // what the run said, to find out why
+		t.Logf("the run's stdout:\n%s\nstderr:\n%s", run.stdout, run.stderr)
+	}
 	md, err := os.ReadFile(filepath.Join(run.dir, "report.md"))
 	if err != nil {
 		t.Fatal(err)

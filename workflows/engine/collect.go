@@ -50,24 +50,49 @@ func (c *collector) watch(service, replica string) {
 	c.streams[replica] = cancel
 	c.wg.Go(func() {
 		defer cancel()
-		stream, err := client.StreamStats(ctx,
-			&irsv1.StreamStatsRequest{Interval: c.interval.String(), Align: timestamppb.New(c.align)})
-		if err != nil {
-			return
-		}
-		for {
-			msg, err := stream.Recv()
-			if err != nil {
-				return // the replica died, or the run ended
+		// A stream that fails is opened again while the replica is there: the way to it may be down for a
+		// moment (on Kubernetes, the relay's port-forward), and a replica never streamed from is missing from
+		// every figure. A replica that died fails every time: it is given up after streamRetries in a row.
+		for failures := 0; failures <= streamRetries; failures++ {
+			if failures > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Duration(failures) * streamBackoff):
+				}
+				if _, ok := c.client(service, replica); !ok {
+					return // gone
+				}
 			}
-			select {
-			case c.out <- sample{service: service, replica: replica, stats: msg.GetStats()}:
-			case <-ctx.Done():
+			stream, err := client.StreamStats(ctx,
+				&irsv1.StreamStatsRequest{Interval: c.interval.String(), Align: timestamppb.New(c.align)})
+			if err != nil {
+				continue
+			}
+			for {
+				msg, err := stream.Recv()
+				if err != nil {
+					break // the replica died, the way to it broke, or the run ended
+				}
+				failures = 0
+				select {
+				case c.out <- sample{service: service, replica: replica, stats: msg.GetStats()}:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if ctx.Err() != nil {
 				return
 			}
 		}
 	})
 }
+
+// How often, and how patiently, a replica's failed stats stream is opened again: about 7 s in all.
+const (
+	streamRetries = 6
+	streamBackoff = 333 * time.Millisecond
+)
 
 // stop ends every stream and waits for them.
 func (c *collector) stop() {
