@@ -24,7 +24,8 @@ const (
 	EnrolSocket = "enrol.sock"   // each meshed pod's init container enrols here
 )
 
-// ackTimeout bounds how long ztunnel may take to acknowledge one message (it creates the pod's listeners).
+// ackTimeout bounds how long ztunnel may take to acknowledge one message (it creates the pod's listeners), by
+// default.
 const ackTimeout = 15 * time.Second
 
 // NodeAgent does istio-cni's node agent's job for IRS: it holds the network namespace of every meshed pod on its
@@ -35,6 +36,9 @@ const ackTimeout = 15 * time.Second
 // left in its namespace (the agent sees the node's processes), and ztunnel is told so.
 type NodeAgent struct {
 	log *slog.Logger
+	// AckTimeout bounds how long ztunnel may take to acknowledge one message; a connection that does not answer
+	// in time is let go (ztunnel reconnects and gets a snapshot).
+	AckTimeout time.Duration
 
 	mu        sync.Mutex
 	workloads map[string]*podNetns // uid →
@@ -67,7 +71,7 @@ func (p *podNetns) done(err error) { p.once.Do(func() { p.acked <- err }) }
 
 // NewNodeAgent returns an agent holding no pod.
 func NewNodeAgent(log *slog.Logger) *NodeAgent {
-	return &NodeAgent{log: log, workloads: map[string]*podNetns{}}
+	return &NodeAgent{log: log, AckTimeout: ackTimeout, workloads: map[string]*podNetns{}}
 }
 
 // Run serves ztunnel and the pods in dir until ctx ends, and watches for pods that are gone every interval.
@@ -126,15 +130,21 @@ func (a *NodeAgent) acceptZtunnel(ctx context.Context, l *net.UnixListener, wg *
 			}
 			return
 		}
-		z := &zdsConn{c: uc}
+		z := &zdsConn{c: uc, timeout: a.AckTimeout}
 		wg.Go(func() { a.serveZtunnel(ctx, z) })
 	}
 }
 
 func (a *NodeAgent) serveZtunnel(ctx context.Context, z *zdsConn) {
+	// Until the connection is the agent's (which closes it when ctx ends), ctx ending closes it.
+	stop := context.AfterFunc(ctx, func() { _ = z.c.Close() })
 	hello := &zdspb.ZdsHello{}
-	if err := z.read(hello); err != nil {
-		a.log.Error("node agent: ztunnel's hello", "err", err)
+	err := z.read(hello)
+	stop()
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Error("node agent: ztunnel's hello", "err", err)
+		}
 		_ = z.c.Close()
 		return
 	}
@@ -157,7 +167,6 @@ func (a *NodeAgent) serveZtunnel(ctx context.Context, z *zdsConn) {
 	a.mu.Unlock()
 	sort.Slice(pods, func(i, j int) bool { return pods[i].add.GetUid() < pods[j].add.GetUid() })
 	a.log.Info("node agent: ztunnel connected", "version", hello.GetVersion().String(), "pods", len(pods))
-	var err error
 	for _, w := range pods {
 		// A pod ztunnel refuses is its answer for that pod (the pod's enrolment says so); the snapshot goes on.
 		if err = z.sendAdd(w); err != nil && isTransport(err) {
@@ -175,6 +184,19 @@ func (a *NodeAgent) serveZtunnel(ctx context.Context, z *zdsConn) {
 		return
 	}
 	// The connection stays until ztunnel reconnects (replacing it) or a send fails.
+}
+
+// sendOrDrop sends one message to ztunnel (send holds z's lock) and lets go of the connection when the send
+// failed for want of an answer: a late acknowledgement would otherwise read as the next message's. A refusal
+// keeps the connection: it is ztunnel's answer about that pod alone.
+func (a *NodeAgent) sendOrDrop(z *zdsConn, send func() error) error {
+	z.mu.Lock()
+	err := send()
+	z.mu.Unlock()
+	if err != nil && isTransport(err) {
+		a.drop(z)
+	}
+	return err
 }
 
 func (a *NodeAgent) drop(z *zdsConn) {
@@ -199,6 +221,7 @@ func (a *NodeAgent) acceptPods(ctx context.Context, l *net.UnixListener, wg *syn
 		}
 		wg.Go(func() {
 			defer uc.Close()
+			defer context.AfterFunc(ctx, func() { _ = uc.Close() })()
 			err := a.enrol(ctx, uc)
 			ack := &zdspb.Ack{}
 			if err != nil {
@@ -215,7 +238,7 @@ func (a *NodeAgent) acceptPods(ctx context.Context, l *net.UnixListener, wg *syn
 func (a *NodeAgent) enrol(ctx context.Context, uc *net.UnixConn) error {
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4))
-	_ = uc.SetReadDeadline(time.Now().Add(ackTimeout))
+	_ = uc.SetReadDeadline(time.Now().Add(a.AckTimeout))
 	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return fmt.Errorf("read enrolment: %w", err)
@@ -249,12 +272,9 @@ func (a *NodeAgent) enrol(ctx context.Context, uc *net.UnixConn) error {
 	a.mu.Unlock()
 	a.log.Info("node agent: pod enrolled", "pod", add.GetWorkloadInfo().GetName(), "uid", add.GetUid())
 	if z != nil {
-		z.mu.Lock()
-		err := z.sendAdd(w)
-		z.mu.Unlock()
-		if err != nil {
-			a.drop(z) // the pod is sent again when ztunnel reconnects
-			a.log.Warn("node agent: add to ztunnel", "err", err)
+		// The pod is sent again if ztunnel reconnects; a refusal is the pod's answer (w.acked).
+		if err := a.sendOrDrop(z, func() error { return z.sendAdd(w) }); err != nil {
+			a.log.Warn("node agent: add to ztunnel", "pod", add.GetWorkloadInfo().GetName(), "err", err)
 		}
 	}
 	select {
@@ -262,7 +282,7 @@ func (a *NodeAgent) enrol(ctx context.Context, uc *net.UnixConn) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(2 * ackTimeout):
+	case <-time.After(2 * a.AckTimeout):
 		return errors.New("ztunnel did not take the pod (is the node proxy running on this node?)")
 	}
 }
@@ -310,10 +330,8 @@ func (a *NodeAgent) watchGone(ctx context.Context, interval time.Duration) {
 		for _, w := range gone {
 			a.log.Info("node agent: pod gone", "pod", w.add.GetWorkloadInfo().GetName(), "uid", w.add.GetUid())
 			if z != nil {
-				z.mu.Lock()
-				err := z.send(&zdspb.WorkloadRequest{Payload: &zdspb.WorkloadRequest_Del{Del: &zdspb.DelWorkload{Uid: w.add.GetUid()}}}, nil)
-				z.mu.Unlock()
-				if err != nil {
+				del := &zdspb.WorkloadRequest{Payload: &zdspb.WorkloadRequest_Del{Del: &zdspb.DelWorkload{Uid: w.add.GetUid()}}}
+				if err := a.sendOrDrop(z, func() error { return z.send(del, nil) }); err != nil {
 					a.log.Warn("node agent: remove from ztunnel", "pod", w.add.GetWorkloadInfo().GetName(), "err", err)
 				}
 			}
@@ -355,8 +373,9 @@ func (a *NodeAgent) Pods() []string {
 
 // zdsConn is ztunnel's connection; mu serialises each message with its acknowledgement.
 type zdsConn struct {
-	mu sync.Mutex
-	c  *net.UnixConn
+	mu      sync.Mutex
+	c       *net.UnixConn
+	timeout time.Duration // for each message's acknowledgement
 }
 
 func (z *zdsConn) sendAdd(w *podNetns) error {
@@ -393,7 +412,7 @@ func (z *zdsConn) send(req *zdspb.WorkloadRequest, fd *os.File) error {
 	if fd != nil {
 		oob = unix.UnixRights(int(fd.Fd()))
 	}
-	_ = z.c.SetWriteDeadline(time.Now().Add(ackTimeout))
+	_ = z.c.SetWriteDeadline(time.Now().Add(z.timeout))
 	if _, _, err := z.c.WriteMsgUnix(b, oob, nil); err != nil {
 		return fmt.Errorf("zds send: %w", err)
 	}
@@ -409,7 +428,7 @@ func (z *zdsConn) send(req *zdspb.WorkloadRequest, fd *os.File) error {
 
 func (z *zdsConn) read(m proto.Message) error {
 	buf := make([]byte, 1024)
-	_ = z.c.SetReadDeadline(time.Now().Add(ackTimeout))
+	_ = z.c.SetReadDeadline(time.Now().Add(z.timeout))
 	n, _, _, _, err := z.c.ReadMsgUnix(buf, nil)
 	if err != nil {
 		return fmt.Errorf("zds read: %w", err)

@@ -28,13 +28,15 @@ const watchInterval = 50 * time.Millisecond
 func runAgent(t *testing.T) (*NodeAgent, string) {
 	t.Helper()
 	dir := t.TempDir()
-	return runAgentIn(t, dir), dir
+	return runAgentIn(t, dir, ackTimeout), dir
 }
 
-// runAgentIn runs a node agent in dir until the end of the test, once both its sockets listen.
-func runAgentIn(t *testing.T, dir string) *NodeAgent {
+// runAgentIn runs a node agent in dir, waiting ackTimeout for each of ztunnel's acknowledgements, until the
+// end of the test, once both its sockets listen.
+func runAgentIn(t *testing.T, dir string, ackTimeout time.Duration) *NodeAgent {
 	t.Helper()
 	a := NewNodeAgent(slog.New(slog.DiscardHandler))
+	a.AckTimeout = ackTimeout
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, dir, watchInterval) }()
@@ -279,6 +281,37 @@ func TestNodeAgentEnrolWhileConnected(t *testing.T) {
 	if got := a.Pods(); !slices.Contains(got, "u1") {
 		t.Errorf("Pods() = %v, want u1 among them", got)
 	}
+	// A refusal is ztunnel's answer about that pod alone: the connection stays for the next.
+	done = enrol(dir, pod("u3", "p3"))
+	z.expectAdd("u3, on the connection that refused u2", pod("u3", "p3"), self, "")
+	if err := enrolled(t, "u3", done); err != nil {
+		t.Errorf("Enrol of u3: %v", err)
+	}
+}
+
+// TestNodeAgentLetsGoOfASilentZtunnel: a ztunnel that does not acknowledge a pod in time loses its connection
+// (a late acknowledgement would read as the next message's); the pod is in the snapshot of the next one.
+func TestNodeAgentLetsGoOfASilentZtunnel(t *testing.T) {
+	dir := t.TempDir()
+	a := runAgentIn(t, dir, time.Second)
+	self := netnsInode(t, "/proc/self/ns/net")
+	first := connectZtunnel(t, dir)
+	first.expectSnapshotSent("empty snapshot")
+	done := enrol(dir, pod("u1", "p1"))
+	if req, _ := first.next("u1"); !proto.Equal(req.GetAdd(), pod("u1", "p1")) {
+		t.Fatalf("u1: %v, want add u1", req)
+	}
+	first.expectClosed("the connection that did not acknowledge u1")
+
+	second := connectZtunnel(t, dir)
+	second.expectAdd("second snapshot, u1", pod("u1", "p1"), self, "")
+	second.expectSnapshotSent("end of the second snapshot")
+	if err := enrolled(t, "u1", done); err != nil {
+		t.Errorf("Enrol of u1, taken by the second connection: %v", err)
+	}
+	if got := a.Pods(); !slices.Equal(got, []string{"u1"}) {
+		t.Errorf("Pods() = %v, want [u1]", got)
+	}
 }
 
 // TestNodeAgentZtunnelReconnects: a new ztunnel connection (ztunnel restarted) replaces the old one, gets a
@@ -372,7 +405,7 @@ func TestEnrolWaitsForTheAgent(t *testing.T) {
 		t.Fatalf("Enrol returned (%v) with no agent listening", err)
 	case <-time.After(100 * time.Millisecond): // it would fail at once if it did not wait
 	}
-	a := runAgentIn(t, dir)
+	a := runAgentIn(t, dir, ackTimeout)
 	waitFor(t, "the agent holds u1", func() bool { return slices.Equal(a.Pods(), []string{"u1"}) })
 	z := connectZtunnel(t, dir)
 	z.expectAdd("snapshot", pod("u1", "p1"), netnsInode(t, "/proc/self/ns/net"), "")
@@ -489,4 +522,26 @@ func TestNodeAgentRemovesGonePod(t *testing.T) {
 	if got := a.Pods(); len(got) != 0 {
 		t.Errorf("Pods() = %v after the pod was removed, want none", got)
 	}
+}
+
+// TestNodeAgentStopsWithSilentConnections: connections that never say anything (a ztunnel without its hello, a
+// pod without its enrolment) do not hold the agent past its context: Run returns within wait (runAgentIn's
+// cleanup checks), where a read waiting for them would take the 15 s of an acknowledgement.
+func TestNodeAgentStopsWithSilentConnections(t *testing.T) {
+	dir := t.TempDir()
+	var silent []*net.UnixConn
+	t.Cleanup(func() { // after the agent's cleanup (cleanups run last first), so they are open while it stops
+		for _, c := range silent {
+			c.Close()
+		}
+	})
+	runAgentIn(t, dir, ackTimeout)
+	for _, name := range []string{ZDSSocket, EnrolSocket} {
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: filepath.Join(dir, name), Net: "unixpacket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	time.Sleep(100 * time.Millisecond) // the agent has accepted both (nothing says when it has)
 }
