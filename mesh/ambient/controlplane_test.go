@@ -18,6 +18,7 @@ import (
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/google/go-cmp/cmp"
 	"github.com/irs-sim/irs/mesh/ca"
+	"github.com/irs-sim/irs/mesh/controlplane"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	workloadpb "github.com/irs-sim/irs/proto/ztunnel/workload"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
@@ -443,6 +444,11 @@ func TestControlPlaneDeltaXDS(t *testing.T) {
 	if n := st.GetNodes()[0]; n.GetAcked() != 2 || n.GetEndpoints() != 2 || st.GetVersion() != 3 {
 		t.Errorf("after rejecting state 3: version %d, node acked %d (endpoints %d), want state 3 with the node at 2",
 			st.GetVersion(), n.GetAcked(), n.GetEndpoints())
+	}
+	// Waiting for state 3 is in vain, and the runner is told why.
+	if err := controlplane.Rejected(st, 3); err == nil || !strings.Contains(err.Error(), "rejected version 3") ||
+		!strings.Contains(err.Error(), "rejected for the test") {
+		t.Errorf("Rejected(3) after the rejection: %v, want version 3 and the proxy's reason", err)
 	}
 
 	// A state not after the last is refused, and changes nothing.

@@ -105,7 +105,9 @@ type xdsStream struct {
 	sent       map[string]map[string]string // type → name → version it has (as far as we know)
 	inflight   map[string]sentResponse      // nonce → what was sent
 	rejected   map[string]uint64            // type → the last state version it rejected
-	nonces     uint64
+	// rejectedBecause is the proxy's reason for the latest version it rejected (of any type).
+	rejectedBecause string
+	nonces          uint64
 }
 
 type sentResponse struct {
@@ -130,7 +132,12 @@ func (x *XDS) Status() []*irsv1.NodeStatus {
 			}
 			first = false
 		}
+		// Endpoints is the Address type's version: its workloads and services are ztunnel's endpoints.
 		ns.Endpoints = s.acked[AddressType]
+		for _, v := range s.rejected {
+			ns.Rejected = max(ns.Rejected, v)
+		}
+		ns.RejectedBecause = s.rejectedBecause
 		s.mu.Unlock()
 		out = append(out, ns)
 	}
@@ -212,6 +219,7 @@ func (x *XDS) receive(s *xdsStream, r *discoverypb.DeltaDiscoveryRequest) {
 			s.sent[sent.typ] = sent.had
 			if r, ok := s.rejected[sent.typ]; !ok || sent.version > r {
 				s.rejected[sent.typ] = sent.version
+				s.rejectedBecause = sent.typ + ": " + d.GetMessage()
 			}
 			return
 		}

@@ -7,6 +7,8 @@ package controlplane
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -37,11 +39,12 @@ type Server struct {
 	cache  cache.SnapshotCache
 	xds    server.Server
 
-	mu      sync.Mutex
-	version uint64
-	known   map[string][]string    // the nodes of the current state → the resource types they have
-	nodes   map[string]*nodeStatus // every node seen or known
-	streams map[int64]string       // ADS stream → node id
+	mu       sync.Mutex
+	version  uint64
+	known    map[string][]string              // the nodes of the current state → the resource types they have
+	nodes    map[string]*nodeStatus           // every node seen or known
+	streams  map[int64]string                 // ADS stream → node id
+	lastSent map[int64]map[string]sentVersion // ADS stream → type → its last response
 	// peers is the service whose sidecar certificate each ADS stream presented: a stream gets only that
 	// service's configuration (and so its certificates).
 	peers map[int64]string
@@ -50,6 +53,15 @@ type Server struct {
 type nodeStatus struct {
 	connected int // open streams
 	acked     map[string]uint64
+	// rejected is the latest state version the node rejected, and why (rejectedBecause).
+	rejected        uint64
+	rejectedBecause string
+}
+
+// sentVersion is the state version of a response, by its nonce: a rejection names the response's nonce.
+type sentVersion struct {
+	nonce   string
+	version uint64
 }
 
 // New returns a server whose certificates have trustDomain.
@@ -62,12 +74,13 @@ func New(ctx context.Context, logger *slog.Logger, trustDomain string) (*Server,
 		return nil, err
 	}
 	s := &Server{logger: logger, ca: authority, known: map[string][]string{}, nodes: map[string]*nodeStatus{},
-		streams: map[int64]string{}, peers: map[int64]string{}}
+		streams: map[int64]string{}, lastSent: map[int64]map[string]sentVersion{}, peers: map[int64]string{}}
 	s.cache = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
 	s.xds = server.NewServer(ctx, s.cache, server.CallbackFuncs{
-		StreamOpenFunc:    s.onOpen,
-		StreamRequestFunc: s.onRequest,
-		StreamClosedFunc:  s.onClosed,
+		StreamOpenFunc:     s.onOpen,
+		StreamRequestFunc:  s.onRequest,
+		StreamResponseFunc: s.onResponse,
+		StreamClosedFunc:   s.onClosed,
 	})
 	return s, nil
 }
@@ -139,7 +152,8 @@ func (s *Server) GetStatus(context.Context, *irsv1.GetStatusRequest) (*irsv1.Get
 		}
 		out.Nodes = append(out.Nodes, &irsv1.NodeStatus{Id: id, Connected: n.connected > 0,
 			Listeners: n.acked[resource.ListenerType], Clusters: n.acked[resource.ClusterType],
-			Endpoints: n.acked[resource.EndpointType], Secrets: n.acked[resource.SecretType], Acked: acked})
+			Endpoints: n.acked[resource.EndpointType], Secrets: n.acked[resource.SecretType], Acked: acked,
+			Rejected: n.rejected, RejectedBecause: n.rejectedBecause})
 	}
 	return out, nil
 }
@@ -205,8 +219,14 @@ func (s *Server) onRequest(stream int64, req *discovery.DiscoveryRequest) error 
 		return nil
 	}
 	if req.GetErrorDetail() != nil {
+		// The request's version is the one the node keeps; the one it rejected is its response's, by nonce.
+		sent := s.lastSent[stream][req.GetTypeUrl()]
 		s.logger.Warn("sidecar rejected its configuration", "node", id, "type", req.GetTypeUrl(),
-			"version", req.GetVersionInfo(), "error", req.GetErrorDetail().GetMessage())
+			"version", sent.version, "error", req.GetErrorDetail().GetMessage())
+		if n := s.nodes[id]; sent.nonce == req.GetResponseNonce() && sent.version > n.rejected {
+			n.rejected = sent.version
+			n.rejectedBecause = fmt.Sprintf("%s: %s", req.GetTypeUrl(), req.GetErrorDetail().GetMessage())
+		}
 		return nil
 	}
 	if v, err := strconv.ParseUint(req.GetVersionInfo(), 10, 64); err == nil {
@@ -215,16 +235,43 @@ func (s *Server) onRequest(stream int64, req *discovery.DiscoveryRequest) error 
 	return nil
 }
 
+// onResponse records which state version a response carries, for its rejection.
+func (s *Server) onResponse(_ context.Context, stream int64, _ *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
+	v, err := strconv.ParseUint(resp.GetVersionInfo(), 10, 64)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastSent[stream] == nil {
+		s.lastSent[stream] = map[string]sentVersion{}
+	}
+	s.lastSent[stream][resp.GetTypeUrl()] = sentVersion{nonce: resp.GetNonce(), version: v}
+}
+
 func (s *Server) onClosed(stream int64, _ *core.Node) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.peers, stream)
+	delete(s.lastSent, stream)
 	if id, ok := s.streams[stream]; ok {
 		delete(s.streams, stream)
 		if n := s.nodes[id]; n != nil && n.connected > 0 {
 			n.connected--
 		}
 	}
+}
+
+// Rejected returns an error naming every connected node of the current state that rejected version v or a
+// later one without acknowledging a version as recent since: it keeps what it had, so waiting for it is in vain.
+func Rejected(st *irsv1.GetStatusResponse, v uint64) error {
+	var errs []error
+	for _, n := range st.GetNodes() {
+		if n.GetConnected() && n.GetRejected() >= v && n.GetRejected() > n.GetAcked() {
+			errs = append(errs, fmt.Errorf("%s rejected version %d: %s", n.GetId(), n.GetRejected(), n.GetRejectedBecause()))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Acked reports whether every connected node of the current state has acknowledged all of its configuration at

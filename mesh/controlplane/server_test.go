@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -47,6 +48,7 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 		}
 		if nack {
 			req.ErrorDetail = &status.Status{Message: "bad"}
+			req.ResponseNonce = "n-" + typ // the response respond() sent last
 		}
 		if err := s.onRequest(stream, req); err != nil {
 			t.Fatal(err)
@@ -61,15 +63,32 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 		t.Errorf("acked while client-0 has acknowledged listeners only: %v", st.GetNodes())
 	}
 	ack(7, "", resource.ClusterType, "1", false)
-	ack(7, "", resource.EndpointType, "1", true) // a rejection acknowledges nothing
+	// A rejection names the response it rejects by nonce; the version it carries is the one the node keeps.
+	respond := func(stream int64, typ, version, nonce string) {
+		s.onResponse(t.Context(), stream, nil, &discovery.DiscoveryResponse{TypeUrl: typ, VersionInfo: version, Nonce: nonce})
+	}
+	respond(7, resource.EndpointType, "1", "stale")
+	ack(7, "", resource.EndpointType, "", true)
+	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	if err := Rejected(st, 1); err != nil {
+		t.Errorf("Rejected after a rejection of a response not sent last: %v, want nil", err)
+	}
+	respond(7, resource.EndpointType, "1", "n-"+resource.EndpointType)
+	ack(7, "", resource.EndpointType, "", true) // a rejection acknowledges nothing
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
 	if Acked(st, 1) {
 		t.Errorf("acked although client-0 rejected its endpoints")
+	}
+	if err := Rejected(st, 1); err == nil || !strings.Contains(err.Error(), "client-0 rejected version 1") || !strings.Contains(err.Error(), "bad") {
+		t.Errorf("Rejected after client-0 rejected its endpoints: %v, want client-0, version 1 and its reason", err)
 	}
 	ack(7, "", resource.EndpointType, "1", false)
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
 	if !Acked(st, 1) {
 		t.Errorf("not acked after every kind was acknowledged: %v", st.GetNodes())
+	}
+	if err := Rejected(st, 1); err != nil {
+		t.Errorf("Rejected once client-0 acknowledged version 1 after all: %v, want nil", err)
 	}
 	for _, n := range st.GetNodes() {
 		if n.GetId() == "client-0" && (!n.GetConnected() || n.GetAcked() != 1 || n.GetSecrets() != 0) {

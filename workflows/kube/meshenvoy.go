@@ -328,9 +328,12 @@ func (b *Backend) syncMesh(ctx context.Context) error {
 		if controlplane.Acked(status, st.GetVersion()) {
 			break
 		}
+		if err := controlplane.Rejected(status, st.GetVersion()); err != nil {
+			return fmt.Errorf("the mesh's proxies refused its configuration: %w", err)
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sidecars did not acknowledge version %d: %w", st.GetVersion(), ctx.Err())
+			return fmt.Errorf("the mesh's proxies did not acknowledge version %d: %w", st.GetVersion(), ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

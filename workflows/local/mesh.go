@@ -278,6 +278,9 @@ func (b *Backend) syncMesh(ctx context.Context, timeout time.Duration, wait bool
 		if controlplane.Acked(status, st.GetVersion()) {
 			return time.Since(start), nil
 		}
+		if err := controlplane.Rejected(status, st.GetVersion()); err != nil {
+			return time.Since(start), fmt.Errorf("the sidecars refused the mesh's configuration: %w", err)
+		}
 		select {
 		case <-ctx.Done():
 			return time.Since(start), fmt.Errorf("sidecars did not acknowledge version %d within %v", st.GetVersion(), timeout)

@@ -891,9 +891,13 @@ type NodeStatus struct {
 	Endpoints uint64 `protobuf:"varint,5,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
 	Secrets   uint64 `protobuf:"varint,6,opt,name=secrets,proto3" json:"secrets,omitempty"`
 	// The version it acknowledged for every kind of resource it has: its configuration is at least that recent.
-	Acked         uint64 `protobuf:"varint,7,opt,name=acked,proto3" json:"acked,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Acked uint64 `protobuf:"varint,7,opt,name=acked,proto3" json:"acked,omitempty"`
+	// The latest state version it rejected (0: none), and the proxy's reason: it keeps what it had, and waiting
+	// for it to acknowledge that version is in vain.
+	Rejected        uint64 `protobuf:"varint,8,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	RejectedBecause string `protobuf:"bytes,9,opt,name=rejected_because,json=rejectedBecause,proto3" json:"rejected_because,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -975,6 +979,20 @@ func (x *NodeStatus) GetAcked() uint64 {
 	return 0
 }
 
+func (x *NodeStatus) GetRejected() uint64 {
+	if x != nil {
+		return x.Rejected
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetRejectedBecause() string {
+	if x != nil {
+		return x.RejectedBecause
+	}
+	return ""
+}
+
 var File_irs_v1_mesh_proto protoreflect.FileDescriptor
 
 const file_irs_v1_mesh_proto_rawDesc = "" +
@@ -1042,7 +1060,7 @@ const file_irs_v1_mesh_proto_rawDesc = "" +
 	"\x10GetStatusRequest\"W\n" +
 	"\x11GetStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12(\n" +
-	"\x05nodes\x18\x02 \x03(\v2\x12.irs.v1.NodeStatusR\x05nodes\"\xc2\x01\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x12.irs.v1.NodeStatusR\x05nodes\"\x89\x02\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
@@ -1051,7 +1069,9 @@ const file_irs_v1_mesh_proto_rawDesc = "" +
 	"\bclusters\x18\x04 \x01(\x04R\bclusters\x12\x1c\n" +
 	"\tendpoints\x18\x05 \x01(\x04R\tendpoints\x12\x18\n" +
 	"\asecrets\x18\x06 \x01(\x04R\asecrets\x12\x14\n" +
-	"\x05acked\x18\a \x01(\x04R\x05acked2\x95\x01\n" +
+	"\x05acked\x18\a \x01(\x04R\x05acked\x12\x1a\n" +
+	"\brejected\x18\b \x01(\x04R\brejected\x12)\n" +
+	"\x10rejected_because\x18\t \x01(\tR\x0frejectedBecause2\x95\x01\n" +
 	"\x12MeshControlService\x12=\n" +
 	"\bSetState\x12\x17.irs.v1.SetStateRequest\x1a\x18.irs.v1.SetStateResponse\x12@\n" +
 	"\tGetStatus\x12\x18.irs.v1.GetStatusRequest\x1a\x19.irs.v1.GetStatusResponseB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
