@@ -241,7 +241,7 @@ func LoadControlPlane(dir, namespace string, log *slog.Logger) (*ControlPlane, e
 // ServerTLS is the TLS of the node proxies' APIs: a certificate for host (what they are told to expect,
 // ALT_XDS_HOSTNAME and ALT_CA_HOSTNAME) from the run's CA, whose root they trust.
 func (c *ControlPlane) ServerTLS(host string) (*tls.Config, error) {
-	cert, err := c.authority.ServerCertificate(host, MaxCertificateLifetime*365)
+	cert, err := c.authority.ServerCertificate(host, ca.Validity) // as long as the root: the whole run
 	if err != nil {
 		return nil, err
 	}

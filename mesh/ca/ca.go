@@ -19,8 +19,9 @@ import (
 	"time"
 )
 
-// validity of every certificate: the length of any run, with room for clock skew.
-const validity = 7 * 24 * time.Hour
+// Validity is how long the run's roots are valid, and its certificates at most: the length of any run, with room
+// for clock skew.
+const Validity = 7 * 24 * time.Hour
 
 // CA issues certificates from one root.
 type CA struct {
@@ -49,7 +50,7 @@ func New(trustDomain string) (*CA, error) {
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{Organization: []string{"IRS"}, CommonName: "IRS mesh root " + trustDomain},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(validity),
+		NotAfter:              now.Add(Validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -132,7 +133,7 @@ func (c *CA) Issue(service string) (Pair, error) {
 		SerialNumber: serial(),
 		Subject:      pkix.Name{Organization: []string{"IRS"}, CommonName: service},
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validity),
+		NotAfter:     now.Add(Validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		URIs:         []*url.URL{id},
@@ -156,20 +157,26 @@ func (c *CA) Issue(service string) (Pair, error) {
 // proxies make their own key and send a CSR): the leaf names exactly that name, whatever else the request
 // asks for, and is valid for lifetime. It returns the leaf in DER and when it expires.
 func (c *CA) SignRequest(csr *x509.CertificateRequest, name string, lifetime time.Duration) ([]byte, time.Time, error) {
+	return c.sign(csr, name, lifetime, &x509.Certificate{Subject: pkix.Name{CommonName: name}, DNSNames: []string{name}})
+}
+
+// sign signs csr's key into a leaf of template's names valid for lifetime (no longer than the root).
+func (c *CA) sign(csr *x509.CertificateRequest, name string, lifetime time.Duration, template *x509.Certificate) ([]byte, time.Time, error) {
 	if err := csr.CheckSignature(); err != nil {
 		return nil, time.Time{}, fmt.Errorf("certificate request for %s: %w", name, err)
 	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(lifetime).Truncate(time.Second), // what the certificate can hold
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:     []string{name},
+	tmpl := *template
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-time.Minute)
+	tmpl.NotAfter = now.Add(lifetime)
+	if tmpl.NotAfter.After(c.root.NotAfter) { // a leaf is worth nothing once its root has expired
+		tmpl.NotAfter = c.root.NotAfter
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.root, csr.PublicKey, c.rootKey)
+	tmpl.NotAfter = tmpl.NotAfter.Truncate(time.Second) // what the certificate can hold
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, c.root, csr.PublicKey, c.rootKey)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("certificate for %s: %w", name, err)
 	}
@@ -188,23 +195,8 @@ func serial() *big.Int {
 // (Istio's CA API: ztunnel sends a CSR per workload identity): the leaf names exactly id as its URI SAN,
 // whatever else the request asks for, and is valid for lifetime. It returns the leaf in DER.
 func (c *CA) SignWorkload(csr *x509.CertificateRequest, id *url.URL, lifetime time.Duration) ([]byte, error) {
-	if err := csr.CheckSignature(); err != nil {
-		return nil, fmt.Errorf("certificate request for %s: %w", id, err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(lifetime).Truncate(time.Second),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		URIs:         []*url.URL{id},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.root, csr.PublicKey, c.rootKey)
-	if err != nil {
-		return nil, fmt.Errorf("certificate for %s: %w", id, err)
-	}
-	return der, nil
+	der, _, err := c.sign(csr, id.String(), lifetime, &x509.Certificate{URIs: []*url.URL{id}})
+	return der, err
 }
 
 // ServerCertificate makes a key, and a certificate for it naming name (a DNS SAN) valid for lifetime: a control

@@ -49,7 +49,7 @@ func NewControl(dir string) (*Control, error) {
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{Organization: []string{"IRS"}, CommonName: "IRS control root"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity), KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(Validity), KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("control root: %w", err)
@@ -111,7 +111,7 @@ func (c *Control) issue(name string, tmpl *x509.Certificate) (Files, error) {
 		return Files{}, err
 	}
 	now := time.Now()
-	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = serial(), now.Add(-time.Hour), now.Add(validity)
+	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = serial(), now.Add(-time.Hour), now.Add(Validity)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.root, &key.PublicKey, c.key)
 	if err != nil {

@@ -188,7 +188,7 @@ func LoadControlPlane(dir string) (*ControlPlane, error) {
 
 // serverTLS is the TLS configuration behind ServerCredentials.
 func (c *ControlPlane) serverTLS(name string) (*tls.Config, error) {
-	cert, err := c.Identity.ca.ServerCertificate(name, CertificateLifetime)
+	cert, err := c.Identity.ca.ServerCertificate(name, ca.Validity) // as long as the root: the whole run (the proxies' own are renewed)
 	if err != nil {
 		return nil, err
 	}
