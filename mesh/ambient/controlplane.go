@@ -59,9 +59,9 @@ const (
 
 // Credential file names in the directory a control plane is started with (WriteCredentials).
 const (
-	caCertFile = "ca.crt"
+	CACertFile = "ca.crt"
 	caKeyFile  = "ca.key"
-	tokenFile  = "token" // what the node proxies present
+	TokenFile  = "token" // what the node proxies present
 )
 
 // ControlPlane is IRS's ambient control plane: xDS and the CA for the node proxies, and
@@ -205,37 +205,40 @@ func splitAuthority(a string) (string, uint32, error) {
 
 // WriteCredentials writes what a control plane is started with into dir: the CA's root and key, and the node
 // proxies' token.
-func WriteCredentials(dir string, authority *ca.CA, token []byte) error {
+// It returns the files it wrote, by name (what the control plane's Secret holds).
+func WriteCredentials(dir string, authority *ca.CA, token []byte) (map[string]string, error) {
 	key, err := authority.KeyPEM()
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("ambient credentials: %w", err)
 	}
-	for name, b := range map[string][]byte{caCertFile: authority.RootPEM(), caKeyFile: key, tokenFile: token} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			return err
+	files := map[string]string{}
+	for name, b := range map[string][]byte{CACertFile: authority.RootPEM(), caKeyFile: key, TokenFile: token} {
+		files[name] = filepath.Join(dir, name)
+		if err := os.WriteFile(files[name], b, 0o600); err != nil {
+			return nil, fmt.Errorf("ambient credentials: %w", err)
 		}
 	}
-	return nil
+	return files, nil
 }
 
 // LoadControlPlane starts a control plane from the credentials in dir (WriteCredentials).
 func LoadControlPlane(dir, namespace string, log *slog.Logger) (*ControlPlane, error) {
 	files := map[string][]byte{}
-	for _, name := range []string{caCertFile, caKeyFile, tokenFile} {
+	for _, name := range []string{CACertFile, caKeyFile, TokenFile} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, err
 		}
 		files[name] = b
 	}
-	if len(files[tokenFile]) == 0 {
-		return nil, fmt.Errorf("%s: empty", filepath.Join(dir, tokenFile))
+	if len(files[TokenFile]) == 0 {
+		return nil, fmt.Errorf("%s: empty", filepath.Join(dir, TokenFile))
 	}
-	authority, err := ca.Load(TrustDomain, files[caCertFile], files[caKeyFile])
+	authority, err := ca.Load(TrustDomain, files[CACertFile], files[caKeyFile])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	return NewControlPlane(authority, files[tokenFile], namespace, log), nil
+	return NewControlPlane(authority, files[TokenFile], namespace, log), nil
 }
 
 // ServerTLS is the TLS of the node proxies' APIs: a certificate for host (what they are told to expect,

@@ -2,8 +2,6 @@ package kube
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"net"
@@ -12,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/mesh/ambient"
 	"github.com/irs-sim/irs/mesh/ca"
 	appsv1 "k8s.io/api/apps/v1"
@@ -60,28 +59,20 @@ func (b *Backend) ambientSockets() string { return ambientHostDir + "/" + b.cfg.
 func (b *Backend) startAmbientCredentials(ctx context.Context) error {
 	authority, err := ca.New(ambient.TrustDomain)
 	if err != nil {
-		return err
+		return fmt.Errorf("ambient CA: %w", err)
 	}
-	tok := make([]byte, 32)
-	if _, err := rand.Read(tok); err != nil {
-		return err
-	}
-	tok = []byte(hex.EncodeToString(tok))
 	dir := filepath.Join(b.mesh.dir, "ambient")
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return err
+		return fmt.Errorf("ambient credentials: %w", err)
 	}
-	if err := ambient.WriteCredentials(dir, authority, tok); err != nil {
+	files, err := ambient.WriteCredentials(dir, authority, []byte(token.New()))
+	if err != nil {
 		return err
-	}
-	files := map[string]string{}
-	for _, name := range []string{"ca.crt", "ca.key", "token"} {
-		files[name] = filepath.Join(dir, name)
 	}
 	if err := b.secret(ctx, controlPlaneName+"-ambient", files); err != nil {
 		return err
 	}
-	return b.secret(ctx, ztunnelName, map[string]string{"token": files["token"], "root-cert.pem": files["ca.crt"]})
+	return b.secret(ctx, ztunnelName, map[string]string{"token": files[ambient.TokenFile], "root-cert.pem": files[ambient.CACertFile]})
 }
 
 // ambientControlPlane adds the ambient part to the control plane's pod: the node proxies' port and credentials.
@@ -182,7 +173,7 @@ func (b *Backend) ambientInit(service string) (*corev1.Container, corev1.Volume)
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Env: []corev1.EnvVar{{Name: "POD_UID", ValueFrom: field("metadata.uid")},
 			{Name: "POD_NAME", ValueFrom: field("metadata.name")}, {Name: "POD_NAMESPACE", ValueFrom: field("metadata.namespace")}},
-		Args: []string{"mesh", "init", "--proxy-mark", strconv.Itoa(ambient.PacketMark),
+		Args: []string{"mesh", "init", "--proxy-mark", fmt.Sprintf("%#x", ambient.PacketMark),
 			"--inbound-port", strconv.Itoa(ambient.InboundPort), "--outbound-port", strconv.Itoa(ambient.OutboundPort),
 			// ztunnel's tunnel port and the worker's control API (IRS's channel, and the kubelet's probes) are
 			// reached directly.

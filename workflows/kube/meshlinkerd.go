@@ -2,8 +2,6 @@ package kube
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/mesh/ambient"
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/linkerd"
@@ -123,11 +122,7 @@ func (b *Backend) startLinkerdCredentials(ctx context.Context) error {
 		if !sidecars[name] {
 			continue
 		}
-		tok := make([]byte, 32)
-		if _, err := rand.Read(tok); err != nil {
-			return err
-		}
-		tok = []byte(hex.EncodeToString(tok))
+		tok := []byte(token.New())
 		tokens[b.linkerdIdentity(name)] = tok
 		path := filepath.Join(b.mesh.dir, "token-"+name)
 		if err := os.WriteFile(path, tok, 0o600); err != nil {
