@@ -166,7 +166,7 @@ func (a *app) serveAmbient(g *grpc.Server, listen, dir, host, namespace string, 
 }
 
 func (a *app) newNodeAgentCmd() *cobra.Command {
-	var dir string
+	var dir, stateDir string
 	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "node-agent",
@@ -174,7 +174,8 @@ func (a *app) newNodeAgentCmd() *cobra.Command {
 		Long: `Run beside ztunnel on each node (privileged, in the host's PID namespace), as istio-cni's node agent:
 ztunnel connects to ` + ambient.ZDSSocket + ` in --dir (its INPOD_UDS) and is handed, over the ZDS protocol, the
 network namespace of every pod that enrolled at ` + ambient.EnrolSocket + ` (irs mesh init --enrol), so that it
-makes its listeners inside each pod. A pod with no process left is removed from ztunnel.`,
+makes its listeners inside each pod. A pod with no process left is removed from ztunnel. With --state-dir it
+keeps a record of each pod there, so that the agent started again still holds the pods that run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
@@ -186,14 +187,22 @@ makes its listeners inside each pod. A pod with no process left is removed from 
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return withExitCode(fmt.Errorf("--dir: %w", err), ExitInvalidEnvironment)
 			}
-			a.logger.Info("node agent serving", "dir", dir)
-			err := ambient.NewNodeAgent(a.logger).Run(cmd.Context(), dir, interval)
+			if stateDir != "" {
+				if err := os.MkdirAll(stateDir, 0o700); err != nil {
+					return withExitCode(fmt.Errorf("--state-dir: %w", err), ExitInvalidEnvironment)
+				}
+			}
+			a.logger.Info("node agent serving", "dir", dir, "state_dir", stateDir)
+			agent := ambient.NewNodeAgent(a.logger)
+			agent.StateDir = stateDir
+			err := agent.Run(cmd.Context(), dir, interval)
 			_ = os.Remove(dir) // the run's directory on the node, once its sockets are gone (only if empty)
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "`directory` of the two sockets (shared with ztunnel and the pods' init containers)")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "how often to look for pods that are gone")
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", "`directory` to keep a record of each enrolled pod in, for an agent started again (none: kept in memory only)")
 	return cmd
 }
 

@@ -39,6 +39,9 @@ type NodeAgent struct {
 	// AckTimeout bounds how long ztunnel may take to acknowledge one message; a connection that does not answer
 	// in time is let go (ztunnel reconnects and gets a snapshot).
 	AckTimeout time.Duration
+	// StateDir, when set, keeps a record of every enrolled pod, so that the agent started again with it holds
+	// the pods still running (a pod enrols once; without them, ztunnel would drop every pod on the node).
+	StateDir string
 
 	mu        sync.Mutex
 	workloads map[string]*podNetns // uid →
@@ -76,6 +79,20 @@ func NewNodeAgent(log *slog.Logger) *NodeAgent {
 
 // Run serves ztunnel and the pods in dir until ctx ends, and watches for pods that are gone every interval.
 func (a *NodeAgent) Run(ctx context.Context, dir string, interval time.Duration) error {
+	if a.StateDir != "" {
+		pods, errs := loadRecords(a.StateDir)
+		for _, err := range errs {
+			a.log.Warn("node agent: a pod's record", "err", err)
+		}
+		a.mu.Lock()
+		for _, w := range pods {
+			a.workloads[w.add.GetUid()] = w
+		}
+		a.mu.Unlock()
+		if len(pods) > 0 {
+			a.log.Info("node agent: pods held again from the agent's state", "pods", len(pods))
+		}
+	}
 	zds, err := listenPacket(filepath.Join(dir, ZDSSocket))
 	if err != nil {
 		return err
@@ -270,6 +287,10 @@ func (a *NodeAgent) enrol(ctx context.Context, uc *net.UnixConn) error {
 	a.workloads[add.GetUid()] = w
 	z := a.conn
 	a.mu.Unlock()
+	if err := saveRecord(a.StateDir, w); err != nil {
+		// The pod is meshed all the same; only an agent started again would not know it.
+		a.log.Warn("node agent", "err", err)
+	}
 	a.log.Info("node agent: pod enrolled", "pod", add.GetWorkloadInfo().GetName(), "uid", add.GetUid())
 	if z != nil {
 		// The pod is sent again if ztunnel reconnects; a refusal is the pod's answer (w.acked).
@@ -312,7 +333,7 @@ func (a *NodeAgent) watchGone(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		live, err := liveNetns()
+		live, err := processInNetns()
 		if err != nil {
 			a.log.Warn("node agent: list the node's network namespaces", "err", err)
 			continue
@@ -320,7 +341,7 @@ func (a *NodeAgent) watchGone(ctx context.Context, interval time.Duration) {
 		a.mu.Lock()
 		var gone []*podNetns
 		for uid, w := range a.workloads {
-			if !live[w.inode] {
+			if _, ok := live[w.inode]; !ok {
 				gone = append(gone, w)
 				delete(a.workloads, uid)
 			}
@@ -336,24 +357,28 @@ func (a *NodeAgent) watchGone(ctx context.Context, interval time.Duration) {
 				}
 			}
 			w.close()
+			if err := dropRecord(a.StateDir, w.add.GetUid()); err != nil {
+				a.log.Warn("node agent", "err", err)
+			}
 		}
 	}
 }
 
-// liveNetns are the network namespaces (inodes) some process on the node is in.
-func liveNetns() (map[uint64]bool, error) {
+// processInNetns returns, for every network namespace (inode) some process on the node is in, one such process.
+func processInNetns() (map[uint64]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the node's processes: %w", err)
 	}
-	live := map[uint64]bool{}
+	live := map[uint64]int{}
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		var st unix.Stat_t
 		if unix.Stat("/proc/"+e.Name()+"/ns/net", &st) == nil {
-			live[st.Ino] = true
+			live[st.Ino] = pid
 		}
 	}
 	return live, nil

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,25 +38,36 @@ func runAgentIn(t *testing.T, dir string, ackTimeout time.Duration) *NodeAgent {
 	t.Helper()
 	a := NewNodeAgent(slog.New(slog.DiscardHandler))
 	a.AckTimeout = ackTimeout
+	t.Cleanup(startAgent(t, a, dir))
+	return a
+}
+
+// startAgent runs a in dir once both its sockets listen; the function it returns stops it (once) and checks
+// that Run returned in time.
+func startAgent(t *testing.T, a *NodeAgent, dir string) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, dir, watchInterval) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(wait):
+				t.Errorf("Run did not return %s after its context ended", wait)
 			}
-		case <-time.After(wait):
-			t.Errorf("Run did not return %s after its context ended", wait)
-		}
-	})
+		})
+	}
 	for _, name := range []string{ZDSSocket, EnrolSocket} {
 		path := filepath.Join(dir, name)
 		waitFor(t, path+" listening", func() bool { return listening(t, path) })
 	}
-	return a
+	return stop
 }
 
 // listening is whether a seqpacket socket listens at path (in /proc/net/unix: type 0005, flag __SO_ACCEPTCON).
@@ -544,4 +556,52 @@ func TestNodeAgentStopsWithSilentConnections(t *testing.T) {
 		silent = append(silent, c)
 	}
 	time.Sleep(100 * time.Millisecond) // the agent has accepted both (nothing says when it has)
+}
+
+// TestNodeAgentHoldsPodsAgainAfterARestart: an agent started again with the state directory of one that
+// stopped holds the pods still running, with their network namespaces, and hands them to ztunnel; the records
+// of pods that ended meanwhile, and records it cannot read, are dropped.
+func TestNodeAgentHoldsPodsAgainAfterARestart(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	self := netnsInode(t, "/proc/self/ns/net")
+	first := NewNodeAgent(slog.New(slog.DiscardHandler))
+	first.StateDir = state
+	stopFirst := startAgent(t, first, dir)
+	t.Cleanup(stopFirst)
+	z := connectZtunnel(t, dir)
+	z.expectSnapshotSent("empty snapshot")
+	done := enrol(dir, pod("u1", "p1"))
+	z.expectAdd("u1", pod("u1", "p1"), self, "")
+	if err := enrolled(t, "u1", done); err != nil {
+		t.Fatalf("Enrol of u1: %v", err)
+	}
+	stopFirst()
+
+	// A pod that ended while no agent ran (no process is in namespace inode 1), and a torn record.
+	if err := os.WriteFile(filepath.Join(state, "ended.json"), []byte(`{"inode":1,"add":{"uid":"ended"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "torn.json"), []byte(`{"inode":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := NewNodeAgent(slog.New(slog.DiscardHandler))
+	second.StateDir = state
+	t.Cleanup(startAgent(t, second, dir))
+	if got := second.Pods(); !slices.Equal(got, []string{"u1"}) {
+		t.Errorf("Pods() of the agent started again = %v, want [u1]", got)
+	}
+	z = connectZtunnel(t, dir)
+	z.expectAdd("snapshot of the agent started again", pod("u1", "p1"), self, "")
+	z.expectSnapshotSent("end of the snapshot")
+	entries, err := os.ReadDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"u1.json"}) {
+		t.Errorf("state directory holds %v, want [u1.json] (the ended pod's and the torn record dropped)", names)
+	}
 }

@@ -38,6 +38,8 @@ const (
 	// ambientHostDir is mounted from each node at the same path in the containers that use the node agent's
 	// sockets; a run's are in <namespace>/, which its node agent removes when it stops.
 	ambientHostDir = "/var/run/irs/ambient"
+	// nodeAgentStateDir is where the node agent keeps its records of the node's pods (an emptyDir).
+	nodeAgentStateDir = "/var/lib/irs-node-agent"
 )
 
 // ZtunnelImage is the node proxies' image under --mesh ambient with IRS's control plane.
@@ -139,10 +141,12 @@ func (b *Backend) createZtunnel(ctx context.Context) error {
 							Add: []corev1.Capability{"NET_ADMIN", "SYS_ADMIN", "NET_RAW"}, Drop: []corev1.Capability{"ALL"}}},
 					}, {
 						Name: "node-agent", Image: b.cfg.Image, ImagePullPolicy: b.pullPolicy(),
-						Args: []string{"mesh", "node-agent", "--dir", b.ambientSockets(), "--log-format", "json"},
+						// Its state outlives the container (a restart holds the node's pods again), not the pod.
+						Args: []string{"mesh", "node-agent", "--dir", b.ambientSockets(), "--state-dir", nodeAgentStateDir,
+							"--log-format", "json"},
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("16Mi")}},
-						VolumeMounts: []corev1.VolumeMount{socketMount},
+						VolumeMounts: []corev1.VolumeMount{socketMount, {Name: "node-agent-state", MountPath: nodeAgentStateDir}},
 						// It reads every process's network namespace (/proc/<pid>/ns/net), as istio-cni does.
 						SecurityContext: &corev1.SecurityContext{Privileged: ptr(true)},
 					}},
@@ -151,6 +155,7 @@ func (b *Backend) createZtunnel(ctx context.Context) error {
 							Path: ambientHostDir, Type: &hostDir}}},
 						{Name: "ztunnel-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 							SecretName: ztunnelName, DefaultMode: ptr(int32(0o400))}}},
+						{Name: "node-agent-state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 					},
 					NodeSelector: b.cfg.Platform.GetNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
 					AutomountServiceAccountToken: ptr(false), EnableServiceLinks: ptr(false),
