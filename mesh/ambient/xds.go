@@ -153,6 +153,8 @@ func (x *XDS) DeltaAggregatedResources(srv grpc.BidiStreamingServer[discoverypb.
 	ctx := srv.Context()
 	reqs := make(chan *discoverypb.DeltaDiscoveryRequest)
 	recvErr := make(chan error, 1)
+	// Not waited for: it ends with the stream, whose context gRPC cancels once this handler returns (Recv then
+	// fails, and the sends select on ctx).
 	go func() {
 		for {
 			r, err := srv.Recv()
