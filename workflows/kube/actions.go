@@ -39,8 +39,20 @@ func (b *Backend) Kill(ctx context.Context, service string, ids []string, k work
 			s.victims = append(s.victims, id)
 		}
 	}
+	unlisted := notListed(victims, b.endpoints[service], b.mesh != nil)
 	b.refreshInService()
 	b.mu.Unlock()
+	defer func() {
+		// A pod ready by its status that its Service did not list (the EndpointSlice controller had not added
+		// it yet, or its last probe failed) is out of the Service from its kill: no removal will follow.
+		now := time.Now()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, id := range unlisted {
+			b.emit(workflows.Event{At: now, Kind: workflows.EventEndpointRemoved, Service: service, Replica: id,
+				Detail: "not a ready endpoint of Service " + service + " when killed"})
+		}
+	}()
 	seconds := int64(0)
 	if sig == workflows.SignalTerm {
 		seconds = int64((grace + time.Second - 1) / time.Second)
@@ -254,4 +266,19 @@ func (b *Backend) exec(ctx context.Context, pod, container string, cmd []string)
 	var out bytes.Buffer
 	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
 	return strings.TrimSpace(out.String()), err
+}
+
+// notListed returns the victims their Service's EndpointSlices do not list as ready. Under IRS's own mesh the
+// callers' proxies learn endpoints from its control plane, which reports removals itself: none.
+func notListed(victims []string, listed map[string]bool, ownMesh bool) []string {
+	if ownMesh {
+		return nil
+	}
+	var out []string
+	for _, id := range victims {
+		if !listed[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
