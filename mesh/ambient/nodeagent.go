@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -273,6 +274,10 @@ func (a *NodeAgent) enrol(ctx context.Context, uc *net.UnixConn) error {
 	if add.GetUid() == "" || add.GetWorkloadInfo().GetName() == "" || add.GetWorkloadInfo().GetNamespace() == "" {
 		_ = netns.Close()
 		return errors.New("enrolment: uid, workload_info.name and workload_info.namespace are required")
+	}
+	if uid := add.GetUid(); strings.ContainsAny(uid, "/\x00") || strings.HasPrefix(uid, ".") {
+		_ = netns.Close()
+		return fmt.Errorf("enrolment: uid %q: not a pod's uid", uid) // it names the pod's record file
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

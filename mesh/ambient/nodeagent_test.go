@@ -378,8 +378,8 @@ func TestNodeAgentSnapshotGoesOnAfterARefusal(t *testing.T) {
 	second.expectSnapshotSent("end of the second snapshot")
 }
 
-// TestEnrolRefusals: an enrolment without the pod's uid, name or namespace is refused (and not held), and so is
-// one where no agent listens.
+// TestEnrolRefusals: an enrolment without the pod's uid, name or namespace, or with a uid that is a path, is
+// refused (and not held), and so is one where no agent listens.
 func TestEnrolRefusals(t *testing.T) {
 	a, dir := runAgent(t)
 	z := connectZtunnel(t, dir)
@@ -392,6 +392,12 @@ func TestEnrolRefusals(t *testing.T) {
 	} {
 		if err := enrolled(t, add.String(), enrol(dir, add)); err == nil || !strings.Contains(err.Error(), "required") {
 			t.Errorf("Enrol %v: %v, want the missing field refused", add, err)
+		}
+	}
+	// The uid names the pod's record file: one that could name another file is refused.
+	for _, uid := range []string{"../u1", "..", "a/b"} {
+		if err := enrolled(t, uid, enrol(dir, pod(uid, "p1"))); err == nil || !strings.Contains(err.Error(), "not a pod's uid") {
+			t.Errorf("Enrol with uid %q: %v, want it refused", uid, err)
 		}
 	}
 	if got := a.Pods(); len(got) != 0 {
