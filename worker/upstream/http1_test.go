@@ -486,6 +486,12 @@ func TestHTTP1StaleKeepAlive(t *testing.T) {
 	if resp := cl.do(context.Background(), time.Now().Add(2*time.Second), h1Req0, nil); resp.Status != 200 {
 		t.Fatalf("call after the peer closed the idle connection: %+v, want 200", resp)
 	}
+	// The peer counts an answer once written, which may be after the client has read it: wait for its count.
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the peer did not finish with its second connection")
+	}
 	if a, n := srv.accepted.Load(), srv.answered.Load(); a != 2 || n != 2 {
 		t.Errorf("peer accepted %d connections and answered %d requests, want 2 and 2", a, n)
 	}
