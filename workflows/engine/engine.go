@@ -100,6 +100,10 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 		return e.res, err
 	}
 	runCtx, stopRun := context.WithCancel(context.Background())
+	// The baseline, so that start-up CPU is not the run's, is taken before the run starts: a cluster's counters
+	// may take seconds to read (a kubelet busy with another run's teardown took 5 s), which would otherwise
+	// be cut from the start of the first phase, its loads starting that late.
+	e.sampleUsage(time.Now())
 	e.mu.Lock()
 	e.t0 = time.Now()
 	e.res.Startup = e.t0.Sub(e.res.GetStartedAt().AsTime()).Seconds()
@@ -110,7 +114,6 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 			col.watch(s.Name, r.ID)
 		}
 	}
-	e.sampleUsage(e.t0) // the baseline: start-up CPU is not the run's
 	var events, samples, ticks sync.WaitGroup
 	events.Go(func() { e.consumeEvents(col) })
 	samples.Go(func() { e.consumeSamples(col) })
