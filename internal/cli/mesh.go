@@ -153,16 +153,7 @@ func (a *app) serveAmbient(g *grpc.Server, listen, dir, host, namespace string, 
 	if err != nil {
 		return nil, fmt.Errorf("--ambient-host: %w", err)
 	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, withExitCode(fmt.Errorf("--proxy-listen: %w", err), ExitInvalidConfig)
-	}
-	irsv1.RegisterMeshControlServiceServer(g, cp)
-	proxies := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(grpccreds.NewTLS(tlsCfg)))
-	cp.RegisterProxyAPIs(proxies)
-	go func() { served <- proxies.Serve(ln) }()
-	a.logger.Info("ambient node proxy APIs serving", "addr", ln.Addr().String(), "host", host)
-	return proxies, nil
+	return a.serveProxyAPIs(g, listen, cp, grpccreds.NewTLS(tlsCfg), served, "ambient node proxy APIs serving", "host", host)
 }
 
 func (a *app) newNodeAgentCmd() *cobra.Command {
@@ -220,6 +211,19 @@ func (a *app) serveLinkerd(g *grpc.Server, listen, dir, name string, served chan
 	if err != nil {
 		return nil, fmt.Errorf("--linkerd-name: %w", err)
 	}
+	return a.serveProxyAPIs(g, listen, cp, creds, served, "linkerd proxy APIs serving", "name", name)
+}
+
+// proxyControlPlane is a mesh control plane of IRS's own that serves its proxies' APIs apart from the runner's.
+type proxyControlPlane interface {
+	irsv1.MeshControlServiceServer
+	RegisterProxyAPIs(*grpc.Server)
+}
+
+// serveProxyAPIs serves cp's proxy APIs on listen with creds (the error of Serve goes to served), registers the
+// runner's API on g, and logs msg with the listener's address and attrs.
+func (a *app) serveProxyAPIs(g *grpc.Server, listen string, cp proxyControlPlane, creds grpccreds.TransportCredentials,
+	served chan<- error, msg string, attrs ...any) (*grpc.Server, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, withExitCode(fmt.Errorf("--proxy-listen: %w", err), ExitInvalidConfig)
@@ -228,7 +232,7 @@ func (a *app) serveLinkerd(g *grpc.Server, listen, dir, name string, served chan
 	proxies := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(creds))
 	cp.RegisterProxyAPIs(proxies)
 	go func() { served <- proxies.Serve(ln) }()
-	a.logger.Info("linkerd proxy APIs serving", "addr", ln.Addr().String(), "name", name)
+	a.logger.Info(msg, append([]any{"addr", ln.Addr().String()}, attrs...)...)
 	return proxies, nil
 }
 

@@ -46,7 +46,7 @@ func (b *Backend) Kill(ctx context.Context, service string, ids []string, k work
 		// A pod ready by its status that its Service did not list (the EndpointSlice controller had not added
 		// it yet, or its last probe failed) is out of the Service from its kill: no removal will follow.
 		now := time.Now()
-		b.mu.Lock()
+		b.mu.Lock() // the emitter is closed under it
 		defer b.mu.Unlock()
 		for _, id := range unlisted {
 			b.emit(workflows.Event{At: now, Kind: workflows.EventEndpointRemoved, Service: service, Replica: id,
