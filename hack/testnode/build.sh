@@ -2,6 +2,8 @@
 # build.sh - build what the test node runs that Debian does not package, once per version: the five Kubernetes
 # binaries and kubectl (from the Go module proxy, through the wrapper module in k8sbin/), and the pause image.
 # A cold build takes ~6-12 min on 2 cores; with the binaries in the cache, nothing is done.
+# Builds that share the cache (make test's background build beside make testnode-up, two checkouts) take turns on
+# a lock, and each writes under a name of its own before moving the file into place.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -9,6 +11,8 @@ ROOT=$(cd "$HERE/../.." && pwd)
 . "$HERE/env.sh"
 log() { printf '[testnode %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 mkdir -p "$K8S_BIN" "$IMAGES"
+exec 9>"$CACHE/.lock-testnode-build"
+flock 9
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 ldf="-s -w"
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -19,11 +23,16 @@ for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-prox
   pkg=k8s.io/kubernetes/cmd/$c
   log "building $c $K8S_VERSION (cached in $K8S_BIN)"
   t=$(date +%s)
-  (cd "$HERE/k8sbin" && GOFLAGS=-mod=mod nice -n 10 go build -trimpath -ldflags "$ldf" -o "$K8S_BIN/$c.tmp" "$pkg")
-  mv "$K8S_BIN/$c.tmp" "$K8S_BIN/$c"
+  tmp=$(mktemp "$K8S_BIN/.$c.XXXXXX")
+  (cd "$HERE/k8sbin" && GOFLAGS=-mod=mod nice -n 10 go build -trimpath -ldflags "$ldf" -o "$tmp" "$pkg") || { rm -f "$tmp"; exit 1; }
+  mv "$tmp" "$K8S_BIN/$c"
   log "built $c in $(( $(date +%s) - t ))s"
 done
 if [ ! -f "$IMAGES/pause.tar" ] || [ "$HERE/pause/main.go" -nt "$IMAGES/pause.tar" ]; then
-  (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$IMAGES/pause" ./hack/testnode/pause &&
-    go run ./internal/imagebuild -o "$IMAGES/pause.tar" -name localhost/irs/pause:3.10 -entrypoint /pause "$IMAGES/pause=/pause")
+  tmp=$(mktemp -d "$IMAGES/.pause.XXXXXX")
+  (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/pause" ./hack/testnode/pause &&
+    go run ./internal/imagebuild -o "$tmp/pause.tar" -name localhost/irs/pause:3.10 -entrypoint /pause "$tmp/pause=/pause") ||
+    { rm -rf "$tmp"; exit 1; }
+  mv "$tmp/pause.tar" "$IMAGES/pause.tar"
+  rm -rf "$tmp"
 fi
