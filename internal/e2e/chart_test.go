@@ -53,10 +53,34 @@ services:
       serve: {delay: 20ms, status: {"503": 1%}}
 `
 
-// TestChartLint: the chart passes helm lint.
+// TestChartLint: the chart passes helm lint (with the image tag a user sets).
 func TestChartLint(t *testing.T) {
-	if out, err := exec.Command(helm(t), "lint", "--strict", "../../charts/irs").CombinedOutput(); err != nil {
+	if out, err := exec.Command(helm(t), "lint", "--strict", "--set", "image.tag=v9", "../../charts/irs").CombinedOutput(); err != nil {
 		t.Fatalf("helm lint: %v\n%s", err, out)
+	}
+}
+
+// TestChartImageTag: installed from its directory, the chart asks for image.tag rather than name an image no build
+// makes; packaged with a version (make chart), that version is its default image.
+func TestChartImageTag(t *testing.T) {
+	out, err := exec.Command(helm(t), "template", "rel", "../../charts/irs").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "image.tag: set it to the tag of the image you built") {
+		t.Errorf("helm template without image.tag: err %v, output %s; want a failure naming image.tag", err, out)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command(helm(t), "package", "../../charts/irs", "--app-version", "abc1234", "-d", dir).CombinedOutput(); err != nil {
+		t.Fatalf("helm package: %v\n%s", err, out)
+	}
+	pkgs, err := filepath.Glob(filepath.Join(dir, "irs-*.tgz"))
+	if err != nil || len(pkgs) != 1 {
+		t.Fatalf("packaged chart: %v %v", pkgs, err)
+	}
+	out, err = exec.Command(helm(t), "template", "rel", pkgs[0]).Output()
+	if err != nil {
+		t.Fatalf("helm template of the package: %v", err)
+	}
+	if !strings.Contains(string(out), "image: ghcr.io/irs-sim/irs:abc1234") {
+		t.Errorf("the packaged chart's pods do not run ghcr.io/irs-sim/irs:abc1234 by default:\n%s", out)
 	}
 }
 

@@ -162,42 +162,93 @@ func (d *decoder) message(n *yaml.Node, m protoreflect.Message, path *fieldPath)
 	fields := m.Descriptor().Fields()
 	seen := map[protoreflect.FieldNumber]string{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), n.Content[i+1]
-		fd := fields.ByName(protoreflect.Name(k.Value))
-		if fd == nil {
-			fd = fields.ByJSONName(k.Value)
-		}
-		if fd == nil {
-			d.fail(k, path.field(k.Value), "unknown field %q (want one of %s)", k.Value, names(fields))
+		if pieces, whole := commaSplit(n, i); pieces > 0 {
+			// Reported once, with the fix: not as a bad value and its pieces as unknown fields.
+			d.fail(n.Content[i+1], path.field(n.Content[i].Value),
+				"a comma inside a flow map {…} ends a value: %q was cut after %q; quote it: %s: %q",
+				whole, n.Content[i+1].Value, n.Content[i].Value, whole)
+			i += 2 * pieces
 			continue
 		}
-		fpath := path.field(string(fd.Name()))
-		if prev, dup := seen[fd.Number()]; dup {
-			d.fail(k, fpath, "set twice (also as %q)", prev)
-			continue
+		d.decodeField(n.Content[i], n.Content[i+1], m, fields, seen, path)
+	}
+}
+
+// commaSplit tells whether the value at n.Content[i+1] is a plain scalar that a comma cut in two inside a flow
+// map (`{delay: lognormal(p50=4ms, p99=20ms)}` reads as delay "lognormal(p50=4ms" and a key "p99=20ms)" without a
+// value): its parentheses or brackets do not close, and the next keys, each without a value, close them. It
+// returns how many entries are such pieces and the value as its author wrote it.
+func commaSplit(n *yaml.Node, i int) (pieces int, whole string) {
+	if n.Style&yaml.FlowStyle == 0 {
+		return 0, ""
+	}
+	v := n.Content[i+1]
+	if v.Kind != yaml.ScalarNode || v.Style != 0 {
+		return 0, ""
+	}
+	open := unclosed(v.Value)
+	if open <= 0 {
+		return 0, ""
+	}
+	whole = v.Value
+	for j := i + 2; j+1 < len(n.Content) && open > 0; j += 2 {
+		k, kv := n.Content[j], n.Content[j+1]
+		if k.Kind != yaml.ScalarNode || k.Style != 0 || !isNull(kv) || kv.Value != "" {
+			return 0, ""
 		}
-		seen[fd.Number()] = k.Value
-		if o := fd.ContainingOneof(); o != nil && !o.IsSynthetic() {
-			if other := m.WhichOneof(o); other != nil {
-				d.fail(k, fpath, "only one of %s may be set (%s is already)", oneofNames(o), other.Name())
-				continue
-			}
+		whole += ", " + k.Value
+		open += unclosed(k.Value)
+		pieces++
+	}
+	if open != 0 {
+		return 0, ""
+	}
+	return pieces, whole
+}
+
+// unclosed counts the opening parentheses and brackets of s less its closing ones.
+func unclosed(s string) int {
+	return strings.Count(s, "(") + strings.Count(s, "[") - strings.Count(s, ")") - strings.Count(s, "]")
+}
+
+// decodeField decodes one key and value of a mapping into m.
+func (d *decoder) decodeField(kn, v *yaml.Node, m protoreflect.Message, fields protoreflect.FieldDescriptors,
+	seen map[protoreflect.FieldNumber]string, path *fieldPath) {
+	k := resolve(kn)
+	fd := fields.ByName(protoreflect.Name(k.Value))
+	if fd == nil {
+		fd = fields.ByJSONName(k.Value)
+	}
+	if fd == nil {
+		d.fail(k, path.field(k.Value), "unknown field %q (want one of %s)", k.Value, names(fields))
+		return
+	}
+	fpath := path.field(string(fd.Name()))
+	if prev, dup := seen[fd.Number()]; dup {
+		d.fail(k, fpath, "set twice (also as %q)", prev)
+		return
+	}
+	seen[fd.Number()] = k.Value
+	if o := fd.ContainingOneof(); o != nil && !o.IsSynthetic() {
+		if other := m.WhichOneof(o); other != nil {
+			d.fail(k, fpath, "only one of %s may be set (%s is already)", oneofNames(o), other.Name())
+			return
 		}
-		v = resolve(v)
-		if isNull(v) {
-			continue
-		}
-		switch {
-		case fd.IsList():
-			d.list(v, m.Mutable(fd).List(), fd, fpath)
-		case fd.IsMap():
-			d.mapField(v, m.Mutable(fd).Map(), fd, fpath)
-		case fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind:
-			d.message(v, m.Mutable(fd).Message(), fpath)
-		default:
-			if val, ok := d.scalar(v, fd, fpath); ok {
-				m.Set(fd, val)
-			}
+	}
+	v = resolve(v)
+	if isNull(v) {
+		return
+	}
+	switch {
+	case fd.IsList():
+		d.list(v, m.Mutable(fd).List(), fd, fpath)
+	case fd.IsMap():
+		d.mapField(v, m.Mutable(fd).Map(), fd, fpath)
+	case fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind:
+		d.message(v, m.Mutable(fd).Message(), fpath)
+	default:
+		if val, ok := d.scalar(v, fd, fpath); ok {
+			m.Set(fd, val)
 		}
 	}
 }

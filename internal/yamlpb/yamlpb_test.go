@@ -297,6 +297,21 @@ func TestUnmarshalErrors(t *testing.T) {
 			want: []wantErr{{"4:5", `serve.status["503"]`, "key set twice"}},
 		},
 		{
+			name: "a comma splits a flow map's value: one error, which says to quote it",
+			doc:  "serve: {delay: lognormal(p50=4ms, p99=20ms), size: 10}\n",
+			want: []wantErr{{"1:16", "serve.delay", `quote it: delay: "lognormal(p50=4ms, p99=20ms)"`}},
+		},
+		{
+			name: "a value split in three",
+			doc:  "serve: {delay: f(a=1, b=2, c=3)}\n",
+			want: []wantErr{{"1:16", "serve.delay", `"f(a=1, b=2, c=3)" was cut after "f(a=1"`}},
+		},
+		{
+			name: "an unclosed value followed by a field with a value is not a split",
+			doc:  "serve: {size: x(1, cpu: 1ms}\n",
+			want: []wantErr{{"1:15", "serve.size", `want an integer, got "x(1"`}},
+		},
+		{
 			name: "YAML syntax error",
 			doc:  "name: a\nserve:\n  delay: 1ms\n   cpu: [\n",
 			want: []wantErr{{"4:1", "", "YAML syntax"}},

@@ -10,6 +10,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/* The worker image. */}}
 {{- define "irs.image" -}}
+{{- if and (not .Values.image.tag) (eq .Chart.AppVersion "unreleased") -}}
+{{- fail "image.tag: set it to the tag of the image you built (make image names it ghcr.io/irs-sim/irs:<tag>; bin/irs version prints <tag>), or install bin/irs-chart.tgz, which make chart packages with it" -}}
+{{- end -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
