@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # with-builds.sh - run a command (make test's Go tests) while the slow builds the Kubernetes tests need run beside
-# it at low priority: the data planes (make meshes: cargo, cold ~20 min of both cores) and the test node's
-# Kubernetes binaries (hack/testnode/build.sh, cold ~6-12 min). Both are cached, so on a warm machine they do
-# nothing. Once the command succeeds it waits for the builds (and fails if they did); if the command fails, the
-# builds are stopped. Nothing is left running. The builds' output is in bin/background-builds.log.
+# it at low priority: the data planes (hack/meshes/build.sh: cargo) and the test node's Kubernetes binaries
+# (hack/testnode/build.sh). All are cached, so on a warm machine they do nothing. Once the command succeeds it
+# waits for the builds (and fails if they did); if the command fails, the builds are stopped. Nothing is left
+# running. The builds' output is in bin/background-builds.log.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$ROOT/bin"
@@ -12,8 +12,22 @@ log="$ROOT/bin/background-builds.log"
 # Where the kernel groups each session for scheduling (sched_autogroup), a new session gets as much CPU as the
 # tests' whole session whatever its processes' nice: the group itself is niced too, or the builds take half the
 # machine from the tests (seen: TestOpenLoopRate starved at the end of its run).
+# The three builds run at once: each has long stretches on one core (linkerd2-proxy's LTO link alone takes minutes),
+# which the others fill; one after another, they took ~40 minutes of a cold CI run.
 setsid bash -c 'if [ -w /proc/$$/autogroup ]; then echo 19 >/proc/$$/autogroup; fi
-	cd "$1" && nice -n 15 make -s meshes && nice -n 15 hack/testnode/build.sh' builds "$ROOT" >"$log" 2>&1 &
+	cd "$1" || exit 1
+	build() { # build NAME CMD...: its output in the log, each line marked with its name
+		local name=$1; shift
+		nice -n 15 "$@" > >(sed -u "s/^/[$name] /") 2>&1 || { echo "[$name] FAILED"; return 1; }
+		echo "[$name] done"
+	}
+	export CARGO_JOBS=${CARGO_JOBS:-2}
+	build linkerd2-proxy hack/meshes/build.sh linkerd2-proxy & a=$!
+	build ztunnel hack/meshes/build.sh ztunnel & b=$!
+	build kubernetes hack/testnode/build.sh & c=$!
+	status=0
+	for p in $a $b $c; do wait $p || status=1; done
+	exit $status' builds "$ROOT" >"$log" 2>&1 &
 builds=$!
 stop() { kill -TERM -- "-$builds" 2>/dev/null || true; wait "$builds" 2>/dev/null || true; }
 trap stop EXIT

@@ -90,6 +90,10 @@ if [ -z "${RUSTUP_TOOLCHAIN:-}" ]; then
 		export RUSTUP_TOOLCHAIN
 	fi
 fi
+# The binary is stripped, so the debug info linkerd2-proxy's release profile asks for (debug = 1) only costs
+# compile and link time; the code is the same. Incremental compilation (ztunnel's quick-release) only pays for a
+# rebuild, which a cache by commit never does.
+export CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_INCREMENTAL=0
 command -v cargo >/dev/null || { echo "build.sh: cargo not found (install Rust: the data planes build from source)" >&2; exit 1; }
 echo "building $name $short with $(cd "$src" && rustc --version) (cached in $(dirname "$bin"))" >&2
 (cd "$src" && nice -n 10 "${build[@]}" -j "${CARGO_JOBS:-1}" >&2)

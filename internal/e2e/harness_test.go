@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -249,3 +250,48 @@ func routeStats(s *irsv1.StatsSnapshot, route string) *irsv1.RouteStats {
 }
 
 var _ = context.Background
+
+// stall is what a reference sleeper saw of this machine while something else ran: how long the machine kept a
+// due goroutine waiting, at worst, and how often beyond a bound. A claim that needs the cores (a rate kept to the
+// request) is judged against it: a starved machine is said to be one, in the failure message, with the stall
+// measured, rather than blamed on IRS or excused silently.
+type stall struct {
+	worst time.Duration
+	share float64 // of its 500µs sleeps, the share that overslept by more than 5 ms
+	n     int
+}
+
+func (s stall) String() string {
+	return fmt.Sprintf("a reference sleeper in the test overslept by up to %v (%.1f%% of its 500µs sleeps by more than 5ms)",
+		s.worst.Round(10*time.Microsecond), 100*s.share)
+}
+
+// measureStall runs fn while a reference sleeper measures how late this machine wakes a sleeping goroutine.
+func measureStall(fn func()) stall {
+	done := make(chan struct{})
+	var s stall
+	var over int
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			want := time.Now().Add(500 * time.Microsecond)
+			time.Sleep(500 * time.Microsecond)
+			s.n++
+			late := time.Since(want)
+			s.worst = max(s.worst, late)
+			if late > 5*time.Millisecond {
+				over++
+			}
+		}
+	})
+	fn()
+	close(done)
+	wg.Wait()
+	s.share = float64(over) / float64(max(s.n, 1))
+	return s
+}

@@ -70,7 +70,10 @@ func TestKubeFlashSale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := startWorkflowFile(t, file, t.TempDir(), kubeArgs("--time-scale", "0.1")...)
+	// Half speed: a kill every 5 s. The cluster's own timings are not scaled (a killed pod's replacement is Ready
+	// 1-2 s later, its endpoints ~1 s after that for kube-proxy), so at 0.1 a kill every second outran them and
+	// the 5xx measured the test's pace, not the workflow's story.
+	run := startWorkflowFile(t, file, t.TempDir(), kubeArgs("--time-scale", "0.5")...)
 	if code := run.exitCode(5 * time.Minute); code != 0 {
 		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
 	}
@@ -478,22 +481,24 @@ func TestKubeKillInPlace(t *testing.T) {
 		1000*(k.GetGone()-k.GetKilled()), 1000*(k.GetEndpointRemoved()-k.GetKilled()), k.GetReplacementReady()-k.GetKilled())
 }
 
-// TestKubeSeedSweep runs a seed experiment on the cluster as a user would: Kinvolk's 2019 emojivoto benchmark,
-// its sweep of two rates under no mesh and IRS's Envoy sidecars, twenty times faster. Four runs, each in a
-// namespace of its own, interleaved; every one passes its assertions at its point, the sidecars' cost is
-// measured apart, and the Markdown report sets the points side by side.
+// TestKubeSeedSweep runs a seed experiment on the cluster as a user would: the Linkerd/Istio 2021 emojivoto
+// benchmark, two points of its rate sweep under no mesh and IRS's Envoy sidecars, twenty times faster. Four runs,
+// each in a namespace of its own, interleaved; every one passes its assertions at its point, the sidecars' cost
+// is measured apart, and the Markdown report sets the points side by side. The points are the ones the one 2-core
+// test node carries beside the runner (20 and 200 req/s); its 2000, and Kinvolk's 500 and 600 through two
+// sidecars per hop, starved the load generator there (the run was invalid, rightly).
 func TestKubeSeedSweep(t *testing.T) {
-	file, err := filepath.Abs("../../examples/seeds/kinvolk-2019.yaml")
+	file, err := filepath.Abs("../../examples/seeds/linkerd-istio-2021.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := startWorkflowFile(t, file, t.TempDir(), kubeArgs("--envoy-image", os.Getenv("IRS_ENVOY_IMAGE"),
-		"--mesh", "none,envoy", "--time-scale", "0.05", "--report", "markdown")...)
+		"--mesh", "none,envoy", "--sweep", "rate=20,200", "--time-scale", "0.05", "--report", "markdown")...)
 	if code := run.exitCode(8 * time.Minute); code != 0 {
 		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
 	}
 	c := readComparison(t, filepath.Join(run.dir, "comparison.json"))
-	if got := strings.Join(c.GetOrder(), ","); got != "none rate=500#1,envoy rate=500#1,none rate=600#1,envoy rate=600#1" {
+	if got := strings.Join(c.GetOrder(), ","); got != "none rate=20#1,envoy rate=20#1,none rate=200#1,envoy rate=200#1" {
 		t.Errorf("order %s", got)
 	}
 	namespaces := map[string]bool{}
@@ -520,7 +525,7 @@ func TestKubeSeedSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"rate=500", "rate=600", "envoy", "none"} {
+	for _, want := range []string{"rate=20", "rate=200", "envoy", "none"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md does not mention %q:\n%s", want, md)
 		}
