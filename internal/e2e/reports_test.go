@@ -354,9 +354,16 @@ func TestSeedsSuite(t *testing.T) {
 	p := command(t, nil, "workflow", "run", seeds, "--run-dir", runDir, "--time-scale", "0.05", "--progress", "off",
 		"--report", "markdown,junit")
 	t.Cleanup(func() { assertNoWorkers(t, runDir, 10*time.Second) })
-	p.start()
-	if code := p.exitCode(8 * time.Minute); code != 0 {
-		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, p.stdout, p.stderr)
+	var code int
+	// The seeds' rates are claims about the machine too: when one is missed, the failure says how long the
+	// machine kept a sleeper waiting meanwhile.
+	machine := measureStall(func() {
+		p.start()
+		code = p.exitCode(8 * time.Minute)
+	})
+	t.Logf("suite exit %d; %v", code, machine)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; %v; stdout:\n%s\nstderr:\n%s", code, machine, p.stdout, p.stderr)
 	}
 	b, err := os.ReadFile(filepath.Join(runDir, "suite.json"))
 	if err != nil {
@@ -375,13 +382,13 @@ func TestSeedsSuite(t *testing.T) {
 	for _, r := range suite.GetRuns() {
 		want, ok := wantPoints[r.GetWorkflow()]
 		if !ok || r.GetStatus() != "passed" {
-			t.Errorf("%s (%s): %s, want a seed that passed", r.GetWorkflow(), r.GetFile(), r.GetStatus())
+			t.Errorf("%s (%s): %s, want a seed that passed; %v", r.GetWorkflow(), r.GetFile(), r.GetStatus(), machine)
 			continue
 		}
 		path := filepath.Join(runDir, r.GetResult())
 		if want == 1 {
 			if res := readResult(t, path); res.GetStatus() != "passed" || len(res.GetAssertions()) == 0 {
-				t.Errorf("%s: %s with %d assertions", r.GetWorkflow(), res.GetStatus(), len(res.GetAssertions()))
+				t.Errorf("%s: %s with %d assertions; %v", r.GetWorkflow(), res.GetStatus(), len(res.GetAssertions()), machine)
 			}
 			continue
 		}
@@ -392,7 +399,7 @@ func TestSeedsSuite(t *testing.T) {
 		for _, v := range c.GetVariants() {
 			for _, run := range v.GetRuns() {
 				if run.GetStatus() != "passed" {
-					t.Errorf("%s at %s: %s", r.GetWorkflow(), v.GetName(), run.GetStatus())
+					t.Errorf("%s at %s: %s; %v", r.GetWorkflow(), v.GetName(), run.GetStatus(), machine)
 				}
 			}
 		}
