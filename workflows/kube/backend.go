@@ -103,11 +103,12 @@ type pod struct {
 	created           time.Time
 	ready, terminated bool
 	readyAt           time.Time
-	deleting          bool   // deletion asked (by the run or anyone): out of service
-	killed            bool   // by the run
-	restarts          int32  // of the worker container
-	replaces          string // the victim it replaces
-	why               string // why it cannot start, if it cannot (see stuck)
+	deleting          bool     // deletion asked (by the run or anyone): out of service
+	killed            bool     // by the run
+	restarts          int32    // of the worker container
+	measured          []string // its containers whose CPU and memory the run reads: the worker, any sidecar
+	replaces          string   // the victim it replaces
+	why               string   // why it cannot start, if it cannot (see stuck)
 	client            irsv1.WorkerControlServiceClient
 	pushMu            sync.Mutex // orders configuration pushes and load changes to it
 }
@@ -158,6 +159,7 @@ func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) erro
 	b.refreshInService()
 	b.mu.Unlock()
 	deadline := time.Now().Add(b.cfg.ReadyTimeout)
+	b.usage = newUsageReader(b)
 	steps := []struct {
 		what string
 		do   func(context.Context) error
@@ -173,13 +175,13 @@ func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) erro
 		{"reach the relay", func(ctx context.Context) error { return b.connectRelay(ctx, deadline) }},
 		{"wait for every replica", func(ctx context.Context) error { return b.awaitReplicas(ctx, deadline) }},
 		{"check the mesh", b.checkMesh},
+		{"wait for the kubelets to measure every replica", b.usage.awaitMeasured},
 	}
 	for _, st := range steps {
 		if err := st.do(ctx); err != nil {
 			return fmt.Errorf("%s: %w", st.what, err)
 		}
 	}
-	b.usage = newUsageReader(b)
 	hctx, cancel := context.WithCancel(context.Background())
 	b.stopBeat = cancel
 	b.wg.Go(func() { b.heartbeat(hctx) })

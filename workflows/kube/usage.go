@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,8 @@ type usageReader struct {
 	// counters (integrated: "namespace/pod/container" → CPU seconds so far and when).
 	fallback   bool
 	integrated map[string]counter
+	// measureWait bounds awaitMeasured.
+	measureWait time.Duration
 }
 
 type counter struct {
@@ -45,7 +48,7 @@ type meshPod struct{ kind string }
 
 func newUsageReader(b *Backend) *usageReader {
 	return &usageReader{b: b, meshPods: map[string]meshPod{}, meshNodes: map[string]struct{}{}, warned: map[string]bool{},
-		integrated: map[string]counter{}}
+		integrated: map[string]counter{}, measureWait: measureWait}
 }
 
 // Usage implements workflows.Backend.
@@ -57,6 +60,12 @@ func (b *Backend) Usage() []workflows.Usage {
 }
 
 func (u *usageReader) read() []workflows.Usage {
+	out, _ := u.readAll()
+	return out
+}
+
+// readAll reads every node's counters; complete says every node answered.
+func (u *usageReader) readAll() (out []workflows.Usage, complete bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	u.refreshMesh(ctx)
@@ -64,7 +73,7 @@ func (u *usageReader) read() []workflows.Usage {
 	fallback := u.fallback
 	u.mu.Unlock()
 	if fallback {
-		return u.readMetricsAPI(ctx)
+		return u.readMetricsAPI(ctx), false
 	}
 	b := u.b
 	nodes := map[string]struct{}{}
@@ -81,8 +90,8 @@ func (u *usageReader) read() []workflows.Usage {
 	}
 	u.mu.Unlock()
 	var mu sync.Mutex
-	var out []workflows.Usage
 	var wg sync.WaitGroup
+	complete = true
 	for n := range nodes {
 		wg.Go(func() {
 			raw, err := b.c.raw(ctx, "/api/v1/nodes", n, "proxy", "metrics", "resource")
@@ -91,10 +100,16 @@ func (u *usageReader) read() []workflows.Usage {
 				u.fallback = true
 				u.mu.Unlock()
 				u.warnOnce("nodes/proxy", "read the kubelets' counters (nodes/proxy forbidden); using metrics.k8s.io's averages instead", err)
+				mu.Lock()
+				complete = false
+				mu.Unlock()
 				return
 			}
 			if err != nil {
 				u.warnOnce("node "+n, "read a kubelet's metrics", err)
+				mu.Lock()
+				complete = false
+				mu.Unlock()
 				return
 			}
 			got := u.parse(raw)
@@ -104,7 +119,71 @@ func (u *usageReader) read() []workflows.Usage {
 		})
 	}
 	wg.Wait()
-	return out
+	return out, complete
+}
+
+// measureWait bounds the wait for the kubelets to report every replica before the run starts: cAdvisor, which
+// the kubelet's figures come from, places a container it could not identify at once (containerd slow to
+// answer, on a busy node) at its next global housekeeping, every minute.
+const measureWait = 65 * time.Second
+
+// awaitMeasured waits, within measureWait, until the kubelets report the CPU and memory of every container the
+// run measures, so that no replica is missing from the first phase's figures; it warns, naming them, of those
+// still missing after that (the run goes on: their figures are missing until the kubelet reports them).
+func (u *usageReader) awaitMeasured(ctx context.Context) error {
+	deadline := time.Now().Add(u.measureWait)
+	told := false
+	for {
+		got, complete := u.readAll()
+		missing := u.unmeasured(got)
+		if len(missing) == 0 || !complete { // a kubelet not read was warned of
+			return nil
+		}
+		if time.Now().After(deadline) {
+			u.b.cfg.Logger.Warn("the kubelets report no CPU and memory for some of the run's containers: the run's figures lack them until they do",
+				"containers", strings.Join(missing, ", "), "waited", u.measureWait)
+			return nil
+		}
+		if !told && time.Until(deadline) < u.measureWait-5*time.Second {
+			told = true
+			u.b.cfg.Logger.Info("waiting for the kubelets to measure every container of the run", "missing", strings.Join(missing, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// unmeasured names the "pod/container"s of ready replicas that got has no sample of.
+func (u *usageReader) unmeasured(got []workflows.Usage) []string {
+	seen := map[string]bool{}
+	for _, g := range got {
+		if g.Kind == workflows.UsageWorker || g.Kind == workflows.UsageSidecar {
+			seen[g.Replica+"/"+g.Kind] = true
+		}
+	}
+	b := u.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var missing []string
+	for _, p := range b.pods {
+		if !p.ready || p.deleting || p.terminated {
+			continue
+		}
+		for _, c := range p.measured {
+			kind := workflows.UsageSidecar
+			if c == ContainerWorker {
+				kind = workflows.UsageWorker
+			}
+			if !seen[p.name+"/"+kind] {
+				missing = append(missing, p.name+"/"+c)
+			}
+		}
+	}
+	slices.Sort(missing)
+	return missing
 }
 
 // parse turns one kubelet's /metrics/resource into usage samples of what the run measures.

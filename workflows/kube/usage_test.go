@@ -1,12 +1,15 @@
 package kube
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,4 +75,89 @@ current-context: c
 	if !w2.At.Equal(t0.Add(2*time.Second)) || w2.CPUSeconds != 5.5 {
 		t.Errorf("second worker sample %+v: want 5 + 0.25 cores × 2 s = 5.5 CPU-s at t0+2s", w2)
 	}
+}
+
+// TestAwaitMeasured: the run starts once the kubelet reports every ready replica's worker and sidecar (one
+// that cAdvisor has not placed yet is waited for), and a container still missing when the wait ends is named
+// in a warning. (A served kubelet endpoint, not a cluster.)
+func TestAwaitMeasured(t *testing.T) {
+	var call atomic.Int32
+	late := atomic.Int32{} // the read from which server-2's sidecar is reported; 0: never
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/nodes/n1/proxy/metrics/resource" {
+			http.NotFound(w, r)
+			return
+		}
+		n := call.Add(1)
+		ms := time.Now().UnixMilli()
+		fmt.Fprintln(w, "# TYPE container_cpu_usage_seconds_total counter")
+		for _, c := range [][2]string{{"server-1", "worker"}, {"server-1", "envoy"}, {"server-2", "worker"}, {"server-2", "envoy"}} {
+			if c[0] == "server-2" && c[1] == "envoy" && (late.Load() == 0 || n < late.Load()) {
+				continue
+			}
+			fmt.Fprintf(w, "container_cpu_usage_seconds_total{container=%q,namespace=\"run\",pod=%q} 1.5 %d\n", c[1], c[0], ms)
+		}
+	}))
+	defer srv.Close()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	b, err := New(Config{Access: Access{Kubeconfig: kc}, Namespace: "run", ControlToken: "t",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"server-1", "server-2"} {
+		b.pods[name] = &pod{name: name, service: "server", node: "n1", ready: true, measured: []string{"worker", "envoy"}}
+	}
+	b.pods["server-3"] = &pod{name: "server-3", service: "server", node: "n1", measured: []string{"worker"}} // not ready yet
+
+	late.Store(3)
+	u := newUsageReader(b)
+	u.measureWait = 10 * time.Second
+	if err := u.awaitMeasured(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := call.Load(); n != 3 {
+		t.Errorf("awaitMeasured read the kubelet %d times; want 3 (until server-2's sidecar was reported)", n)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("warned with every container measured:\n%s", logs.String())
+	}
+
+	late.Store(0)
+	u = newUsageReader(b)
+	u.measureWait = 1500 * time.Millisecond
+	if err := u.awaitMeasured(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "containers=server-2/envoy ") {
+		t.Errorf("a container never reported: log\n%s\nwant a warning naming server-2/envoy (and only it)", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }

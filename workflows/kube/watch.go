@@ -89,6 +89,7 @@ func (b *Backend) onPod(o any, deleted bool) {
 		}
 	}
 	p.ip, p.node = kp.Status.PodIP, kp.Spec.NodeName
+	p.measured = measuredContainers(kp)
 	p.why = stuck(kp)
 	if kp.DeletionTimestamp != nil {
 		p.deleting = true
@@ -186,6 +187,20 @@ func (p *pod) problem() string {
 		return ""
 	}
 	return p.why
+}
+
+// measuredContainers names the pod's containers the run measures: the worker and any sidecar proxy (a native
+// sidecar is an init container).
+func measuredContainers(p *corev1.Pod) []string {
+	var out []string
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			if c.Name == ContainerWorker || isSidecar(c.Name) {
+				out = append(out, c.Name)
+			}
+		}
+	}
+	return out
 }
 
 func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
