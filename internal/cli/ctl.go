@@ -28,6 +28,7 @@ type ctlOptions struct {
 	service               string
 	addresses             []string
 	tokenValue, tokenFile string
+	tokenGiven, fileGiven bool // --token, --token-file were on the command line (empty, too)
 	output                string
 	timeout               time.Duration
 }
@@ -72,7 +73,7 @@ cannot be reached.`,
 
 	type op func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)
 	run := func(fn op) func(*cobra.Command, []string) error {
-		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd.Context(), o, fn) }
+		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd, o, fn) }
 	}
 	config := &cobra.Command{Use: "config", Short: "The workers' configuration"}
 	config.AddCommand(
@@ -83,11 +84,11 @@ cannot be reached.`,
 			})},
 		&cobra.Command{Use: "patch PATCH|@FILE", Short: "Apply a JSON merge patch to each worker's configuration", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				doc, err := argDocument(args[0])
+				doc, err := argDocument(cmd.Context(), args[0])
 				if err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
-				return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return a.ctl(cmd, o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 					r, err := c.UpdateConfig(ctx, &irsv1.UpdateConfigRequest{MergePatch: string(doc)})
 					return r.GetState(), describeState(r.GetState()), err
 				})
@@ -95,10 +96,10 @@ cannot be reached.`,
 		&cobra.Command{Use: "replace FILE", Short: "Replace each worker's configuration with a document (YAML or JSON)", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				cfg := &irsv1.WorkerConfig{}
-				if err := readDocument(args[0], cfg); err != nil {
+				if err := readDocument(cmd.Context(), args[0], cfg); err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
-				return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return a.ctl(cmd, o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 					r, err := c.ReplaceConfig(ctx, &irsv1.ReplaceConfigRequest{Config: cfg})
 					return r.GetState(), describeState(r.GetState()), err
 				})
@@ -108,7 +109,7 @@ cannot be reached.`,
 	load.AddCommand(
 		&cobra.Command{Use: "start LOAD|@FILE", Short: "Set each worker's load (an irs.v1.Load, YAML or JSON) and start it", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				doc, err := argDocument(args[0])
+				doc, err := argDocument(cmd.Context(), args[0])
 				if err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
@@ -116,7 +117,7 @@ cannot be reached.`,
 				if err := yamlpb.Unmarshal(doc, l); err != nil {
 					return withExitCode(fmt.Errorf("load: %w", err), ExitInvalidConfig)
 				}
-				return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return a.ctl(cmd, o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 					r, err := c.StartLoad(ctx, &irsv1.StartLoadRequest{Load: l})
 					return r.GetState(), describeState(r.GetState()), err
 				})
@@ -130,7 +131,7 @@ cannot be reached.`,
 	var reset bool
 	stats := &cobra.Command{Use: "stats", Short: "Print what each worker measured since its last reset", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+			return a.ctl(cmd, o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 				r, err := c.GetStats(ctx, &irsv1.GetStatsRequest{ResetWindow: reset})
 				return r.GetStats(), describeStats(r.GetStats()), err
 			})
@@ -148,10 +149,12 @@ cannot be reached.`,
 }
 
 // ctl does one thing to every target, in parallel, and reports each outcome.
-func (a *app) ctl(ctx context.Context, o ctlOptions, fn func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)) error {
+func (a *app) ctl(cmd *cobra.Command, o ctlOptions, fn func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)) error {
 	if o.output != "text" && o.output != "json" {
 		return withExitCode(fmt.Errorf("--output %q: want text or json", o.output), ExitInvalidConfig)
 	}
+	ctx := cmd.Context()
+	o.tokenGiven, o.fileGiven = cmd.Flags().Changed("token"), cmd.Flags().Changed("token-file")
 	targets, closeAll, err := a.ctlTargets(ctx, o)
 	if err != nil {
 		return err
@@ -217,20 +220,38 @@ func (a *app) ctl(ctx context.Context, o ctlOptions, fn func(context.Context, ir
 	return nil
 }
 
-// ctlTargets finds the workers: a service's replicas on a cluster, or addresses on this machine.
-func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), error) {
-	tok := o.tokenValue
-	if tok == "" {
-		if v, ok := a.env.LookupEnv("IRS_CONTROL_TOKEN"); ok {
-			tok = v
-		}
+// ctlToken is the control token to send: --token-file's, --token's or $IRS_CONTROL_TOKEN's, "" when none is
+// given. One given empty is an error, not "none": a script whose variable was unset meant to send one.
+func (a *app) ctlToken(ctx context.Context, o ctlOptions) (string, error) {
+	value, from, given := o.tokenValue, "--token", o.tokenGiven
+	if !given {
+		value, given = a.env.LookupEnv("IRS_CONTROL_TOKEN")
+		from = "IRS_CONTROL_TOKEN"
+	}
+	if o.fileGiven && strings.TrimSpace(o.tokenFile) == "" {
+		return "", errors.New("--token-file is empty: name the token file")
 	}
 	if o.tokenFile != "" {
-		t, err := token.Read(o.tokenFile)
-		if err != nil {
-			return nil, nil, withExitCode(fmt.Errorf("--token-file: %w", err), ExitInvalidConfig)
+		if o.tokenGiven {
+			return "", errors.New("--token and --token-file: give one")
 		}
-		tok = t
+		tok, err := token.Read(ctx, o.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		return tok, nil
+	}
+	if !given {
+		return "", nil
+	}
+	return token.Check(value, from)
+}
+
+// ctlTargets finds the workers: a service's replicas on a cluster, or addresses on this machine.
+func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), error) {
+	tok, err := a.ctlToken(ctx, o)
+	if err != nil {
+		return nil, nil, withExitCode(err, ExitInvalidConfig)
 	}
 	switch {
 	case len(o.addresses) > 0 && o.service != "":
@@ -289,16 +310,16 @@ func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), e
 }
 
 // argDocument is an argument that is a document, or @FILE.
-func argDocument(arg string) ([]byte, error) {
+func argDocument(ctx context.Context, arg string) ([]byte, error) {
 	if path, ok := strings.CutPrefix(arg, "@"); ok {
-		return yamlpb.ReadFile(path, "document")
+		return yamlpb.ReadFile(ctx, path, "document")
 	}
 	return []byte(arg), nil
 }
 
 // readDocument reads a YAML or JSON document into m.
-func readDocument(path string, m proto.Message) error {
-	b, err := yamlpb.ReadFile(path, "document")
+func readDocument(ctx context.Context, path string, m proto.Message) error {
+	b, err := yamlpb.ReadFile(ctx, path, "document")
 	if err != nil {
 		return err
 	}

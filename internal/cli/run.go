@@ -155,7 +155,7 @@ func (o runOptions) variants(own *irsv1.Mesh) ([]*irsv1.Mesh, error) {
 }
 
 func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) error {
-	doc, err := loadWorkflow(path)
+	doc, err := loadWorkflow(ctx, path)
 	if err != nil {
 		return err
 	}

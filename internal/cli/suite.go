@@ -119,7 +119,7 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 	names := map[string]string{}
 	dirs := make([]string, len(files))
 	for i, file := range files {
-		doc, err := loadWorkflow(file)
+		doc, err := loadWorkflow(ctx, file)
 		if err != nil {
 			problems = append(problems, err)
 			continue

@@ -1,11 +1,12 @@
 package yamlpb
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/inputfile"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -65,24 +66,15 @@ func size(n int64) string {
 }
 
 // ReadFile reads a document file of at most MaxBytes; doc names the document in errors. A larger file is
-// refused with a *LimitError, without reading more of it than the limit.
-func ReadFile(path, doc string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// refused with a *LimitError, without reading more of it than the limit; a device or a directory is refused, and
+// a pipe that waits for its writer ends when ctx does (inputfile.Read).
+func ReadFile(ctx context.Context, path, doc string) ([]byte, error) {
+	data, err := inputfile.Read(ctx, path, MaxBytes)
+	var tooLarge *inputfile.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return nil, &LimitError{Doc: doc, Unit: "bytes", Found: tooLarge.Size, Limit: MaxBytes}
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxBytes {
-		return nil, &LimitError{Doc: doc, Unit: "bytes", Found: fi.Size(), Limit: MaxBytes}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1)) // a pipe or a file still growing: read one more
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxBytes {
-		return nil, &LimitError{Doc: doc, Unit: "bytes", Found: -1, Limit: MaxBytes}
-	}
-	return data, nil
+	return data, err
 }
 
 // Parse parses a YAML document for Decode; doc names it in errors ("workflow"). It refuses, each with one
