@@ -323,7 +323,14 @@ func readDocument(ctx context.Context, path string, m proto.Message) error {
 	if err != nil {
 		return err
 	}
-	return yamlpb.Unmarshal(b, m)
+	root, err := yamlpb.Parse(b, "document")
+	if err != nil {
+		return err
+	}
+	if yamlpb.Empty(root) {
+		return fmt.Errorf("%s is empty (or null): it would replace the configuration with nothing", path)
+	}
+	return yamlpb.Decode(root, m, "")
 }
 
 func describeState(s *irsv1.ConfigState) string {

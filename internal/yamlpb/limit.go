@@ -1,9 +1,11 @@
 package yamlpb
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/irs-sim/irs/internal/field"
 	"github.com/irs-sim/irs/internal/inputfile"
@@ -80,19 +82,46 @@ func ReadFile(ctx context.Context, path, doc string) ([]byte, error) {
 // Parse parses a YAML document for Decode; doc names it in errors ("workflow"). It refuses, each with one
 // error, a document that is not YAML (a positioned *field.Error) or that is beyond a limit (a *LimitError, in a
 // *field.Error positioned where counting stopped): more than MaxBytes long, more than MaxNodes nodes, deeper
-// than MaxDepth, or with an alias inside its own anchor (an infinite document).
+// than MaxDepth, or with an alias inside its own anchor (an infinite document). A second document after `---`
+// is refused too: it would otherwise be dropped without a word.
 func Parse(data []byte, doc string) (*yaml.Node, error) {
 	if len(data) > MaxBytes {
 		return nil, &field.Error{Err: &LimitError{Doc: doc, Unit: "bytes", Found: int64(len(data)), Limit: MaxBytes}}
 	}
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return nil, syntaxError(err)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return nil, &field.Error{Line: next.Line, Column: next.Column,
+			Err: fmt.Errorf("a second document: a %s is one YAML document (remove the --- and what follows, or merge them)", doc)}
+	case !errors.Is(err, io.EOF):
 		return nil, syntaxError(err)
 	}
 	if err := check(&root, doc); err != nil {
 		return nil, err
 	}
 	return &root, nil
+}
+
+// Empty tells whether a parsed document holds nothing: no content at all (an empty file, only comments, only
+// `---`) or a null (`null`, `~`). Decoded, such a document is every field's default; where a document replaces
+// what is there, it would replace everything with nothing.
+func Empty(root *yaml.Node) bool {
+	n := root
+	if n == nil || n.Kind == 0 {
+		return true
+	}
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return true
+		}
+		n = n.Content[0]
+	}
+	return isNull(resolve(n))
 }
 
 // check measures the tree under n, aliases expanded, against MaxNodes and MaxDepth, and refuses alias cycles.

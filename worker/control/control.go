@@ -188,6 +188,11 @@ func decode(body []byte, m proto.Message, what, path string) (*yaml.Node, field.
 	if err != nil {
 		return nil, nil, invalid(err)
 	}
+	if yamlpb.Empty(root) {
+		// null, ~, --- or only a comment decode to every default: taken as a configuration, it stopped the data
+		// plane. What was meant is never "nothing".
+		return nil, nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("the %s is empty (null): send the whole %s", what, what)}}}
+	}
 	return root, field.Flatten(yamlpb.Decode(root, m, path)), nil
 }
 

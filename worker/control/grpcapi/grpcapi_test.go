@@ -41,6 +41,7 @@ func TestReplaceConfig(t *testing.T) {
 	}{
 		{name: "valid", cfg: &irsv1.WorkerConfig{Name: "replaced", Listen: "127.0.0.1:0", Serve: &irsv1.Serve{Delay: "5ms"}}},
 		{name: "missing", cfg: nil, want: []string{"config"}},
+		{name: "empty", cfg: &irsv1.WorkerConfig{}, want: []string{"config"}}, // it stopped the data plane
 		{
 			name: "invalid",
 			cfg:  &irsv1.WorkerConfig{Name: "a b", Serve: &irsv1.Serve{Delay: "soon", Size: -1}, Calls: []*irsv1.Call{{}}},
