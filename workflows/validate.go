@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -84,8 +85,12 @@ func (v *validator) validate() {
 	if len(v.wf.GetPhases()) == 0 {
 		v.errs.Addf("phases", "required: at least one phase")
 	}
+	var total time.Duration
 	for i, p := range v.wf.GetPhases() {
-		v.phase(field.Index("phases", i), p)
+		total += v.phase(field.Index("phases", i), p) // each at most MaxRunDuration: the sum cannot overflow
+	}
+	if total > MaxRunDuration {
+		v.errs.Addf("phases", "the phases last %v in all, longer than a run may last (%v)", total, MaxRunDuration)
 	}
 	for i, a := range v.wf.GetAssertions() {
 		v.assertion(field.Index("assertions", i), a)
@@ -114,9 +119,13 @@ func (v *validator) platform() {
 	v.positive("platform.ready_timeout", p.GetReadyTimeout())
 }
 
-// duration parses an optional duration, reporting a bad one; ok is false when it was bad.
+// duration parses an optional duration, reporting a bad one, or one longer than a run may last; ok is false when
+// it was bad.
 func (v *validator) duration(path, s string) (d time.Duration, ok bool) {
 	d, err := units.ParseDuration(s)
+	if err == nil && d > MaxRunDuration {
+		err = fmt.Errorf("%v is longer than a run may last (%v)", d, MaxRunDuration)
+	}
 	v.errs.Add(path, err)
 	return d, err == nil
 }
@@ -124,7 +133,10 @@ func (v *validator) duration(path, s string) (d time.Duration, ok bool) {
 // positive parses an optional duration that must be more than 0 when given.
 func (v *validator) positive(path, s string) time.Duration {
 	d, ok := v.duration(path, s)
-	if ok && s != "" && d <= 0 {
+	if !ok {
+		return 0
+	}
+	if s != "" && d <= 0 {
 		v.errs.Addf(path, "must be more than 0")
 	}
 	return d

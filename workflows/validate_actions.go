@@ -12,7 +12,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-func (v *validator) phase(path string, p *irsv1.Phase) {
+// phase checks one phase and returns its duration (0 when it is bad).
+func (v *validator) phase(path string, p *irsv1.Phase) time.Duration {
 	switch {
 	case p.GetName() == "":
 		v.errs.Addf(field.Join(path, "name"), "required")
@@ -33,6 +34,7 @@ func (v *validator) phase(path string, p *irsv1.Phase) {
 			v.schedule(apath, a, 0, d, true)
 		}
 	}
+	return d
 }
 
 // schedule checks that an action (and every member of a group) starts before the end of the phase, given the
