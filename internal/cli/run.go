@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -232,7 +233,7 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 		}
 		if runs > 1 {
 			fmt.Fprintf(a.env.Stdout, "plan: %d points × %d variants × %d repetitions = %d runs of %v: %v of phases in all, plus each run's start and stop (seconds each locally, more on a cluster)\n",
-				len(points), len(variants), opts.repeat, runs, tl.Total, time.Duration(runs)*tl.Total)
+				len(points), len(variants), opts.repeat, runs, tl.Total, campaignLength(runs, tl.Total))
 		}
 		if base != nil {
 			fmt.Fprintf(a.env.Stdout, "baseline: %s (limits %s)\n", base.file.Path, opts.maxRegression)
@@ -584,4 +585,13 @@ func writeComparison(path string, c *irsv1.Comparison) error {
 		return err
 	}
 	return atomicfile.Write(path, append(b, '\n'), 0o644)
+}
+
+// campaignLength says how long runs of d each last in all, in hours when that is beyond what a time.Duration
+// holds (the product overflowed into a negative time).
+func campaignLength(runs int, d time.Duration) string {
+	if runs > 0 && d > time.Duration(math.MaxInt64/int64(runs)) {
+		return fmt.Sprintf("%.0fh", float64(runs)*d.Hours())
+	}
+	return (time.Duration(runs) * d).String()
 }
