@@ -169,7 +169,9 @@ func toStatus(err error) error {
 	}
 	st := status.New(codes.InvalidArgument, inv.Error())
 	br := &errdetails.BadRequest{}
-	for _, f := range inv.Fields {
+	// The details are capped, so that the status stays within what a client reads (the message says how many).
+	const maxViolations = 100
+	for _, f := range inv.Fields[:min(len(inv.Fields), maxViolations)] {
 		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
 			Field: f.Path, Description: f.Error(),
 		})
