@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/names"
 	"github.com/irs-sim/irs/internal/units"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -54,6 +55,8 @@ type validator struct {
 func (v *validator) validate() {
 	if v.wf.GetName() == "" {
 		v.errs.Addf("name", "required: name the workflow")
+	} else {
+		v.errs.Add("name", names.Check(v.wf.GetName()))
 	}
 	v.platform()
 	for _, e := range policy.Validate(v.wf.GetMesh()) {

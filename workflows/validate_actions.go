@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/names"
 	"github.com/irs-sim/irs/internal/units"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/proto"
@@ -17,6 +18,8 @@ func (v *validator) phase(path string, p *irsv1.Phase) time.Duration {
 	switch {
 	case p.GetName() == "":
 		v.errs.Addf(field.Join(path, "name"), "required")
+	case names.Check(p.GetName()) != nil:
+		v.errs.Add(field.Join(path, "name"), names.Check(p.GetName()))
 	case v.phases[p.GetName()]:
 		v.errs.Addf(field.Join(path, "name"), "phase %q defined twice", p.GetName())
 	default:

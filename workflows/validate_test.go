@@ -627,6 +627,22 @@ bogus: true
 	})
 }
 
+// TestValidateNames: the workflow's and the phases' names follow the one rule every consumer accepts (a worker
+// tag, a label value, a path element): "warm up" broke every replacement replica, "../x" wrote outside the run
+// directory.
+func TestValidateNames(t *testing.T) {
+	body := strings.TrimPrefix(graph, "name: w\n")
+	runValidateCases(t, []validateCase{
+		{name: "workflow name that is a path", doc: "name: ../x\n" + body, want: []problem{{"1:7", "name", "a name is 1 to 63 letters"}}},
+		{name: "workflow name with a space", doc: "name: flash sale\n" + body, want: []problem{{"1:7", "name", `"flash sale"`}}},
+		{
+			name: "phase name with a space",
+			doc:  strings.Replace(graph, "  - name: p\n", "  - name: warm up\n", 1),
+			want: []problem{{"8:11", "phases[0].name", `"warm up": a name is`}},
+		},
+	})
+}
+
 // TestValidateDurationsBounded: durations that overflowed a time.Duration when summed (the total once read
 // -496382h) are refused, each, and so is a run longer than its certificates last.
 func TestValidateDurationsBounded(t *testing.T) {

@@ -94,7 +94,7 @@ func render(w io.Writer, f *resultfile.File, format string) error {
 		var runs []page.SuiteRun
 		for _, r := range f.Suite.GetRuns() {
 			sr := page.SuiteRun{Entry: r}
-			if r.GetResult() != "" {
+			if r.GetResult() != "" && filepath.IsLocal(r.GetResult()) { // a link out of the suite is not made
 				rep := filepath.Join(filepath.Dir(r.GetResult()), reportFiles["html"])
 				if _, err := os.Stat(filepath.Join(filepath.Dir(f.Path), rep)); err == nil {
 					sr.Report = rep

@@ -110,6 +110,9 @@ var exitStatus = map[int]string{ExitOK: engine.StatusPassed, ExitAssertionFailed
 	ExitError: engine.StatusError, ExitInvalidEnvironment: engine.StatusError, ExitInvalidConfig: engine.StatusError, ExitInterrupted: engine.StatusInterrupted}
 
 // runSuite validates every workflow, then runs each in turn in <run-dir>/<workflow>, and writes suite.json, one
+// suiteFiles are the files a suite writes in its run directory beside its workflows' directories.
+var suiteFiles = map[string]bool{"suite.json": true, "junit.xml": true, "report.html": true, "report.md": true, "report.txt": true}
+
 // JUnit file and the suite's reports. An interrupt stops the suite: the workflows after it are "not run".
 func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) error {
 	if opts.result != "" {
@@ -124,9 +127,11 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 			problems = append(problems, err)
 			continue
 		}
+		// A valid name is one path element (internal/names); one that names a file of the suite's own
+		// (suite.json, its reports) gets a suffix as a second workflow of the same name does.
 		name := doc.Workflow.GetName()
 		dir := name
-		for n := 2; names[dir] != ""; n++ {
+		for n := 2; names[dir] != "" || suiteFiles[dir]; n++ {
 			dir = fmt.Sprintf("%s-%d", name, n)
 		}
 		names[dir], dirs[i] = file, dir

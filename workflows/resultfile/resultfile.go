@@ -93,9 +93,11 @@ func (f *File) SuiteRun(r *irsv1.SuiteRun) (*File, error) {
 	if r.GetResult() == "" {
 		return nil, fmt.Errorf("%s: %s has no result", f.Path, r.GetFile())
 	}
+	// A suite names its runs' results inside its own directory; a path elsewhere (absolute, or up with ..) is
+	// not one IRS wrote, and is not followed.
 	p := r.GetResult()
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(filepath.Dir(f.Path), p)
+	if !filepath.IsLocal(p) {
+		return nil, fmt.Errorf("%s: %s's result %q is not inside the suite's directory", f.Path, r.GetFile(), p)
 	}
-	return Read(p)
+	return Read(filepath.Join(filepath.Dir(f.Path), p))
 }
