@@ -110,7 +110,10 @@ func (c *ControlPlane) SetState(_ context.Context, req *irsv1.SetStateRequest) (
 	}
 	for name := range c.known {
 		if !seen[name] {
-			_ = c.Destination.SetEndpoints(name, nil)
+			// A name it took before, so this cannot be refused; if it were, proxies would keep a gone service.
+			if err := c.Destination.SetEndpoints(name, nil); err != nil {
+				return nil, status.Errorf(codes.Internal, "authority %s: remove its endpoints: %v", name, err)
+			}
 		}
 	}
 	c.known = seen

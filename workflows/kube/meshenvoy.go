@@ -303,6 +303,7 @@ func (b *Backend) pushMesh() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := b.syncMesh(ctx); err != nil {
 			b.cfg.Logger.Warn("push the mesh's state", "err", err)
+			b.emit(workflows.Event{At: time.Now(), Kind: workflows.EventError, Detail: "push the mesh's state to its control plane: " + err.Error()})
 		}
 		cancel()
 	}
