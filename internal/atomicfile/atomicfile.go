@@ -70,6 +70,10 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err == nil {
 		err = tmp.Chmod(perm)
 	}
+	if err == nil {
+		// A full disk may only say so here; renamed unsynced, a crash could leave an empty file in place.
+		err = tmp.Sync()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -80,4 +84,24 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// CheckWritable tells, before anything is done that would be lost, whether Write could write path: it is a new
+// path or a regular file (Check), and a file can be made in its directory, made if missing. A result that could
+// not be written once left a run's verdict nowhere while the command said where it was.
+func CheckWritable(path string) error {
+	path, err := Check(path)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	probe, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-probe-*")
+	if err != nil {
+		return err
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
 }

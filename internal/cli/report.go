@@ -140,9 +140,11 @@ func writeRendered(w io.Writer, path string, f *resultfile.File, format string) 
 }
 
 // writeReports writes a run directory's reports in the formats asked for, beside its result; it returns the
-// files written. A report that cannot be written is a warning: the run and its result stand.
-func (a *app) writeReports(dir string, f *resultfile.File, formats []string) []string {
+// files written, and an error naming each report that could not be written: the command then fails (a report
+// asked for and missing is a CI step reading nothing), though the others are written.
+func (a *app) writeReports(dir string, f *resultfile.File, formats []string) ([]string, error) {
 	var out []string
+	var errs []error
 	for _, format := range formats {
 		name := reportFiles[format]
 		if name == "" {
@@ -150,12 +152,12 @@ func (a *app) writeReports(dir string, f *resultfile.File, formats []string) []s
 		}
 		path := filepath.Join(dir, name)
 		if err := writeRendered(nil, path, f, format); err != nil {
-			fmt.Fprintf(a.env.Stderr, "warning: %s report not written: %v\n", format, err)
+			errs = append(errs, fmt.Errorf("%s report not written: %w", format, err))
 			continue
 		}
 		out = append(out, path)
 	}
-	return out
+	return out, errors.Join(errs...)
 }
 
 // parseReports reads --report: formats, "none" for none.

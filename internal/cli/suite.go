@@ -202,15 +202,19 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 	report.Suite(a.env.Stdout, s, suitePath)
 	f := &resultfile.File{Path: suitePath, Suite: s}
 	reports := append([]string{"junit"}, opts.reports...)
+	var reportsErr error
 	if parsed, err := parseReports(reports); err == nil {
-		if written := a.writeReports(opts.runDir, f, parsed); len(written) > 0 {
+		var written []string
+		written, reportsErr = a.writeReports(opts.runDir, f, parsed)
+		if len(written) > 0 {
 			fmt.Fprintf(a.env.Stdout, "reports: %s\n", strings.Join(written, ", "))
 		}
 	}
+	var verdict error
 	if worst != ExitOK {
-		return withExitCode(fmt.Errorf("suite: %s", suiteVerdict(s)), worst)
+		verdict = withExitCode(fmt.Errorf("suite: %s", suiteVerdict(s)), worst)
 	}
-	return nil
+	return outputError(verdict, reportsErr)
 }
 
 // suiteVerdict says which runs did not pass.
