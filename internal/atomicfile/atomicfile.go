@@ -3,8 +3,10 @@
 package atomicfile
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,6 +60,15 @@ func describe(m fs.FileMode) string {
 // path or a regular file is written (a symlink to one is followed); anything else is refused with
 // ErrNotRegular and left as it is.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return WriteFrom(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFrom is Write with the content written by write, straight into the temporary file: a large report is not
+// held in memory first.
+func WriteFrom(path string, perm os.FileMode, write func(io.Writer) error) error {
 	path, err := Check(path)
 	if err != nil {
 		return err
@@ -66,7 +77,11 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(data)
+	bw := bufio.NewWriterSize(tmp, 64<<10)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err == nil {
 		err = tmp.Chmod(perm)
 	}

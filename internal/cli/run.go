@@ -205,7 +205,7 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	}
 	var base *runBaseline
 	if opts.baseline != "" {
-		if base, err = a.loadBaseline(opts.baseline, opts.maxRegression, wf, opts.timeScale); err != nil {
+		if base, err = a.loadBaseline(ctx, opts.baseline, opts.maxRegression, wf, opts.timeScale); err != nil {
 			return err
 		}
 	}
@@ -444,7 +444,7 @@ func (r *runner) single(ctx context.Context, mesh *irsv1.Mesh, point workflows.S
 			err = nil // the run itself ended; what failed is the write, which writeErr says
 		}
 	}
-	writeErr = errors.Join(writeErr, r.writeReports(filepath.Dir(opts.result), f))
+	writeErr = errors.Join(writeErr, r.writeReports(ctx, filepath.Dir(opts.result), f))
 	return outputError(runError(r.wf.GetName(), res, err), writeErr)
 }
 
@@ -468,8 +468,8 @@ func (r *runner) compareWithBaseline(f *resultfile.File) {
 
 // writeReports writes the reports asked for beside a result or comparison, and says where they are; the error
 // names those that could not be written.
-func (r *runner) writeReports(dir string, f *resultfile.File) error {
-	written, err := r.app.writeReports(dir, f, r.reports)
+func (r *runner) writeReports(ctx context.Context, dir string, f *resultfile.File) error {
+	written, err := r.app.writeReports(ctx, dir, f, r.reports)
 	if len(written) > 0 {
 		fmt.Fprintf(r.app.env.Stdout, "reports: %s\n", strings.Join(written, ", "))
 	}
@@ -598,7 +598,7 @@ rounds:
 		return err
 	}
 	report.Comparison(r.app.env.Stdout, cmp, out)
-	reportsErr := r.writeReports(filepath.Dir(out), f)
+	reportsErr := r.writeReports(ctx, filepath.Dir(out), f)
 	var last *irsv1.WorkflowResult
 	if st := cmp.GetStatus(); st == engine.StatusFailed || st == engine.StatusInvalid {
 		last = &irsv1.WorkflowResult{Status: st, Regressions: cmp.GetRegressions()}

@@ -29,12 +29,12 @@ type runBaseline struct {
 
 // loadBaseline reads a baseline for a run of wf and refuses one that cannot be compared, before anything
 // starts. A suite (or a suite's run directory) gives the run of the same workflow.
-func (a *app) loadBaseline(path, limitText string, wf *irsv1.Workflow, timeScale float64) (*runBaseline, error) {
+func (a *app) loadBaseline(ctx context.Context, path, limitText string, wf *irsv1.Workflow, timeScale float64) (*runBaseline, error) {
 	limits, err := baseline.ParseLimits(limitText)
 	if err != nil {
 		return nil, withExitCode(fmt.Errorf("--max-regression: %w", err), ExitInvalidConfig)
 	}
-	f, err := resultfile.Read(path)
+	f, err := resultfile.Read(ctx, path)
 	if err != nil {
 		return nil, withExitCode(fmt.Errorf("--baseline: %w", err), ExitInvalidConfig)
 	}
@@ -48,7 +48,7 @@ func (a *app) loadBaseline(path, limitText string, wf *irsv1.Workflow, timeScale
 		if run == nil {
 			return nil, withExitCode(fmt.Errorf("--baseline %s: the suite has no result of workflow %s", path, wf.GetName()), ExitInvalidConfig)
 		}
-		if f, err = f.SuiteRun(run); err != nil {
+		if f, err = f.SuiteRun(ctx, run); err != nil {
 			return nil, withExitCode(fmt.Errorf("--baseline: %w", err), ExitInvalidConfig)
 		}
 	}
@@ -179,7 +179,7 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 				break
 			}
 		}
-		if f, rerr := resultfile.Read(filepath.Join(opts.runDir, run.GetResult())); run.GetResult() != "" && rerr == nil {
+		if f, rerr := resultfile.Read(ctx, filepath.Join(opts.runDir, run.GetResult())); run.GetResult() != "" && rerr == nil {
 			run.Status = f.Status()
 		}
 		if err != nil && (run.GetResult() == "" || code == ExitError || code == ExitInvalidEnvironment || code == ExitInvalidConfig) {
@@ -205,7 +205,7 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 	var reportsErr error
 	if parsed, err := parseReports(reports); err == nil {
 		var written []string
-		written, reportsErr = a.writeReports(opts.runDir, f, parsed)
+		written, reportsErr = a.writeReports(ctx, opts.runDir, f, parsed)
 		if len(written) > 0 {
 			fmt.Fprintf(a.env.Stdout, "reports: %s\n", strings.Join(written, ", "))
 		}

@@ -126,7 +126,7 @@ Examples:
 }
 
 // resolveToken sets the control token from --control-token or --control-token-file (or their IRS_* variables).
-// Either given empty is refused, not taken for "no token": a worker started with --control-token '' from a
+// Either given empty is refused, not taken for "no token": a worker started with --control-token "" from a
 // script whose variable was unset would otherwise serve its control API to anyone.
 func (o *workerOptions) resolveToken(ctx context.Context, flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) error {
 	tokenFrom, tokenGiven := givenAs(flags, lookupEnv, "control-token")
