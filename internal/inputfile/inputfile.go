@@ -33,6 +33,9 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s is %d bytes; the limit is %d", e.Path, e.Size, e.Limit)
 }
 
+// MaxCredentialBytes bounds a credential file: a certificate bundle, a private key or a token.
+const MaxCredentialBytes = 1 << 20
+
 // ErrNotAFile is a path that names neither a regular file nor a pipe.
 var ErrNotAFile = errors.New("not a regular file or a pipe")
 

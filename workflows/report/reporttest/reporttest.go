@@ -3,8 +3,8 @@
 package reporttest
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"math"
