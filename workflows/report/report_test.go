@@ -594,3 +594,27 @@ func TestSummaryMesh(t *testing.T) {
 		t.Errorf("edge line %q: want 0.10%% by proxy (10 of 10000) and failures 503(proxy):10 refused:4 503:2", edge)
 	}
 }
+
+// TestSummaryInert: a result's strings cannot act on the terminal: an assertion named with an escape sequence and
+// a newline was printed raw, erased its line and faked a PASS line of its own.
+func TestSummaryInert(t *testing.T) {
+	res := flashResult()
+	res.Workflow.Name = "w\x1b]0;title\x07"
+	res.Assertions = append(res.Assertions, &irsv1.AssertionResult{Name: "x\x1b[2K\r\n  PASS  everything fine\u202e",
+		Expect: "p99 < 1ms", Passed: false, Measured: 2, MeasuredText: "2ms"})
+	var b bytes.Buffer
+	report.Summary(&b, res, "r\x1b[1m.json")
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\r\x07\u202e") {
+		t.Errorf("the summary holds control characters:\n%q", out)
+	}
+	if strings.Contains(out, "\n  PASS  everything fine") {
+		t.Errorf("a name started a line of its own:\n%s", out)
+	}
+	if !strings.Contains(out, `x\x1b[2K\r\n  PASS  everything fine\u202e`) {
+		t.Errorf("the name is not shown escaped:\n%s", out)
+	}
+	if res.Workflow.Name != "w\x1b]0;title\x07" {
+		t.Errorf("Summary changed the result it was given")
+	}
+}
