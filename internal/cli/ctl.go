@@ -13,6 +13,7 @@ import (
 	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/internal/yamlpb"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/kube"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -205,9 +206,10 @@ func (a *app) ctl(cmd *cobra.Command, o ctlOptions, fn func(context.Context, irs
 			continue
 		}
 		if res.err != nil {
-			fmt.Fprintf(tw, "%s\tFAILED\t%s\n", t.name, strings.ReplaceAll(res.err.Error(), "\n", " "))
+			// A worker's answer is its own text: shown, never obeyed by the terminal.
+			fmt.Fprintf(tw, "%s\tFAILED\t%s\n", report.Inert(t.name), report.Inert(strings.ReplaceAll(res.err.Error(), "\n", " ")))
 		} else {
-			fmt.Fprintf(tw, "%s\tok\t%s\n", t.name, res.line)
+			fmt.Fprintf(tw, "%s\tok\t%s\n", report.Inert(t.name), report.Inert(res.line))
 		}
 	}
 	tw.Flush()
