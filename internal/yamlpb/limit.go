@@ -91,7 +91,7 @@ func Parse(data []byte, doc string) (*yaml.Node, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, syntaxError(err)
+		return nil, syntaxError(err, data)
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
@@ -99,7 +99,7 @@ func Parse(data []byte, doc string) (*yaml.Node, error) {
 		return nil, &field.Error{Line: next.Line, Column: next.Column,
 			Err: fmt.Errorf("a second document: a %s is one YAML document (remove the --- and what follows, or merge them)", doc)}
 	case !errors.Is(err, io.EOF):
-		return nil, syntaxError(err)
+		return nil, syntaxError(err, data)
 	}
 	if err := check(&root, doc); err != nil {
 		return nil, err
