@@ -468,12 +468,16 @@ func (t *table) write(w io.Writer) {
 // the median over the runs kept and, with repetitions, ± the standard deviation.
 func Comparison(w io.Writer, c *irsv1.Comparison, path string) {
 	c, path = Escaped(c, Inert), Inert(path)
+	status, why := compare.Verdict(c)
 	fmt.Fprintf(w, "\nworkflow %s compared: %s  (%s, %d run(s) per variant", c.GetWorkflow().GetName(),
-		strings.ToUpper(c.GetStatus()), phaseLabel(c.GetPhase()), c.GetRepeat())
+		strings.ToUpper(status), phaseLabel(c.GetPhase()), c.GetRepeat())
 	if c.GetDiscard() == compare.DiscardWorst {
 		fmt.Fprint(w, ", the worst run of each left out")
 	}
 	fmt.Fprint(w, ")\n\n")
+	if why != "" {
+		fmt.Fprintf(w, "ERROR: %s\n\n", why)
+	}
 	if sw := NewSweep(c); sw != nil {
 		sweepTables(w, c, sw)
 	} else {

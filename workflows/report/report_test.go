@@ -14,6 +14,8 @@ import (
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/report"
+	"github.com/irs-sim/irs/workflows/report/junit"
+	"github.com/irs-sim/irs/workflows/report/markdown"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -616,5 +618,29 @@ func TestSummaryInert(t *testing.T) {
 	}
 	if res.Workflow.Name != "w\x1b]0;title\x07" {
 		t.Errorf("Summary changed the result it was given")
+	}
+}
+
+// TestComparisonOfNothing: a comparison that holds no run is an error in every report, not the PASSED its file
+// may claim.
+func TestComparisonOfNothing(t *testing.T) {
+	for _, c := range []*irsv1.Comparison{
+		{Status: "passed", Workflow: &irsv1.Workflow{Name: "w"}},
+		{Status: "passed", Workflow: &irsv1.Workflow{Name: "w"}, Variants: []*irsv1.Variant{{Name: "none"}}},
+	} {
+		var text, md, xml bytes.Buffer
+		report.Comparison(&text, c, "")
+		markdown.Comparison(&md, c)
+		if err := junit.Comparison(&xml, c); err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+			if strings.Contains(out, "PASSED") || !strings.Contains(out, "ERROR") {
+				t.Errorf("%s report of %d variants: want ERROR, not PASSED:\n%s", name, len(c.GetVariants()), out)
+			}
+		}
+		if !strings.Contains(xml.String(), `errors="1"`) {
+			t.Errorf("JUnit of %d variants: want one error:\n%s", len(c.GetVariants()), xml.String())
+		}
 	}
 }

@@ -184,7 +184,11 @@ func Regressions(w io.Writer, r *irsv1.Regressions) {
 // Comparison writes a comparison of variants: its verdict, and the figures side by side (a sweep: per figure,
 // a row per point of the sweep).
 func Comparison(w io.Writer, c *irsv1.Comparison) {
-	fmt.Fprintf(w, "### %s %s compared: %s\n\n", icon(c.GetStatus()), md(c.GetWorkflow().GetName()), md(strings.ToUpper(c.GetStatus())))
+	status, why := compare.Verdict(c)
+	fmt.Fprintf(w, "### %s %s compared: %s\n\n", icon(status), md(c.GetWorkflow().GetName()), md(strings.ToUpper(status)))
+	if why != "" {
+		fmt.Fprintf(w, "**Error:** %s\n\n", md(why))
+	}
 	runs := 0
 	for _, v := range c.GetVariants() {
 		runs += len(v.GetRuns())
