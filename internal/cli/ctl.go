@@ -74,7 +74,10 @@ cannot be reached.`,
 
 	type op func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)
 	run := func(fn op) func(*cobra.Command, []string) error {
-		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd, o, fn) }
+		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd, o, false, fn) }
+	}
+	change := func(fn op) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd, o, true, fn) }
 	}
 	config := &cobra.Command{Use: "config", Short: "The workers' configuration"}
 	config.AddCommand(
@@ -89,7 +92,7 @@ cannot be reached.`,
 				if err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
-				return a.ctl(cmd, o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return a.ctl(cmd, o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 					r, err := c.UpdateConfig(ctx, &irsv1.UpdateConfigRequest{MergePatch: string(doc)})
 					return r.GetState(), describeState(r.GetState()), err
 				})
@@ -100,7 +103,7 @@ cannot be reached.`,
 				if err := readDocument(cmd.Context(), args[0], cfg); err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
-				return a.ctl(cmd, o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return a.ctl(cmd, o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 					r, err := c.ReplaceConfig(ctx, &irsv1.ReplaceConfigRequest{Config: cfg})
 					return r.GetState(), describeState(r.GetState()), err
 				})
@@ -118,13 +121,13 @@ cannot be reached.`,
 				if err := yamlpb.Unmarshal(doc, l); err != nil {
 					return withExitCode(fmt.Errorf("load: %w", err), ExitInvalidConfig)
 				}
-				return a.ctl(cmd, o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return a.ctl(cmd, o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 					r, err := c.StartLoad(ctx, &irsv1.StartLoadRequest{Load: l})
 					return r.GetState(), describeState(r.GetState()), err
 				})
 			}},
 		&cobra.Command{Use: "stop", Short: "Stop each worker's load", Args: cobra.NoArgs,
-			RunE: run(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+			RunE: change(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 				r, err := c.StopLoad(ctx, &irsv1.StopLoadRequest{})
 				return r.GetState(), describeState(r.GetState()), err
 			})},
@@ -132,7 +135,7 @@ cannot be reached.`,
 	var reset bool
 	stats := &cobra.Command{Use: "stats", Short: "Print what each worker measured since its last reset", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.ctl(cmd, o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+			return a.ctl(cmd, o, false, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 				r, err := c.GetStats(ctx, &irsv1.GetStatsRequest{ResetWindow: reset})
 				return r.GetStats(), describeStats(r.GetStats()), err
 			})
@@ -150,13 +153,16 @@ cannot be reached.`,
 }
 
 // ctl does one thing to every target, in parallel, and reports each outcome.
-func (a *app) ctl(cmd *cobra.Command, o ctlOptions, fn func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)) error {
+// A change ctl makes (mutates) is kept where the workers' configuration lives: on a cluster in the service's
+// ConfigMap, which restarted and replacement pods read; workers named by --address have no such place, and ctl
+// says the change is live only.
+func (a *app) ctl(cmd *cobra.Command, o ctlOptions, mutates bool, fn func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)) error {
 	if o.output != "text" && o.output != "json" {
 		return withExitCode(fmt.Errorf("--output %q: want text or json", o.output), ExitInvalidConfig)
 	}
 	ctx := cmd.Context()
 	o.tokenGiven, o.fileGiven = cmd.Flags().Changed("token"), cmd.Flags().Changed("token-file")
-	targets, closeAll, err := a.ctlTargets(ctx, o)
+	targets, closeAll, persist, err := a.ctlTargets(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -216,6 +222,11 @@ func (a *app) ctl(cmd *cobra.Command, o ctlOptions, fn func(context.Context, irs
 	if o.output == "json" {
 		fmt.Fprintln(a.env.Stdout, "]")
 	}
+	if mutates {
+		if err := a.keepChange(ctx, persist, outs[0].msg, failed); err != nil {
+			return err
+		}
+	}
 	if failed > 0 {
 		return withExitCode(fmt.Errorf("%d of %d workers failed", failed, len(targets)), ExitError)
 	}
@@ -250,14 +261,36 @@ func (a *app) ctlToken(ctx context.Context, o ctlOptions) (string, error) {
 }
 
 // ctlTargets finds the workers: a service's replicas on a cluster, or addresses on this machine.
-func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), error) {
+// keepChange keeps a change that every worker took where the workers' configuration lives, and says where; or
+// says why it is live only.
+func (a *app) keepChange(ctx context.Context, persist persistFunc, first proto.Message, failed int) error {
+	state, _ := first.(*irsv1.ConfigState)
+	switch {
+	case persist == nil:
+		fmt.Fprintln(a.env.Stderr, "live only: workers named by --address keep this until they restart (from their own --config)")
+	case failed > 0 || state.GetConfig() == nil:
+		fmt.Fprintln(a.env.Stderr, "not persisted: not every worker took the change, so the service's ConfigMap was left as it was")
+	default:
+		name, err := persist(ctx, state.GetConfig())
+		if err != nil {
+			return withExitCode(fmt.Errorf("the workers took the change, but it was not persisted (a restarted pod goes back): %w", err), ExitError)
+		}
+		fmt.Fprintf(a.env.Stderr, "persisted to ConfigMap %s: restarted and replacement pods start with it (a helm upgrade resets it to the chart's values)\n", name)
+	}
+	return nil
+}
+
+// persistFunc keeps a service's configuration where its pods read it, and names where.
+type persistFunc func(ctx context.Context, cfg *irsv1.WorkerConfig) (string, error)
+
+func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), persistFunc, error) {
 	tok, err := a.ctlToken(ctx, o)
 	if err != nil {
-		return nil, nil, withExitCode(err, ExitInvalidConfig)
+		return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
 	}
 	switch {
 	case len(o.addresses) > 0 && o.service != "":
-		return nil, nil, withExitCode(errors.New("--address and --service: give one (workers here, or a service's on a cluster)"), ExitInvalidConfig)
+		return nil, nil, nil, withExitCode(errors.New("--address and --service: give one (workers here, or a service's on a cluster)"), ExitInvalidConfig)
 	case len(o.addresses) > 0:
 		var out []target
 		var conns []*grpc.ClientConn
@@ -268,7 +301,7 @@ func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), e
 			}
 			conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 			if err != nil {
-				return nil, nil, withExitCode(fmt.Errorf("--address %q: %w", addr, err), ExitInvalidConfig)
+				return nil, nil, nil, withExitCode(fmt.Errorf("--address %q: %w", addr, err), ExitInvalidConfig)
 			}
 			conns = append(conns, conn)
 			out = append(out, target{name: addr, client: irsv1.NewWorkerControlServiceClient(conn)})
@@ -277,23 +310,23 @@ func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), e
 			for _, c := range conns {
 				_ = c.Close()
 			}
-		}, nil
+		}, nil, nil
 	case o.service != "":
 		kopts := o.kube
 		if err := kopts.resolve(a.env.LookupEnv, nil); err != nil {
-			return nil, nil, withExitCode(err, ExitInvalidConfig)
+			return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
 		}
 		if kopts.namespace == "" {
-			return nil, nil, withExitCode(errors.New("--service: name the --namespace too"), ExitInvalidConfig)
+			return nil, nil, nil, withExitCode(errors.New("--service: name the --namespace too"), ExitInvalidConfig)
 		}
 		f, err := kube.Connect(ctx, kube.Access{Kubeconfig: kopts.kubeconfig, Context: kopts.context}, kopts.namespace, tok)
 		if err != nil {
-			return nil, nil, kubeError(err)
+			return nil, nil, nil, kubeError(err)
 		}
 		members, err := f.Members(ctx, o.service)
 		if err != nil {
 			f.Close()
-			return nil, nil, withExitCode(err, ExitInvalidConfig)
+			return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
 		}
 		var out []target
 		for _, m := range members {
@@ -306,9 +339,12 @@ func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), e
 			}
 			out = append(out, t)
 		}
-		return out, f.Close, nil
+		persist := func(ctx context.Context, cfg *irsv1.WorkerConfig) (string, error) {
+			return f.PersistConfig(ctx, o.service, cfg)
+		}
+		return out, f.Close, persist, nil
 	}
-	return nil, nil, withExitCode(errors.New("name the workers: --namespace and --service (on a cluster), or --address (here)"), ExitInvalidConfig)
+	return nil, nil, nil, withExitCode(errors.New("name the workers: --namespace and --service (on a cluster), or --address (here)"), ExitInvalidConfig)
 }
 
 // argDocument is an argument that is a document, or @FILE.

@@ -363,3 +363,20 @@ func TestLoadBeyondPacingStops(t *testing.T) {
 		t.Errorf("worker exited %d after SIGTERM under a backlog", code)
 	}
 }
+
+// TestCtlByAddress: irs ctl changes workers named by address, and says the change is live only (they keep no
+// configuration elsewhere); a token given empty is refused, not taken for none.
+func TestCtlByAddress(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0")
+	patch := command(t, nil, "ctl", "config", "patch", "--address", server.ready.Control, `{"serve": {"delay": "3ms"}}`)
+	patch.start()
+	if code := patch.exitCode(30 * time.Second); code != 0 || !strings.Contains(patch.stdout.String(), " ok ") ||
+		!strings.Contains(patch.stderr.String(), "live only") {
+		t.Errorf("ctl config patch --address: exit %d, want ok and 'live only':\n%s\n%s", code, patch.stdout, patch.stderr)
+	}
+	empty := command(t, []string{"IRS_CONTROL_TOKEN="}, "ctl", "config", "get", "--address", server.ready.Control)
+	empty.start()
+	if code := empty.exitCode(30 * time.Second); code != 2 || !strings.Contains(empty.stderr.String(), "IRS_CONTROL_TOKEN") {
+		t.Errorf("ctl with IRS_CONTROL_TOKEN empty: exit %d, want 2 naming it:\n%s", code, empty.stderr)
+	}
+}
