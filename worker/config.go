@@ -121,7 +121,9 @@ func compileServe(s *irsv1.Serve, errs *field.List) behavior.Config {
 func compileCall(c *irsv1.Call, path string, groupAllowed bool, errs *field.List) upstream.CallConfig {
 	if len(c.GetParallel()) > 0 {
 		if !groupAllowed {
+			// Its members are not compiled: each level down would add the same error with a longer path.
 			errs.Addf(field.Join(path, "parallel"), "parallel groups cannot be nested")
+			return upstream.CallConfig{}
 		}
 		if set := setFieldsBesides(c, "parallel"); len(set) > 0 {
 			errs.Addf(path, "a parallel group only holds calls; move %s into its calls", strings.Join(set, ", "))

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestExamples(t *testing.T) {
 	files = append(files, seeds...)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			doc, err := workflows.ReadFile(file)
+			doc, err := workflows.ReadFile(context.Background(), file)
 			if err != nil {
 				t.Fatalf("ReadFile: %v", err)
 			}
@@ -56,7 +57,7 @@ func TestExamples(t *testing.T) {
 }
 
 func TestReadFileMissing(t *testing.T) {
-	if _, err := workflows.ReadFile(filepath.Join(t.TempDir(), "nope.yaml")); err == nil {
+	if _, err := workflows.ReadFile(context.Background(), filepath.Join(t.TempDir(), "nope.yaml")); err == nil {
 		t.Errorf("ReadFile of a missing file = nil error, want one")
 	}
 }

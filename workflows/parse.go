@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,9 +24,9 @@ type Document struct {
 }
 
 // ReadFile reads and parses a workflow file. A file larger than yamlpb.MaxBytes is refused (as an
-// *InvalidError) without reading it whole.
-func ReadFile(path string) (*Document, error) {
-	data, err := yamlpb.ReadFile(path, "workflow")
+// *InvalidError) without reading it whole; a pipe that waits for its writer ends when ctx does.
+func ReadFile(ctx context.Context, path string) (*Document, error) {
+	data, err := yamlpb.ReadFile(ctx, path, "workflow")
 	var tooBig *yamlpb.LimitError
 	if errors.As(err, &tooBig) {
 		return nil, &InvalidError{File: path, Errors: field.List{{Err: tooBig}}}

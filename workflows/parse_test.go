@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -64,7 +65,7 @@ func TestReadFileRefusesHugeWorkflows(t *testing.T) {
 			var err error
 			n := allocated(func() {
 				var doc *workflows.Document
-				if doc, err = workflows.ReadFile(path); err == nil {
+				if doc, err = workflows.ReadFile(context.Background(), path); err == nil {
 					err = workflows.Validate(doc, nil)
 				}
 			})

@@ -98,6 +98,11 @@ func (t *Timeline) PhaseAt(at time.Duration) string {
 // maxOccurrences bounds how many times repeating actions may run in one workflow.
 const maxOccurrences = 100_000
 
+// MaxRunDuration is the longest a run may last, at its time scale, and any one duration of a workflow: as long as
+// the certificates a run's mesh is given (mesh/ca.Validity). It also keeps every sum of a workflow's durations
+// far from time.Duration's 292 years, which phases of 2,562,047 h each overflowed into a negative total.
+const MaxRunDuration = 7 * 24 * time.Hour
+
 // NewTimeline resolves a valid workflow with a time scale (1: real time; 0.1: ten times faster).
 func NewTimeline(wf *irsv1.Workflow, scale float64) (*Timeline, error) {
 	if !(scale > 0) || math.IsInf(scale, 0) || scale > 1000 {
@@ -136,6 +141,9 @@ func NewTimeline(wf *irsv1.Workflow, scale float64) (*Timeline, error) {
 		start = end
 	}
 	t.Total = start
+	if t.Total > MaxRunDuration {
+		return nil, fmt.Errorf("at time scale %v the run would last %v, more than the longest run (%v)", scale, t.Total, MaxRunDuration)
+	}
 	sort.SliceStable(t.Steps, func(i, j int) bool { return t.Steps[i].At < t.Steps[j].At })
 	return t, nil
 }

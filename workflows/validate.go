@@ -1,12 +1,14 @@
 package workflows
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/names"
 	"github.com/irs-sim/irs/internal/units"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -53,6 +55,8 @@ type validator struct {
 func (v *validator) validate() {
 	if v.wf.GetName() == "" {
 		v.errs.Addf("name", "required: name the workflow")
+	} else {
+		v.errs.Add("name", names.Check(v.wf.GetName()))
 	}
 	v.platform()
 	for _, e := range policy.Validate(v.wf.GetMesh()) {
@@ -84,8 +88,12 @@ func (v *validator) validate() {
 	if len(v.wf.GetPhases()) == 0 {
 		v.errs.Addf("phases", "required: at least one phase")
 	}
+	var total time.Duration
 	for i, p := range v.wf.GetPhases() {
-		v.phase(field.Index("phases", i), p)
+		total += v.phase(field.Index("phases", i), p) // each at most MaxRunDuration: the sum cannot overflow
+	}
+	if total > MaxRunDuration {
+		v.errs.Addf("phases", "the phases last %v in all, longer than a run may last (%v)", total, MaxRunDuration)
 	}
 	for i, a := range v.wf.GetAssertions() {
 		v.assertion(field.Index("assertions", i), a)
@@ -114,9 +122,13 @@ func (v *validator) platform() {
 	v.positive("platform.ready_timeout", p.GetReadyTimeout())
 }
 
-// duration parses an optional duration, reporting a bad one; ok is false when it was bad.
+// duration parses an optional duration, reporting a bad one, or one longer than a run may last; ok is false when
+// it was bad.
 func (v *validator) duration(path, s string) (d time.Duration, ok bool) {
 	d, err := units.ParseDuration(s)
+	if err == nil && d > MaxRunDuration {
+		err = fmt.Errorf("%v is longer than a run may last (%v)", d, MaxRunDuration)
+	}
 	v.errs.Add(path, err)
 	return d, err == nil
 }
@@ -124,7 +136,10 @@ func (v *validator) duration(path, s string) (d time.Duration, ok bool) {
 // positive parses an optional duration that must be more than 0 when given.
 func (v *validator) positive(path, s string) time.Duration {
 	d, ok := v.duration(path, s)
-	if ok && s != "" && d <= 0 {
+	if !ok {
+		return 0
+	}
+	if s != "" && d <= 0 {
 		v.errs.Addf(path, "must be more than 0")
 	}
 	return d

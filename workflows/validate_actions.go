@@ -6,16 +6,20 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/names"
 	"github.com/irs-sim/irs/internal/units"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-func (v *validator) phase(path string, p *irsv1.Phase) {
+// phase checks one phase and returns its duration (0 when it is bad).
+func (v *validator) phase(path string, p *irsv1.Phase) time.Duration {
 	switch {
 	case p.GetName() == "":
 		v.errs.Addf(field.Join(path, "name"), "required")
+	case names.Check(p.GetName()) != nil:
+		v.errs.Add(field.Join(path, "name"), names.Check(p.GetName()))
 	case v.phases[p.GetName()]:
 		v.errs.Addf(field.Join(path, "name"), "phase %q defined twice", p.GetName())
 	default:
@@ -33,6 +37,7 @@ func (v *validator) phase(path string, p *irsv1.Phase) {
 			v.schedule(apath, a, 0, d, true)
 		}
 	}
+	return d
 }
 
 // schedule checks that an action (and every member of a group) starts before the end of the phase, given the

@@ -627,6 +627,58 @@ bogus: true
 	})
 }
 
+// TestValidateNames: the workflow's and the phases' names follow the one rule every consumer accepts (a worker
+// tag, a label value, a path element): "warm up" broke every replacement replica, "../x" wrote outside the run
+// directory.
+func TestValidateNames(t *testing.T) {
+	body := strings.TrimPrefix(graph, "name: w\n")
+	runValidateCases(t, []validateCase{
+		{name: "workflow name that is a path", doc: "name: ../x\n" + body, want: []problem{{"1:7", "name", "a name is 1 to 63 letters"}}},
+		{name: "workflow name with a space", doc: "name: flash sale\n" + body, want: []problem{{"1:7", "name", `"flash sale"`}}},
+		{
+			name: "phase name with a space",
+			doc:  strings.Replace(graph, "  - name: p\n", "  - name: warm up\n", 1),
+			want: []problem{{"8:11", "phases[0].name", `"warm up": a name is`}},
+		},
+	})
+}
+
+// TestValidateDurationsBounded: durations that overflowed a time.Duration when summed (the total once read
+// -496382h) are refused, each, and so is a run longer than its certificates last.
+func TestValidateDurationsBounded(t *testing.T) {
+	base := strings.TrimSuffix(graph, "phases:\n  - name: p\n    duration: 60s\n")
+	runValidateCases(t, []validateCase{
+		{
+			name: "phases each beyond a run",
+			doc:  base + "phases:\n  - {name: a, duration: 2562047h}\n  - {name: b, duration: 2562047h}\n",
+			want: []problem{
+				{"8:25", "phases[0].duration", "longer than a run may last (168h0m0s)"},
+				{"9:25", "phases[1].duration", "longer than a run may last"},
+			},
+		},
+		{
+			name: "phases whose sum is beyond a run",
+			doc:  base + "phases:\n  - {name: a, duration: 100h}\n  - {name: b, duration: 100h}\n",
+			want: []problem{{"8:3", "phases", "the phases last 200h0m0s in all, longer than a run may last"}},
+		},
+		{
+			name: "a wait beyond a run",
+			doc:  base + "phases:\n  - name: a\n    duration: 1h\n    actions: [{serial: [{wait: 2000000h}, {at: 2000000h, kill: {service: api}}]}]\n",
+			want: []problem{
+				{"10:32", "phases[0].actions[0].serial[0].wait", "longer than a run may last"},
+				{"10:48", "phases[0].actions[0].serial[1].at", "longer than a run may last"},
+			},
+		},
+	})
+	doc, err := workflows.Parse([]byte(base+"phases:\n  - {name: a, duration: 100h}\n"), "w.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workflows.NewTimeline(doc.Workflow, 10); err == nil {
+		t.Error("a 100 h workflow at time scale 10 (1000 h) made a timeline, want the run's length refused")
+	}
+}
+
 // TestValidateFinds covers the checks whose exact report is wrong today (the BUG cases of TestValidate): the
 // problem is found, under the field or one of its parents, whatever the fix does to its position.
 func TestValidateFinds(t *testing.T) {

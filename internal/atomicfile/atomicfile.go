@@ -3,8 +3,10 @@
 package atomicfile
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,6 +60,15 @@ func describe(m fs.FileMode) string {
 // path or a regular file is written (a symlink to one is followed); anything else is refused with
 // ErrNotRegular and left as it is.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return WriteFrom(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFrom is Write with the content written by write, straight into the temporary file: a large report is not
+// held in memory first.
+func WriteFrom(path string, perm os.FileMode, write func(io.Writer) error) error {
 	path, err := Check(path)
 	if err != nil {
 		return err
@@ -66,9 +77,17 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(data)
+	bw := bufio.NewWriterSize(tmp, 64<<10)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err == nil {
 		err = tmp.Chmod(perm)
+	}
+	if err == nil {
+		// A full disk may only say so here; renamed unsynced, a crash could leave an empty file in place.
+		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -80,4 +99,24 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// CheckWritable tells, before anything is done that would be lost, whether Write could write path: it is a new
+// path or a regular file (Check), and a file can be made in its directory, made if missing. A result that could
+// not be written once left a run's verdict nowhere while the command said where it was.
+func CheckWritable(path string) error {
+	path, err := Check(path)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	probe, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-probe-*")
+	if err != nil {
+		return err
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
 }

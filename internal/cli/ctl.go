@@ -14,6 +14,7 @@ import (
 	"github.com/irs-sim/irs/internal/yamlpb"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/kube"
+	"github.com/irs-sim/irs/workflows/report"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -28,6 +29,7 @@ type ctlOptions struct {
 	service               string
 	addresses             []string
 	tokenValue, tokenFile string
+	tokenGiven, fileGiven bool // --token, --token-file were on the command line (empty, too)
 	output                string
 	timeout               time.Duration
 }
@@ -72,7 +74,10 @@ cannot be reached.`,
 
 	type op func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)
 	run := func(fn op) func(*cobra.Command, []string) error {
-		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd.Context(), o, fn) }
+		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd, o, false, fn) }
+	}
+	change := func(fn op) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd, o, true, fn) }
 	}
 	config := &cobra.Command{Use: "config", Short: "The workers' configuration"}
 	config.AddCommand(
@@ -83,11 +88,11 @@ cannot be reached.`,
 			})},
 		&cobra.Command{Use: "patch PATCH|@FILE", Short: "Apply a JSON merge patch to each worker's configuration", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				doc, err := argDocument(args[0])
+				doc, err := argDocument(cmd.Context(), args[0])
 				if err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
-				return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return a.ctl(cmd, o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 					r, err := c.UpdateConfig(ctx, &irsv1.UpdateConfigRequest{MergePatch: string(doc)})
 					return r.GetState(), describeState(r.GetState()), err
 				})
@@ -95,10 +100,10 @@ cannot be reached.`,
 		&cobra.Command{Use: "replace FILE", Short: "Replace each worker's configuration with a document (YAML or JSON)", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				cfg := &irsv1.WorkerConfig{}
-				if err := readDocument(args[0], cfg); err != nil {
+				if err := readDocument(cmd.Context(), args[0], cfg); err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
-				return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return a.ctl(cmd, o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 					r, err := c.ReplaceConfig(ctx, &irsv1.ReplaceConfigRequest{Config: cfg})
 					return r.GetState(), describeState(r.GetState()), err
 				})
@@ -108,7 +113,7 @@ cannot be reached.`,
 	load.AddCommand(
 		&cobra.Command{Use: "start LOAD|@FILE", Short: "Set each worker's load (an irs.v1.Load, YAML or JSON) and start it", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				doc, err := argDocument(args[0])
+				doc, err := argDocument(cmd.Context(), args[0])
 				if err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
@@ -116,13 +121,13 @@ cannot be reached.`,
 				if err := yamlpb.Unmarshal(doc, l); err != nil {
 					return withExitCode(fmt.Errorf("load: %w", err), ExitInvalidConfig)
 				}
-				return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return a.ctl(cmd, o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 					r, err := c.StartLoad(ctx, &irsv1.StartLoadRequest{Load: l})
 					return r.GetState(), describeState(r.GetState()), err
 				})
 			}},
 		&cobra.Command{Use: "stop", Short: "Stop each worker's load", Args: cobra.NoArgs,
-			RunE: run(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+			RunE: change(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 				r, err := c.StopLoad(ctx, &irsv1.StopLoadRequest{})
 				return r.GetState(), describeState(r.GetState()), err
 			})},
@@ -130,7 +135,7 @@ cannot be reached.`,
 	var reset bool
 	stats := &cobra.Command{Use: "stats", Short: "Print what each worker measured since its last reset", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.ctl(cmd.Context(), o, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+			return a.ctl(cmd, o, false, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 				r, err := c.GetStats(ctx, &irsv1.GetStatsRequest{ResetWindow: reset})
 				return r.GetStats(), describeStats(r.GetStats()), err
 			})
@@ -148,11 +153,16 @@ cannot be reached.`,
 }
 
 // ctl does one thing to every target, in parallel, and reports each outcome.
-func (a *app) ctl(ctx context.Context, o ctlOptions, fn func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)) error {
+// A change ctl makes (mutates) is kept where the workers' configuration lives: on a cluster in the service's
+// ConfigMap, which restarted and replacement pods read; workers named by --address have no such place, and ctl
+// says the change is live only.
+func (a *app) ctl(cmd *cobra.Command, o ctlOptions, mutates bool, fn func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)) error {
 	if o.output != "text" && o.output != "json" {
 		return withExitCode(fmt.Errorf("--output %q: want text or json", o.output), ExitInvalidConfig)
 	}
-	targets, closeAll, err := a.ctlTargets(ctx, o)
+	ctx := cmd.Context()
+	o.tokenGiven, o.fileGiven = cmd.Flags().Changed("token"), cmd.Flags().Changed("token-file")
+	targets, closeAll, persist, err := a.ctlTargets(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -202,14 +212,20 @@ func (a *app) ctl(ctx context.Context, o ctlOptions, fn func(context.Context, ir
 			continue
 		}
 		if res.err != nil {
-			fmt.Fprintf(tw, "%s\tFAILED\t%s\n", t.name, strings.ReplaceAll(res.err.Error(), "\n", " "))
+			// A worker's answer is its own text: shown, never obeyed by the terminal.
+			fmt.Fprintf(tw, "%s\tFAILED\t%s\n", report.Inert(t.name), report.Inert(strings.ReplaceAll(res.err.Error(), "\n", " ")))
 		} else {
-			fmt.Fprintf(tw, "%s\tok\t%s\n", t.name, res.line)
+			fmt.Fprintf(tw, "%s\tok\t%s\n", report.Inert(t.name), report.Inert(res.line))
 		}
 	}
 	tw.Flush()
 	if o.output == "json" {
 		fmt.Fprintln(a.env.Stdout, "]")
+	}
+	if mutates {
+		if err := a.keepChange(ctx, persist, outs[0].msg, failed); err != nil {
+			return err
+		}
 	}
 	if failed > 0 {
 		return withExitCode(fmt.Errorf("%d of %d workers failed", failed, len(targets)), ExitError)
@@ -217,24 +233,64 @@ func (a *app) ctl(ctx context.Context, o ctlOptions, fn func(context.Context, ir
 	return nil
 }
 
-// ctlTargets finds the workers: a service's replicas on a cluster, or addresses on this machine.
-func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), error) {
-	tok := o.tokenValue
-	if tok == "" {
-		if v, ok := a.env.LookupEnv("IRS_CONTROL_TOKEN"); ok {
-			tok = v
-		}
+// ctlToken is the control token to send: --token-file's, --token's or $IRS_CONTROL_TOKEN's, "" when none is
+// given. One given empty is an error, not "none": a script whose variable was unset meant to send one.
+func (a *app) ctlToken(ctx context.Context, o ctlOptions) (string, error) {
+	value, from, given := o.tokenValue, "--token", o.tokenGiven
+	if !given {
+		value, given = a.env.LookupEnv("IRS_CONTROL_TOKEN")
+		from = "IRS_CONTROL_TOKEN"
+	}
+	if o.fileGiven && strings.TrimSpace(o.tokenFile) == "" {
+		return "", errors.New("--token-file is empty: name the token file")
 	}
 	if o.tokenFile != "" {
-		t, err := token.Read(o.tokenFile)
-		if err != nil {
-			return nil, nil, withExitCode(fmt.Errorf("--token-file: %w", err), ExitInvalidConfig)
+		if o.tokenGiven {
+			return "", errors.New("--token and --token-file: give one")
 		}
-		tok = t
+		tok, err := token.Read(ctx, o.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		return tok, nil
+	}
+	if !given {
+		return "", nil
+	}
+	return token.Check(value, from)
+}
+
+// ctlTargets finds the workers: a service's replicas on a cluster, or addresses on this machine.
+// keepChange keeps a change that every worker took where the workers' configuration lives, and says where; or
+// says why it is live only.
+func (a *app) keepChange(ctx context.Context, persist persistFunc, first proto.Message, failed int) error {
+	state, _ := first.(*irsv1.ConfigState)
+	switch {
+	case persist == nil:
+		fmt.Fprintln(a.env.Stderr, "live only: workers named by --address keep this until they restart (from their own --config)")
+	case failed > 0 || state.GetConfig() == nil:
+		fmt.Fprintln(a.env.Stderr, "not persisted: not every worker took the change, so the service's ConfigMap was left as it was")
+	default:
+		name, err := persist(ctx, state.GetConfig())
+		if err != nil {
+			return withExitCode(fmt.Errorf("the workers took the change, but it was not persisted (a restarted pod goes back): %w", err), ExitError)
+		}
+		fmt.Fprintf(a.env.Stderr, "persisted to ConfigMap %s: restarted and replacement pods start with it (a helm upgrade resets it to the chart's values)\n", name)
+	}
+	return nil
+}
+
+// persistFunc keeps a service's configuration where its pods read it, and names where.
+type persistFunc func(ctx context.Context, cfg *irsv1.WorkerConfig) (string, error)
+
+func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), persistFunc, error) {
+	tok, err := a.ctlToken(ctx, o)
+	if err != nil {
+		return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
 	}
 	switch {
 	case len(o.addresses) > 0 && o.service != "":
-		return nil, nil, withExitCode(errors.New("--address and --service: give one (workers here, or a service's on a cluster)"), ExitInvalidConfig)
+		return nil, nil, nil, withExitCode(errors.New("--address and --service: give one (workers here, or a service's on a cluster)"), ExitInvalidConfig)
 	case len(o.addresses) > 0:
 		var out []target
 		var conns []*grpc.ClientConn
@@ -245,7 +301,7 @@ func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), e
 			}
 			conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 			if err != nil {
-				return nil, nil, withExitCode(fmt.Errorf("--address %q: %w", addr, err), ExitInvalidConfig)
+				return nil, nil, nil, withExitCode(fmt.Errorf("--address %q: %w", addr, err), ExitInvalidConfig)
 			}
 			conns = append(conns, conn)
 			out = append(out, target{name: addr, client: irsv1.NewWorkerControlServiceClient(conn)})
@@ -254,23 +310,23 @@ func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), e
 			for _, c := range conns {
 				_ = c.Close()
 			}
-		}, nil
+		}, nil, nil
 	case o.service != "":
 		kopts := o.kube
 		if err := kopts.resolve(a.env.LookupEnv, nil); err != nil {
-			return nil, nil, withExitCode(err, ExitInvalidConfig)
+			return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
 		}
 		if kopts.namespace == "" {
-			return nil, nil, withExitCode(errors.New("--service: name the --namespace too"), ExitInvalidConfig)
+			return nil, nil, nil, withExitCode(errors.New("--service: name the --namespace too"), ExitInvalidConfig)
 		}
 		f, err := kube.Connect(ctx, kube.Access{Kubeconfig: kopts.kubeconfig, Context: kopts.context}, kopts.namespace, tok)
 		if err != nil {
-			return nil, nil, kubeError(err)
+			return nil, nil, nil, kubeError(err)
 		}
 		members, err := f.Members(ctx, o.service)
 		if err != nil {
 			f.Close()
-			return nil, nil, withExitCode(err, ExitInvalidConfig)
+			return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
 		}
 		var out []target
 		for _, m := range members {
@@ -283,26 +339,36 @@ func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), e
 			}
 			out = append(out, t)
 		}
-		return out, f.Close, nil
+		persist := func(ctx context.Context, cfg *irsv1.WorkerConfig) (string, error) {
+			return f.PersistConfig(ctx, o.service, cfg)
+		}
+		return out, f.Close, persist, nil
 	}
-	return nil, nil, withExitCode(errors.New("name the workers: --namespace and --service (on a cluster), or --address (here)"), ExitInvalidConfig)
+	return nil, nil, nil, withExitCode(errors.New("name the workers: --namespace and --service (on a cluster), or --address (here)"), ExitInvalidConfig)
 }
 
 // argDocument is an argument that is a document, or @FILE.
-func argDocument(arg string) ([]byte, error) {
+func argDocument(ctx context.Context, arg string) ([]byte, error) {
 	if path, ok := strings.CutPrefix(arg, "@"); ok {
-		return yamlpb.ReadFile(path, "document")
+		return yamlpb.ReadFile(ctx, path, "document")
 	}
 	return []byte(arg), nil
 }
 
 // readDocument reads a YAML or JSON document into m.
-func readDocument(path string, m proto.Message) error {
-	b, err := yamlpb.ReadFile(path, "document")
+func readDocument(ctx context.Context, path string, m proto.Message) error {
+	b, err := yamlpb.ReadFile(ctx, path, "document")
 	if err != nil {
 		return err
 	}
-	return yamlpb.Unmarshal(b, m)
+	root, err := yamlpb.Parse(b, "document")
+	if err != nil {
+		return err
+	}
+	if yamlpb.Empty(root) {
+		return fmt.Errorf("%s is empty (or null): it would replace the configuration with nothing", path)
+	}
+	return yamlpb.Decode(root, m, "")
 }
 
 func describeState(s *irsv1.ConfigState) string {

@@ -181,7 +181,7 @@ func (a *app) newRelayCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tok, err := token.Read(tokenFile)
+			tok, err := token.Read(cmd.Context(), tokenFile)
 			if err != nil {
 				return withExitCode(fmt.Errorf("--token-file: %w", err), ExitInvalidConfig)
 			}

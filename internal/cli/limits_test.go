@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"syscall"
+	"time"
+
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/irs-sim/irs/workflows/engine"
+	"github.com/irs-sim/irs/workflows/report/reporttest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -70,5 +75,81 @@ func TestDocumentLimits(t *testing.T) {
 				t.Errorf("refusing it allocated %d bytes, want at most 8 MiB", n)
 			}
 		})
+	}
+}
+
+// runMain runs the command line with args and no environment, and says what it allocated.
+func runMain(ctx context.Context, args ...string) (code int, stdout, stderr string, allocated uint64) {
+	var out, errOut bytes.Buffer
+	env := Env{Args: args, Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" },
+		LookupEnv: func(string) (string, bool) { return "", false }}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	code = Main(ctx, env)
+	runtime.ReadMemStats(&after)
+	return code, out.String(), errOut.String(), after.TotalAlloc - before.TotalAlloc
+}
+
+// TestFileInputsBounded: a file input that is a device is refused at once (`irs workflow report /dev/zero` and
+// `--control-token-file /dev/zero` read without end), and one that is a pipe whose writer never writes ends when
+// the command's context does (Ctrl-C; it blocked forever, deaf to signals).
+func TestFileInputsBounded(t *testing.T) {
+	for _, args := range [][]string{
+		{"workflow", "report", "/dev/zero"},
+		{"workflow", "validate", "/dev/zero"},
+		{"worker", "--name", "w", "--control-token-file", "/dev/zero"},
+		{"workflow", "compare", "/dev/zero", "/dev/zero"},
+	} {
+		start := time.Now()
+		code, _, stderr, n := runMain(context.Background(), args...)
+		if code != ExitInvalidConfig || !strings.Contains(stderr, "not a regular file") || time.Since(start) > 5*time.Second || n > 8<<20 {
+			t.Errorf("%q: exit %d after %v, %d bytes allocated, stderr %q; want exit 2 at once saying it is not a regular file",
+				args, code, time.Since(start), n, stderr)
+		}
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0) // a writer that never writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, args := range [][]string{{"workflow", "validate", fifo}, {"workflow", "report", fifo}, {"workflow", "run", fifo}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond) // the signal
+		start := time.Now()
+		code, _, stderr, _ := runMain(ctx, args...)
+		cancel()
+		if took := time.Since(start); took > 10*time.Second || code == ExitOK {
+			t.Errorf("%q on a silent pipe: exit %d after %v (%q); want it to end, failed, when its context ends", args, code, took, stderr)
+		}
+	}
+}
+
+// TestReportJSONMemory: `irs workflow report -f json` of a large result allocates a few times its size, where it
+// took ten (the file, the message, the rendering, its buffer and a copy of it).
+func TestReportJSONMemory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "result.json")
+	if err := engine.WriteResult(path, reporttest.Large(50, 600)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out.json")
+	code, _, stderr, n := runMain(context.Background(), "workflow", "report", path, "-f", "json", "-o", out)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	copied, err := os.ReadFile(out)
+	if err != nil || len(copied) != int(st.Size()) {
+		t.Fatalf("report -f json wrote %d bytes (%v), want the result's %d", len(copied), err, st.Size())
+	}
+	t.Logf("a %d-byte result: %d bytes allocated (%.1f×)", st.Size(), n, float64(n)/float64(st.Size()))
+	if limit := 6 * uint64(st.Size()); n > limit {
+		t.Errorf("allocated %d bytes for a %d-byte result, want at most %d (6×)", n, st.Size(), limit)
 	}
 }

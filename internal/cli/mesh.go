@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"github.com/irs-sim/irs/internal/inputfile"
 	"net"
 	"os"
 	"path/filepath"
@@ -328,11 +331,11 @@ hands the pod's network namespace to the node agent on that socket (irs mesh nod
 
 // copyOwned copies a file to a new one of mode 0600 owned by uid.
 func copyOwned(from, to string, uid int) error {
-	b, err := os.ReadFile(from)
+	b, err := inputfile.Read(context.Background(), from, inputfile.MaxCredentialBytes)
 	if err != nil {
 		return err
 	}
-	if len(b) == 0 {
+	if len(bytes.TrimSpace(b)) == 0 {
 		return fmt.Errorf("%s is empty", from)
 	}
 	if err := os.WriteFile(to, b, 0o600); err != nil {

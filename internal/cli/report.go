@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +38,7 @@ func checkFormat(flag, f string) error {
 }
 
 // render writes a result, comparison or suite in a format.
-func render(w io.Writer, f *resultfile.File, format string) error {
+func render(ctx context.Context, w io.Writer, f *resultfile.File, format string) error {
 	switch format {
 	case "json":
 		var m proto.Message = f.Result
@@ -50,7 +51,10 @@ func render(w io.Writer, f *resultfile.File, format string) error {
 		if err != nil {
 			return err
 		}
-		_, err = w.Write(append(b, '\n'))
+		if _, err = w.Write(b); err != nil { // not append(b, '\n'): that copied the whole document once more
+			return err
+		}
+		_, err = io.WriteString(w, "\n")
 		return err
 	case "text":
 		switch {
@@ -79,7 +83,7 @@ func render(w io.Writer, f *resultfile.File, format string) error {
 		case f.Comparison != nil:
 			return junit.Comparison(w, f.Comparison)
 		}
-		runs, err := suiteRuns(f)
+		runs, err := suiteRuns(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -94,7 +98,7 @@ func render(w io.Writer, f *resultfile.File, format string) error {
 		var runs []page.SuiteRun
 		for _, r := range f.Suite.GetRuns() {
 			sr := page.SuiteRun{Entry: r}
-			if r.GetResult() != "" {
+			if r.GetResult() != "" && filepath.IsLocal(r.GetResult()) { // a link out of the suite is not made
 				rep := filepath.Join(filepath.Dir(r.GetResult()), reportFiles["html"])
 				if _, err := os.Stat(filepath.Join(filepath.Dir(f.Path), rep)); err == nil {
 					sr.Report = rep
@@ -108,12 +112,12 @@ func render(w io.Writer, f *resultfile.File, format string) error {
 }
 
 // suiteRuns reads each run of a suite for its JUnit file.
-func suiteRuns(f *resultfile.File) ([]junit.Run, error) {
+func suiteRuns(ctx context.Context, f *resultfile.File) ([]junit.Run, error) {
 	var runs []junit.Run
 	for _, r := range f.Suite.GetRuns() {
 		run := junit.Run{Entry: r}
 		if r.GetResult() != "" {
-			rf, err := f.SuiteRun(r)
+			rf, err := f.SuiteRun(ctx, r)
 			if err != nil {
 				return nil, err
 			}
@@ -125,37 +129,35 @@ func suiteRuns(f *resultfile.File) ([]junit.Run, error) {
 }
 
 // writeRendered renders into a file atomically (or to w when path is "" or "-").
-func writeRendered(w io.Writer, path string, f *resultfile.File, format string) error {
+func writeRendered(ctx context.Context, w io.Writer, path string, f *resultfile.File, format string) error {
 	if path == "" || path == "-" {
-		return render(w, f, format)
-	}
-	var b bytes.Buffer
-	if err := render(&b, f, format); err != nil {
-		return err
+		return render(ctx, w, f, format)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return atomicfile.Write(path, b.Bytes(), 0o644)
+	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error { return render(ctx, w, f, format) })
 }
 
 // writeReports writes a run directory's reports in the formats asked for, beside its result; it returns the
-// files written. A report that cannot be written is a warning: the run and its result stand.
-func (a *app) writeReports(dir string, f *resultfile.File, formats []string) []string {
+// files written, and an error naming each report that could not be written: the command then fails (a report
+// asked for and missing is a CI step reading nothing), though the others are written.
+func (a *app) writeReports(ctx context.Context, dir string, f *resultfile.File, formats []string) ([]string, error) {
 	var out []string
+	var errs []error
 	for _, format := range formats {
 		name := reportFiles[format]
 		if name == "" {
 			continue // the result is the JSON
 		}
 		path := filepath.Join(dir, name)
-		if err := writeRendered(nil, path, f, format); err != nil {
-			fmt.Fprintf(a.env.Stderr, "warning: %s report not written: %v\n", format, err)
+		if err := writeRendered(ctx, nil, path, f, format); err != nil {
+			errs = append(errs, fmt.Errorf("%s report not written: %w", format, err))
 			continue
 		}
 		out = append(out, path)
 	}
-	return out
+	return out, errors.Join(errs...)
 }
 
 // parseReports reads --report: formats, "none" for none.
@@ -190,16 +192,20 @@ CI step summary. With --baseline the report includes what changed against the ba
 			if err := checkFormat("--format", format); err != nil {
 				return withExitCode(err, ExitInvalidConfig)
 			}
-			f, err := resultfile.Read(args[0])
+			f, err := resultfile.Read(cmd.Context(), args[0])
 			if err != nil {
 				return withExitCode(err, ExitInvalidConfig)
 			}
 			if base != "" {
-				if err := attachRegressions(f, base, limits); err != nil {
+				if err := attachRegressions(cmd.Context(), f, base, limits); err != nil {
 					return err
 				}
 			}
-			if err := writeRendered(a.env.Stdout, out, f, format); err != nil {
+			if st, err := os.Stat(f.Path); err == nil && st.Mode().IsRegular() && format == "json" && base == "" {
+				// The file, checked, as it is: rendered again it took 10 times its size in memory.
+				return copyFile(a.env.Stdout, out, f.Path)
+			}
+			if err := writeRendered(cmd.Context(), a.env.Stdout, out, f, format); err != nil {
 				return withExitCode(err, reportErrorCode(err))
 			}
 			return nil
@@ -220,7 +226,7 @@ func reportErrorCode(err error) int {
 }
 
 // attachRegressions compares f with the baseline file and attaches the regressions to it.
-func attachRegressions(f *resultfile.File, basePath, limitText string) error {
+func attachRegressions(ctx context.Context, f *resultfile.File, basePath, limitText string) error {
 	if f.Suite != nil {
 		return withExitCode(errors.New("--baseline: compare the runs of a suite one by one, or run the suite with --baseline"), ExitInvalidConfig)
 	}
@@ -228,7 +234,7 @@ func attachRegressions(f *resultfile.File, basePath, limitText string) error {
 	if err != nil {
 		return withExitCode(fmt.Errorf("--max-regression: %w", err), ExitInvalidConfig)
 	}
-	base, err := resultfile.Read(basePath)
+	base, err := resultfile.Read(ctx, basePath)
 	if err != nil {
 		return withExitCode(fmt.Errorf("--baseline: %w", err), ExitInvalidConfig)
 	}
@@ -262,11 +268,11 @@ workflow, other services or calls, other phases, another time scale), or bad inp
 			if err := checkFormat("--format", format); err != nil {
 				return withExitCode(err, ExitInvalidConfig)
 			}
-			f, err := resultfile.Read(args[1])
+			f, err := resultfile.Read(cmd.Context(), args[1])
 			if err != nil {
 				return withExitCode(err, ExitInvalidConfig)
 			}
-			if err := attachRegressions(f, args[0], limits); err != nil {
+			if err := attachRegressions(cmd.Context(), f, args[0], limits); err != nil {
 				return err
 			}
 			r := f.Result.GetRegressions()
@@ -289,7 +295,7 @@ workflow, other services or calls, other phases, another time scale), or bad inp
 					return err
 				}
 			default:
-				if err := writeRendered(a.env.Stdout, out, f, format); err != nil {
+				if err := writeRendered(cmd.Context(), a.env.Stdout, out, f, format); err != nil {
 					return withExitCode(err, reportErrorCode(err))
 				}
 			}
@@ -311,4 +317,21 @@ func writeBytes(w io.Writer, path string, b []byte) error {
 		return err
 	}
 	return atomicfile.Write(path, b, 0o644)
+}
+
+// copyFile copies the file at from to path (atomically), or to w when path is "" or "-".
+func copyFile(w io.Writer, path, from string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if path == "" || path == "-" {
+		_, err = io.Copy(w, src)
+		return err
+	}
+	return atomicfile.WriteFrom(path, 0o644, func(dst io.Writer) error {
+		_, err := io.Copy(dst, src)
+		return err
+	})
 }

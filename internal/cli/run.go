@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -155,7 +156,7 @@ func (o runOptions) variants(own *irsv1.Mesh) ([]*irsv1.Mesh, error) {
 }
 
 func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) error {
-	doc, err := loadWorkflow(path)
+	doc, err := loadWorkflow(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -204,7 +205,7 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	}
 	var base *runBaseline
 	if opts.baseline != "" {
-		if base, err = a.loadBaseline(opts.baseline, opts.maxRegression, wf, opts.timeScale); err != nil {
+		if base, err = a.loadBaseline(ctx, opts.baseline, opts.maxRegression, wf, opts.timeScale); err != nil {
 			return err
 		}
 	}
@@ -232,7 +233,7 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 		}
 		if runs > 1 {
 			fmt.Fprintf(a.env.Stdout, "plan: %d points × %d variants × %d repetitions = %d runs of %v: %v of phases in all, plus each run's start and stop (seconds each locally, more on a cluster)\n",
-				len(points), len(variants), opts.repeat, runs, tl.Total, time.Duration(runs)*tl.Total)
+				len(points), len(variants), opts.repeat, runs, tl.Total, campaignLength(runs, tl.Total))
 		}
 		if base != nil {
 			fmt.Fprintf(a.env.Stdout, "baseline: %s (limits %s)\n", base.file.Path, opts.maxRegression)
@@ -253,12 +254,15 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	if opts.runDir == "" {
 		opts.runDir = filepath.Join("irs-runs", wf.GetName()+"-"+time.Now().Format("20060102-150405"))
 	}
+	// Before anything starts: the result is written by renaming over the path, which must not replace a device,
+	// a pipe or a directory, in a directory where a file can be made.
 	if opts.result != "" {
-		// Before anything starts: the result is written by renaming over the path, which must not replace a
-		// device, a pipe or a directory.
-		if _, err := atomicfile.Check(opts.result); err != nil {
+		if err := atomicfile.CheckWritable(opts.result); err != nil {
 			return withExitCode(fmt.Errorf("--result: %w", err), ExitInvalidConfig)
 		}
+	}
+	if err := atomicfile.CheckWritable(filepath.Join(opts.runDir, "result.json")); err != nil {
+		return withExitCode(fmt.Errorf("--run-dir: %w", err), ExitInvalidConfig)
 	}
 	r := &runner{app: a, wf: wf, tl: tl, envoy: envoyBin, interactive: interactive, progress: opts.progress, kube: opts.kube,
 		base: base, reports: reports}
@@ -417,18 +421,31 @@ func (r *runner) single(ctx context.Context, mesh *irsv1.Mesh, point workflows.S
 		name += " " + point.Label()
 	}
 	res, err := r.once(ctx, mesh, point, name, opts.runDir, opts.result)
-	if res != nil {
-		f := &resultfile.File{Path: opts.result, Result: res}
-		if r.base != nil && res.GetTotal() != nil {
-			r.compareWithBaseline(f)
-			if werr := engine.WriteResult(opts.result, res); werr != nil {
-				return withExitCode(fmt.Errorf("write result: %w", werr), ExitError)
-			}
-		}
-		report.Summary(r.app.env.Stdout, res, opts.result)
-		r.writeReports(filepath.Dir(opts.result), f)
+	if res == nil {
+		return runError(r.wf.GetName(), res, err)
 	}
-	return runError(r.wf.GetName(), res, err)
+	f := &resultfile.File{Path: opts.result, Result: res}
+	written := !errors.Is(err, engine.ErrResultNotWritten)
+	if r.base != nil && res.GetTotal() != nil {
+		r.compareWithBaseline(f)
+		if werr := engine.WriteResult(opts.result, res); werr != nil {
+			err, written = errors.Join(err, fmt.Errorf("%w: %s: %w", engine.ErrResultNotWritten, opts.result, werr)), false
+		}
+	}
+	shown := opts.result
+	if !written {
+		shown = "" // not claimed: it is not there, or is an earlier snapshot
+	}
+	report.Summary(r.app.env.Stdout, res, shown)
+	var writeErr error
+	if !written {
+		writeErr = fmt.Errorf("the verdict above is in no file: %w", err)
+		if !errors.Is(err, engine.ErrInterrupted) {
+			err = nil // the run itself ended; what failed is the write, which writeErr says
+		}
+	}
+	writeErr = errors.Join(writeErr, r.writeReports(ctx, filepath.Dir(opts.result), f))
+	return outputError(runError(r.wf.GetName(), res, err), writeErr)
 }
 
 // compareWithBaseline attaches what changed against the baseline; a regression fails a run that passed.
@@ -449,11 +466,26 @@ func (r *runner) compareWithBaseline(f *resultfile.File) {
 	}
 }
 
-// writeReports writes the reports asked for beside a result or comparison, and says where they are.
-func (r *runner) writeReports(dir string, f *resultfile.File) {
-	if written := r.app.writeReports(dir, f, r.reports); len(written) > 0 {
+// writeReports writes the reports asked for beside a result or comparison, and says where they are; the error
+// names those that could not be written.
+func (r *runner) writeReports(ctx context.Context, dir string, f *resultfile.File) error {
+	written, err := r.app.writeReports(ctx, dir, f, r.reports)
+	if len(written) > 0 {
 		fmt.Fprintf(r.app.env.Stdout, "reports: %s\n", strings.Join(written, ", "))
 	}
+	return err
+}
+
+// outputError is the command's error when its result or reports could not be written: exit 1 whatever the
+// verdict (an interrupt keeps its 130), saying so.
+func outputError(runErr, writeErr error) error {
+	if writeErr == nil {
+		return runErr
+	}
+	if errors.Is(runErr, engine.ErrInterrupted) {
+		return withExitCode(fmt.Errorf("interrupted, and %w", writeErr), ExitInterrupted)
+	}
+	return withExitCode(writeErr, ExitError)
 }
 
 // runError maps a run's outcome to the command's error and exit code.
@@ -566,12 +598,12 @@ rounds:
 		return err
 	}
 	report.Comparison(r.app.env.Stdout, cmp, out)
-	r.writeReports(filepath.Dir(out), f)
+	reportsErr := r.writeReports(ctx, filepath.Dir(out), f)
 	var last *irsv1.WorkflowResult
 	if st := cmp.GetStatus(); st == engine.StatusFailed || st == engine.StatusInvalid {
 		last = &irsv1.WorkflowResult{Status: st, Regressions: cmp.GetRegressions()}
 	}
-	return runError(r.wf.GetName(), last, runErr)
+	return outputError(runError(r.wf.GetName(), last, runErr), reportsErr)
 }
 
 // writeComparison writes the comparison file atomically.
@@ -584,4 +616,13 @@ func writeComparison(path string, c *irsv1.Comparison) error {
 		return err
 	}
 	return atomicfile.Write(path, append(b, '\n'), 0o644)
+}
+
+// campaignLength says how long runs of d each last in all, in hours when that is beyond what a time.Duration
+// holds (the product overflowed into a negative time).
+func campaignLength(runs int, d time.Duration) string {
+	if runs > 0 && d > time.Duration(math.MaxInt64/int64(runs)) {
+		return fmt.Sprintf("%.0fh", float64(runs)*d.Hours())
+	}
+	return (time.Duration(runs) * d).String()
 }

@@ -29,12 +29,12 @@ type runBaseline struct {
 
 // loadBaseline reads a baseline for a run of wf and refuses one that cannot be compared, before anything
 // starts. A suite (or a suite's run directory) gives the run of the same workflow.
-func (a *app) loadBaseline(path, limitText string, wf *irsv1.Workflow, timeScale float64) (*runBaseline, error) {
+func (a *app) loadBaseline(ctx context.Context, path, limitText string, wf *irsv1.Workflow, timeScale float64) (*runBaseline, error) {
 	limits, err := baseline.ParseLimits(limitText)
 	if err != nil {
 		return nil, withExitCode(fmt.Errorf("--max-regression: %w", err), ExitInvalidConfig)
 	}
-	f, err := resultfile.Read(path)
+	f, err := resultfile.Read(ctx, path)
 	if err != nil {
 		return nil, withExitCode(fmt.Errorf("--baseline: %w", err), ExitInvalidConfig)
 	}
@@ -48,7 +48,7 @@ func (a *app) loadBaseline(path, limitText string, wf *irsv1.Workflow, timeScale
 		if run == nil {
 			return nil, withExitCode(fmt.Errorf("--baseline %s: the suite has no result of workflow %s", path, wf.GetName()), ExitInvalidConfig)
 		}
-		if f, err = f.SuiteRun(run); err != nil {
+		if f, err = f.SuiteRun(ctx, run); err != nil {
 			return nil, withExitCode(fmt.Errorf("--baseline: %w", err), ExitInvalidConfig)
 		}
 	}
@@ -110,6 +110,9 @@ var exitStatus = map[int]string{ExitOK: engine.StatusPassed, ExitAssertionFailed
 	ExitError: engine.StatusError, ExitInvalidEnvironment: engine.StatusError, ExitInvalidConfig: engine.StatusError, ExitInterrupted: engine.StatusInterrupted}
 
 // runSuite validates every workflow, then runs each in turn in <run-dir>/<workflow>, and writes suite.json, one
+// suiteFiles are the files a suite writes in its run directory beside its workflows' directories.
+var suiteFiles = map[string]bool{"suite.json": true, "junit.xml": true, "report.html": true, "report.md": true, "report.txt": true}
+
 // JUnit file and the suite's reports. An interrupt stops the suite: the workflows after it are "not run".
 func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) error {
 	if opts.result != "" {
@@ -119,14 +122,16 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 	names := map[string]string{}
 	dirs := make([]string, len(files))
 	for i, file := range files {
-		doc, err := loadWorkflow(file)
+		doc, err := loadWorkflow(ctx, file)
 		if err != nil {
 			problems = append(problems, err)
 			continue
 		}
+		// A valid name is one path element (internal/names); one that names a file of the suite's own
+		// (suite.json, its reports) gets a suffix as a second workflow of the same name does.
 		name := doc.Workflow.GetName()
 		dir := name
-		for n := 2; names[dir] != ""; n++ {
+		for n := 2; names[dir] != "" || suiteFiles[dir]; n++ {
 			dir = fmt.Sprintf("%s-%d", name, n)
 		}
 		names[dir], dirs[i] = file, dir
@@ -174,7 +179,7 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 				break
 			}
 		}
-		if f, rerr := resultfile.Read(filepath.Join(opts.runDir, run.GetResult())); run.GetResult() != "" && rerr == nil {
+		if f, rerr := resultfile.Read(ctx, filepath.Join(opts.runDir, run.GetResult())); run.GetResult() != "" && rerr == nil {
 			run.Status = f.Status()
 		}
 		if err != nil && (run.GetResult() == "" || code == ExitError || code == ExitInvalidEnvironment || code == ExitInvalidConfig) {
@@ -197,15 +202,19 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 	report.Suite(a.env.Stdout, s, suitePath)
 	f := &resultfile.File{Path: suitePath, Suite: s}
 	reports := append([]string{"junit"}, opts.reports...)
+	var reportsErr error
 	if parsed, err := parseReports(reports); err == nil {
-		if written := a.writeReports(opts.runDir, f, parsed); len(written) > 0 {
+		var written []string
+		written, reportsErr = a.writeReports(ctx, opts.runDir, f, parsed)
+		if len(written) > 0 {
 			fmt.Fprintf(a.env.Stdout, "reports: %s\n", strings.Join(written, ", "))
 		}
 	}
+	var verdict error
 	if worst != ExitOK {
-		return withExitCode(fmt.Errorf("suite: %s", suiteVerdict(s)), worst)
+		verdict = withExitCode(fmt.Errorf("suite: %s", suiteVerdict(s)), worst)
 	}
-	return nil
+	return outputError(verdict, reportsErr)
 }
 
 // suiteVerdict says which runs did not pass.

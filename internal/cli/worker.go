@@ -24,6 +24,7 @@ import (
 	"github.com/irs-sim/irs/worker/control/rest"
 	"github.com/irs-sim/irs/worker/telemetry"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
@@ -73,11 +74,11 @@ Examples:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := newViper(cmd.Flags())
-			spec, src, err := compileWorker(v, cmd.Flags(), a.env.LookupEnv)
+			spec, src, err := compileWorker(cmd.Context(), v, cmd.Flags(), a.env.LookupEnv)
 			if err != nil {
 				return err
 			}
-			if err := opts.resolve(v); err != nil {
+			if err := opts.resolve(cmd.Context(), v, cmd.Flags(), a.env.LookupEnv); err != nil {
 				return withExitCode(err, ExitInvalidConfig)
 			}
 			if v.GetBool("seed-per-instance") && spec.Seed != 0 {
@@ -124,8 +125,50 @@ Examples:
 	return cmd
 }
 
+// resolveToken sets the control token from --control-token or --control-token-file (or their IRS_* variables).
+// Either given empty is refused, not taken for "no token": a worker started with --control-token "" from a
+// script whose variable was unset would otherwise serve its control API to anyone.
+func (o *workerOptions) resolveToken(ctx context.Context, flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) error {
+	tokenFrom, tokenGiven := givenAs(flags, lookupEnv, "control-token")
+	fileFrom, fileGiven := givenAs(flags, lookupEnv, "control-token-file")
+	switch {
+	case tokenGiven && fileGiven:
+		return fmt.Errorf("%s and %s: give one", tokenFrom, fileFrom)
+	case fileGiven:
+		if strings.TrimSpace(o.controlTokenFile) == "" {
+			return fmt.Errorf("%s is empty: name the token file, or leave it out for a control API without a token", fileFrom)
+		}
+		tok, err := token.Read(ctx, o.controlTokenFile)
+		if err != nil {
+			return fmt.Errorf("%s: %w", fileFrom, err)
+		}
+		o.controlToken = tok
+	case tokenGiven:
+		if strings.TrimSpace(o.controlToken) != o.controlToken && strings.TrimSpace(o.controlToken) != "" {
+			// A token with spaces around it would be a token nobody can send (headers are trimmed).
+			return fmt.Errorf("%s: has leading or trailing whitespace", tokenFrom)
+		}
+		if _, err := token.Check(o.controlToken, tokenFrom); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// givenAs tells whether a flag was given on the command line or as its IRS_* variable (set, even empty), and
+// names where it came from.
+func givenAs(flags *pflag.FlagSet, lookupEnv func(string) (string, bool), name string) (string, bool) {
+	if f := flags.Lookup(name); f != nil && f.Changed {
+		return "--" + name, true
+	}
+	if _, ok := lookupEnv(envName(name)); ok {
+		return envName(name), true
+	}
+	return "", false
+}
+
 // resolve applies IRS_* environment variables to the options not set by flag, and checks them.
-func (o *workerOptions) resolve(v *viper.Viper) error {
+func (o *workerOptions) resolve(ctx context.Context, v *viper.Viper, flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) error {
 	o.controlListen = v.GetString("control-listen")
 	o.controlToken = v.GetString("control-token")
 	o.controlTokenFile = v.GetString("control-token-file")
@@ -143,18 +186,8 @@ func (o *workerOptions) resolve(v *viper.Viper) error {
 	o.dogstatsd = v.GetString("dogstatsd")
 	o.dogstatsdEvery = v.GetDuration("dogstatsd-interval")
 	o.traceSample = v.GetFloat64("trace-sample")
-	switch {
-	case o.controlTokenFile != "" && o.controlToken != "":
-		return errors.New("--control-token and --control-token-file: give one")
-	case o.controlTokenFile != "":
-		tok, err := token.Read(o.controlTokenFile)
-		if err != nil {
-			return fmt.Errorf("--control-token-file: %w", err)
-		}
-		o.controlToken = tok
-	case o.controlToken != "" && strings.TrimSpace(o.controlToken) != o.controlToken:
-		// A token with spaces around it would be a token nobody can send (headers are trimmed).
-		return errors.New("--control-token: has leading or trailing whitespace")
+	if err := o.resolveToken(ctx, flags, lookupEnv); err != nil {
+		return err
 	}
 	if o.traceSample < 0 || o.traceSample > 1 {
 		return fmt.Errorf("--trace-sample %v: want a fraction between 0 and 1", o.traceSample)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -228,13 +229,13 @@ type configSource struct {
 // every flag or IRS_* variable that is set, which take precedence. Problems in the file are returned as field
 // errors next to a partly decoded document, so that the caller can report them together with the semantic
 // ones; an unreadable file or a bad flag is an error.
-func loadWorkerConfig(v *viper.Viper, flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*irsv1.WorkerConfig, *configSource, field.List, error) {
+func loadWorkerConfig(ctx context.Context, v *viper.Viper, flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*irsv1.WorkerConfig, *configSource, field.List, error) {
 	cfg := &irsv1.WorkerConfig{}
 	src := &configSource{byPath: map[string]string{}}
 	var decodeErrs field.List
 	if path := v.GetString("config"); path != "" {
 		src.file = path
-		data, err := yamlpb.ReadFile(path, "worker configuration")
+		data, err := yamlpb.ReadFile(ctx, path, "worker configuration")
 		var tooBig *yamlpb.LimitError
 		if errors.As(err, &tooBig) {
 			return nil, nil, nil, src.describe(tooBig)
@@ -324,8 +325,8 @@ func plural(n int) string {
 
 // compileWorker loads and compiles the worker configuration, reporting every problem of the file and of the
 // flags at once; errors carry ExitInvalidConfig.
-func compileWorker(v *viper.Viper, flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*worker.Spec, *configSource, error) {
-	cfg, src, decodeErrs, err := loadWorkerConfig(v, flags, lookupEnv)
+func compileWorker(ctx context.Context, v *viper.Viper, flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*worker.Spec, *configSource, error) {
+	cfg, src, decodeErrs, err := loadWorkerConfig(ctx, v, flags, lookupEnv)
 	if err != nil {
 		return nil, nil, withExitCode(err, ExitInvalidConfig)
 	}

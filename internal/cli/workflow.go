@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -33,8 +34,8 @@ func compileWorkerConfig(cfg *irsv1.WorkerConfig) error {
 }
 
 // loadWorkflow reads, parses and validates a workflow file; problems carry ExitInvalidConfig.
-func loadWorkflow(path string) (*workflows.Document, error) {
-	doc, err := workflows.ReadFile(path)
+func loadWorkflow(ctx context.Context, path string) (*workflows.Document, error) {
+	doc, err := workflows.ReadFile(ctx, path)
 	if err != nil {
 		return nil, withExitCode(err, ExitInvalidConfig)
 	}
@@ -56,7 +57,7 @@ func (a *app) newWorkflowValidateCmd() *cobra.Command {
 			}
 			var problems []error
 			for _, file := range files {
-				if err := a.validateOne(file); err != nil {
+				if err := a.validateOne(cmd.Context(), file); err != nil {
 					problems = append(problems, err)
 				}
 			}
@@ -72,8 +73,8 @@ func (a *app) newWorkflowValidateCmd() *cobra.Command {
 }
 
 // validateOne checks one workflow file and says what it holds.
-func (a *app) validateOne(file string) error {
-	doc, err := loadWorkflow(file)
+func (a *app) validateOne(ctx context.Context, file string) error {
+	doc, err := loadWorkflow(ctx, file)
 	if err != nil {
 		return err
 	}

@@ -217,6 +217,28 @@ func TestControlTokenEmpty(t *testing.T) {
 			t.Errorf("token file %q: exit %d, stderr %q; want 2 naming --control-token-file", content, code, p.stderr)
 		}
 	}
+	// Given empty on the command line or in the environment (a script whose variable was unset): refused too, not
+	// taken for "no token", which opened the control API to anyone.
+	cases := []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{args: []string{"--control-token", ""}, want: "--control-token"},
+		{args: []string{"--control-token", " \t"}, want: "--control-token"},
+		{env: []string{"IRS_CONTROL_TOKEN="}, want: "IRS_CONTROL_TOKEN"},
+		{env: []string{"IRS_CONTROL_TOKEN=  "}, want: "IRS_CONTROL_TOKEN"},
+		{args: []string{"--control-token-file", ""}, want: "--control-token-file"},
+		{env: []string{"IRS_CONTROL_TOKEN_FILE="}, want: "IRS_CONTROL_TOKEN_FILE"},
+		{args: []string{"--control-token-file", "/dev/zero"}, want: "not a regular file"},
+	}
+	for _, c := range cases {
+		p := command(t, c.env, append([]string{"worker", "--name", "server", "--listen", "127.0.0.1:0"}, c.args...)...)
+		p.start()
+		if code := p.exitCode(10 * time.Second); code != 2 || !strings.Contains(p.stderr.String(), c.want) {
+			t.Errorf("env %q args %q: exit %d, stderr %q; want 2 naming %s", c.env, c.args, code, p.stderr, c.want)
+		}
+	}
 }
 
 // TestStatsStream streams a real worker's stats: one snapshot per interval, each covering its interval, until
@@ -339,5 +361,22 @@ func TestLoadBeyondPacingStops(t *testing.T) {
 	gen.signal(syscall.SIGTERM)
 	if code := gen.exitCode(10 * time.Second); code != 0 {
 		t.Errorf("worker exited %d after SIGTERM under a backlog", code)
+	}
+}
+
+// TestCtlByAddress: irs ctl changes workers named by address, and says the change is live only (they keep no
+// configuration elsewhere); a token given empty is refused, not taken for none.
+func TestCtlByAddress(t *testing.T) {
+	server := startWorker(t, "--name", "server", "--listen", "127.0.0.1:0")
+	patch := command(t, nil, "ctl", "config", "patch", "--address", server.ready.Control, `{"serve": {"delay": "3ms"}}`)
+	patch.start()
+	if code := patch.exitCode(30 * time.Second); code != 0 || !strings.Contains(patch.stdout.String(), " ok ") ||
+		!strings.Contains(patch.stderr.String(), "live only") {
+		t.Errorf("ctl config patch --address: exit %d, want ok and 'live only':\n%s\n%s", code, patch.stdout, patch.stderr)
+	}
+	empty := command(t, []string{"IRS_CONTROL_TOKEN="}, "ctl", "config", "get", "--address", server.ready.Control)
+	empty.start()
+	if code := empty.exitCode(30 * time.Second); code != 2 || !strings.Contains(empty.stderr.String(), "IRS_CONTROL_TOKEN") {
+		t.Errorf("ctl with IRS_CONTROL_TOKEN empty: exit %d, want 2 naming it:\n%s", code, empty.stderr)
 	}
 }

@@ -456,6 +456,26 @@ services:
 	if code, body := w.rest("GET", "/v1/config", token, ""); code != 200 || !strings.Contains(string(body), `"7ms"`) {
 		t.Errorf("after irs ctl: GET /v1/config = %d %s, want 7ms", code, body)
 	}
+	// The change is kept where the pods read their configuration: a replacement pod starts with it (it went back
+	// to the chart's, silently).
+	if !strings.Contains(patch.stderr.String(), "persisted to ConfigMap server-worker") {
+		t.Errorf("irs ctl config patch does not say where the change is kept:\n%s", patch.stderr)
+	}
+	cm, err := kubectl(t, "-n", ns, "get", "configmap", "server-worker", "-o", `jsonpath={.data.worker\.json}`)
+	if err != nil || !strings.Contains(cm, `"7ms"`) {
+		t.Errorf("ConfigMap server-worker after irs ctl config patch: %v %s; want 7ms", err, cm)
+	}
+	if out, err := kubectl(t, "-n", ns, "delete", "pod", first, "--wait=true"); err != nil {
+		t.Fatalf("delete pod %s: %v %s", first, err, out)
+	}
+	if out, err := kubectl(t, "-n", ns, "wait", "pods", "-l", "irs.dev/service=server", "--for=condition=Ready", "--timeout=90s"); err != nil {
+		t.Fatalf("the replacement of %s is not ready: %v %s", first, err, out)
+	}
+	again := command(t, nil, "ctl", "config", "get", "--namespace", ns, "--service", "server", "-o", "json")
+	again.start()
+	if code := again.exitCode(60 * time.Second); code != 0 || strings.Count(again.stdout.String(), `"7ms"`) != 2 {
+		t.Errorf("after a pod was replaced: exit %d, want both replicas at 7ms:\n%s\n%s", code, again.stdout, again.stderr)
+	}
 }
 
 func base64Decode(s string) (string, error) {

@@ -78,6 +78,29 @@ func TestMeshControlChannelAuthenticated(t *testing.T) {
 	if err := secrets(asClient, "server-0", "server"); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("client's sidecar asking as server's: %v, want PERMISSION_DENIED", err)
 	}
+	// Naming server's node under its own cluster passed the check and was served server's key: now it is kept
+	// waiting for a snapshot of client/server-0, which there is none of, and is sent nothing.
+	{
+		stolen, cancelStolen := context.WithTimeout(ctx, 2*time.Second)
+		stream, err := discovery.NewAggregatedDiscoveryServiceClient(asClient).StreamAggregatedResources(stolen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: "server-0", Cluster: "client"}, TypeUrl: resource.SecretType}); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := stream.Recv(); err == nil {
+			t.Errorf("client's sidecar naming server-0 under its own cluster was sent %d secrets of server's", len(resp.GetResources()))
+		}
+		cancelStolen()
+	}
+	// The incremental protocol is not served at all (it skipped the certificate check).
+	if dstream, err := discovery.NewAggregatedDiscoveryServiceClient(asClient).DeltaAggregatedResources(ctx); err == nil {
+		_ = dstream.Send(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "server-0", Cluster: "server"}, TypeUrl: resource.SecretType})
+		if _, err := dstream.Recv(); status.Code(err) != codes.Unimplemented {
+			t.Errorf("delta xDS: %v, want UNIMPLEMENTED", err)
+		}
+	}
 	if _, err := irsv1.NewMeshControlServiceClient(asClient).SetState(ctx, &irsv1.SetStateRequest{State: state}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("SetState with a sidecar's certificate: %v, want PERMISSION_DENIED", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,16 +90,21 @@ func controlConn(t *testing.T, control *ca.Control, cert ca.Files, addr string) 
 	return conn
 }
 
-// startEnvoy starts a sidecar for node with its admin on ip:15000 and waits until it is ready.
+// startEnvoy starts a sidecar for node with its admin on a Unix socket (returned), and waits until it is ready.
 func startEnvoy(t *testing.T, bin envoy.Binary, cp meshPlane, node, service, ip string) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "irs-envoy-") // short: a socket's path has 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	admin := filepath.Join(dir, "admin.sock")
 	host, port := splitAddr(t, cp.addr)
 	cert, err := cp.control.Sidecar(service)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := envoy.Bootstrap(envoy.Sidecar{Node: node, Cluster: service, AdminHost: ip, AdminPort: 15000,
+	cfg, err := envoy.Bootstrap(envoy.Sidecar{Node: node, Cluster: service, AdminPipe: admin,
 		ControlHost: host, ControlPort: port, ControlCA: cp.control.CAFile(), Cert: cert.Cert, Key: cert.Key})
 	if err != nil {
 		t.Fatal(err)
@@ -109,10 +115,10 @@ func startEnvoy(t *testing.T, bin envoy.Binary, cp meshPlane, node, service, ip 
 	}
 	cmd := commandOf(t, bin.Path, nil, envoy.Args(boot, filepath.Join(dir, "envoy.log"), 1)...)
 	cmd.start()
-	admin := ip + ":15000"
+	client := envoy.AdminClient(admin, time.Second)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if resp, err := http.Get("http://" + admin + "/ready"); err == nil {
+		if resp, err := client.Get("http://envoy/ready"); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == 200 && strings.TrimSpace(string(b)) == "LIVE" {
@@ -137,10 +143,12 @@ func splitAddr(t *testing.T, addr string) (string, uint32) {
 	return addr[:i], port
 }
 
-// adminStat reads one counter from a sidecar's admin /stats.
+// adminStat reads one counter from a sidecar's admin /stats, on its Unix socket.
 func adminStat(t *testing.T, admin, name string) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/stats?filter=" + name)
+	client := envoy.AdminClient(admin, 5*time.Second)
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://envoy/stats?filter=" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,12 +315,22 @@ func TestMeshSidecarsServeTraffic(t *testing.T) {
 	res := readResult(t, run.result)
 	admins := map[string]string{}
 	for _, e := range events(res, "ready", "") {
-		_, ip, ok := strings.Cut(e.GetDetail(), "sidecar pid ")
+		_, rest, ok := strings.Cut(e.GetDetail(), "sidecar pid ")
 		if !ok {
 			t.Fatalf("ready event without a sidecar: %q", e.GetDetail())
 		}
-		_, ip, _ = strings.Cut(ip, " on ")
-		admins[e.GetService()] = ip + ":15000"
+		_, rest, _ = strings.Cut(rest, " on ")
+		ip, admin, _ := strings.Cut(rest, ", admin ")
+		admins[e.GetService()] = admin
+		// The admin interface is only on the socket in the run's private directory: on TCP anyone on the machine
+		// could POST /quitquitquit and stop a sidecar.
+		if c, err := net.DialTimeout("tcp", ip+":15000", time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s's sidecar admin answers on %s:15000", e.GetReplica(), ip)
+		}
+		if st, err := os.Stat(admin); err != nil || st.Mode().Perm() != 0o600 || !strings.HasPrefix(admin, filepath.Join(run.dir, "workers", "secrets")) {
+			t.Errorf("%s's sidecar admin socket %s: %v %v; want mode 0600 in the run's private directory", e.GetReplica(), admin, st, err)
+		}
 	}
 	time.Sleep(time.Second)
 	if n := adminStat(t, admins["loadgen"], "cluster.outbound|client.upstream_rq_total"); n < 100 {
@@ -419,10 +437,11 @@ func TestMeshEndpointsReachSidecars(t *testing.T) {
 	servers := map[string]string{} // replica → its sidecar's inbound address
 	for _, e := range events(res, "ready", "") {
 		_, rest, _ := strings.Cut(e.GetDetail(), "sidecar pid ")
-		_, ip, _ := strings.Cut(rest, " on ")
+		_, rest, _ = strings.Cut(rest, " on ")
+		ip, admin, _ := strings.Cut(rest, ", admin ")
 		switch e.GetService() {
 		case "client":
-			clientAdmin = ip + ":15000"
+			clientAdmin = admin
 		case "server":
 			servers[e.GetReplica()] = ip + ":15006"
 		}

@@ -589,6 +589,46 @@ func TestWorkflowResultNotRegular(t *testing.T) {
 	}
 }
 
+// TestWorkflowOutputNotWritten: a result that cannot be written is refused before any worker starts (exit 2,
+// naming --result: it printed "result: PATH" for a file that did not exist, and exited 0); a report that cannot
+// be written makes the run exit 1 and say which, though the verdict and the other reports stand.
+func TestWorkflowOutputNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	notADir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := startWorkflow(t, longWorkflow, "--result", filepath.Join(notADir, "result.json"))
+	if code := run.exitCode(20 * time.Second); code != 2 || !strings.Contains(run.stderr.String(), "--result") {
+		t.Errorf("result under a regular file: exit %d, want 2 naming --result; stderr:\n%s", code, run.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(run.dir, "workers")); err == nil {
+		t.Errorf("workers were started")
+	}
+
+	file := filepath.Join(dir, "short.yaml")
+	short := strings.Replace(longWorkflow, "duration: 60s", "duration: 1s", 1)
+	if err := os.WriteFile(file, []byte(short), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(dir, "run")
+	if err := os.MkdirAll(filepath.Join(runDir, "report.html"), 0o755); err != nil { // a directory where the report goes
+		t.Fatal(err)
+	}
+	p := command(t, nil, "workflow", "run", file, "--run-dir", runDir, "--progress", "off", "--report", "html,markdown")
+	t.Cleanup(func() { assertNoWorkers(t, runDir, 10*time.Second) })
+	p.start()
+	if code := p.exitCode(time.Minute); code != 1 || !strings.Contains(p.stderr.String(), "html report not written") {
+		t.Errorf("report path taken by a directory: exit %d, want 1 saying the html report was not written; stderr:\n%s", code, p.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "report.md")); err != nil {
+		t.Errorf("the Markdown report was not written beside the failed one: %v", err)
+	}
+	if res := readResult(t, filepath.Join(runDir, "result.json")); res.GetStatus() != "passed" {
+		t.Errorf("result %s, want the run's own verdict, passed", res.GetStatus())
+	}
+}
+
 // TestWorkflowInvalid: an invalid workflow exits 2, naming each problem's line:column, and starts nothing.
 func TestWorkflowInvalid(t *testing.T) {
 	doc := `name: broken

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/irs-sim/irs/internal/inputfile"
 )
 
 // New returns a random token (256 bits, hex).
@@ -26,16 +28,30 @@ func Write(path, tok string) error {
 	return os.Chmod(path, 0o600) // WriteFile keeps the mode of a file that existed
 }
 
+// MaxFileBytes is the largest token file read: a token is 64 characters; a file far larger is not a token file
+// (a --control-token-file /dev/zero read 22 GB before the kernel stopped it).
+const MaxFileBytes = 4096
+
 // Read reads a token file: surrounding whitespace is not part of it, and an empty token is an error (a worker
-// given an empty token would otherwise run with its control API open).
-func Read(path string) (string, error) {
-	b, err := os.ReadFile(path)
+// given an empty token would otherwise run with its control API open). The file is read as inputfile.Read
+// reads (at most MaxFileBytes, no device, a pipe until ctx ends).
+func Read(ctx context.Context, path string) (string, error) {
+	b, err := inputfile.Read(ctx, path, MaxFileBytes)
 	if err != nil {
 		return "", err
 	}
-	tok := strings.TrimSpace(string(b))
+	return Check(string(b), path)
+}
+
+// Check returns a token without the whitespace around it, or an error naming where it came from when nothing
+// is left: an empty token, from a file, a flag or a variable, would leave a control API open.
+func Check(tok, from string) (string, error) {
+	tok = strings.TrimSpace(tok)
 	if tok == "" {
-		return "", fmt.Errorf("%s holds no token (it is empty or whitespace)", path)
+		return "", fmt.Errorf("%s holds no token (it is empty or whitespace)", from)
+	}
+	if strings.ContainsFunc(tok, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
+		return "", fmt.Errorf("%s: a token is one word of printable characters (it goes in an Authorization header)", from)
 	}
 	return tok, nil
 }

@@ -1,11 +1,14 @@
 package yamlpb
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/irs-sim/irs/internal/field"
+	"github.com/irs-sim/irs/internal/inputfile"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -65,42 +68,60 @@ func size(n int64) string {
 }
 
 // ReadFile reads a document file of at most MaxBytes; doc names the document in errors. A larger file is
-// refused with a *LimitError, without reading more of it than the limit.
-func ReadFile(path, doc string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// refused with a *LimitError, without reading more of it than the limit; a device or a directory is refused, and
+// a pipe that waits for its writer ends when ctx does (inputfile.Read).
+func ReadFile(ctx context.Context, path, doc string) ([]byte, error) {
+	data, err := inputfile.Read(ctx, path, MaxBytes)
+	var tooLarge *inputfile.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return nil, &LimitError{Doc: doc, Unit: "bytes", Found: tooLarge.Size, Limit: MaxBytes}
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxBytes {
-		return nil, &LimitError{Doc: doc, Unit: "bytes", Found: fi.Size(), Limit: MaxBytes}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1)) // a pipe or a file still growing: read one more
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxBytes {
-		return nil, &LimitError{Doc: doc, Unit: "bytes", Found: -1, Limit: MaxBytes}
-	}
-	return data, nil
+	return data, err
 }
 
 // Parse parses a YAML document for Decode; doc names it in errors ("workflow"). It refuses, each with one
 // error, a document that is not YAML (a positioned *field.Error) or that is beyond a limit (a *LimitError, in a
 // *field.Error positioned where counting stopped): more than MaxBytes long, more than MaxNodes nodes, deeper
-// than MaxDepth, or with an alias inside its own anchor (an infinite document).
+// than MaxDepth, or with an alias inside its own anchor (an infinite document). A second document after `---`
+// is refused too: it would otherwise be dropped without a word.
 func Parse(data []byte, doc string) (*yaml.Node, error) {
 	if len(data) > MaxBytes {
 		return nil, &field.Error{Err: &LimitError{Doc: doc, Unit: "bytes", Found: int64(len(data)), Limit: MaxBytes}}
 	}
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, syntaxError(err)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return nil, syntaxError(err, data)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return nil, &field.Error{Line: next.Line, Column: next.Column,
+			Err: fmt.Errorf("a second document: a %s is one YAML document (remove the --- and what follows, or merge them)", doc)}
+	case !errors.Is(err, io.EOF):
+		return nil, syntaxError(err, data)
 	}
 	if err := check(&root, doc); err != nil {
 		return nil, err
 	}
 	return &root, nil
+}
+
+// Empty tells whether a parsed document holds nothing: no content at all (an empty file, only comments, only
+// `---`) or a null (`null`, `~`). Decoded, such a document is every field's default; where a document replaces
+// what is there, it would replace everything with nothing.
+func Empty(root *yaml.Node) bool {
+	n := root
+	if n == nil || n.Kind == 0 {
+		return true
+	}
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return true
+		}
+		n = n.Content[0]
+	}
+	return isNull(resolve(n))
 }
 
 // check measures the tree under n, aliases expanded, against MaxNodes and MaxDepth, and refuses alias cycles.

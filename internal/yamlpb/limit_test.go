@@ -1,6 +1,7 @@
 package yamlpb_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -178,11 +179,11 @@ func TestReadFile(t *testing.T) {
 	if err := os.WriteFile(big, make([]byte, 3*yamlpb.MaxBytes+5), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := yamlpb.ReadFile(small, "x"); err != nil || string(b) != "name: a\n" {
+	if b, err := yamlpb.ReadFile(context.Background(), small, "x"); err != nil || string(b) != "name: a\n" {
 		t.Errorf("ReadFile(small) = %q, %v", b, err)
 	}
 	var le *yamlpb.LimitError
-	_, err := yamlpb.ReadFile(big, "worker configuration")
+	_, err := yamlpb.ReadFile(context.Background(), big, "worker configuration")
 	if !errors.As(err, &le) || err.Error() != "worker configuration is 3.0 MiB (3145733 bytes); the limit is 1 MiB" {
 		t.Errorf("ReadFile(big) = %v", err)
 	}
@@ -190,22 +191,24 @@ func TestReadFile(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skip(err)
 	}
+	// The writer is opened read-write, so that its open does not wait for a reader, and closed at the end, which
+	// ends its write once the reader has had enough.
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)
-		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		_, _ = f.Write(make([]byte, 2*yamlpb.MaxBytes)) // stops with EPIPE once the reader has had enough
+		_, _ = w.Write(make([]byte, 2*yamlpb.MaxBytes))
 	}()
-	_, err = yamlpb.ReadFile(fifo, "workflow")
+	_, err = yamlpb.ReadFile(context.Background(), fifo, "workflow")
 	if !errors.As(err, &le) || err.Error() != "workflow is larger than 1 MiB; the limit is 1 MiB" {
 		t.Errorf("ReadFile(fifo) = %v", err)
 	}
+	w.Close()
 	<-wrote
-	if _, err := yamlpb.ReadFile(filepath.Join(dir, "missing"), "x"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := yamlpb.ReadFile(context.Background(), filepath.Join(dir, "missing"), "x"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ReadFile(missing) = %v, want not exist", err)
 	}
 }

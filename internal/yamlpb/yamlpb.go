@@ -14,12 +14,14 @@
 package yamlpb
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/irs-sim/irs/internal/field"
 	"go.yaml.in/yaml/v3"
@@ -446,9 +448,10 @@ func enumNames(ed protoreflect.EnumDescriptor) string {
 }
 
 // syntaxError turns a YAML parse error ("yaml: line 3: ...") into a positioned field error.
-func syntaxError(err error) error {
+// The errors yaml.v3 gives without a line (its reader's, and an unknown anchor's) are located in data here.
+func syntaxError(err error, data []byte) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 0
+	line, col := 0, 1
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if num, after, ok := strings.Cut(rest, ":"); ok {
 			if l, perr := strconv.Atoi(num); perr == nil {
@@ -456,5 +459,56 @@ func syntaxError(err error) error {
 			}
 		}
 	}
-	return &field.Error{Line: line, Column: 1, Err: fmt.Errorf("YAML syntax: %s", msg)}
+	if line == 0 {
+		line, col = locate(data, msg)
+	}
+	return &field.Error{Line: line, Column: col, Err: fmt.Errorf("YAML syntax: %s", msg)}
+}
+
+// locate finds, for an error yaml.v3 gave without a line, where in data it is: the first byte that is not UTF-8,
+// the first control character YAML does not allow, or the alias of an unknown anchor. 0, 1 when none is found.
+func locate(data []byte, msg string) (line, col int) {
+	at := -1
+	switch {
+	case strings.Contains(msg, "UTF-8") || strings.Contains(msg, "utf-8"):
+		for i := 0; i < len(data); {
+			r, w := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && w == 1 {
+				at = i
+				break
+			}
+			i += w
+		}
+	case strings.Contains(msg, "control characters"):
+		for i, r := range string(data) {
+			if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f || r >= 0x80 && r <= 0x9f && r != 0x85 {
+				at = i
+				break
+			}
+		}
+	case strings.HasPrefix(msg, "unknown anchor '"):
+		name := strings.TrimSuffix(strings.TrimPrefix(msg, "unknown anchor '"), "' referenced")
+		for i := bytes.Index(data, []byte("*"+name)); i >= 0; {
+			end := i + 1 + len(name)
+			if end == len(data) || !isAnchorChar(data[end]) {
+				at = i
+				break
+			}
+			next := bytes.Index(data[end:], []byte("*"+name))
+			if next < 0 {
+				break
+			}
+			i = end + next
+		}
+	}
+	if at < 0 {
+		return 0, 1
+	}
+	line = 1 + bytes.Count(data[:at], []byte("\n"))
+	return line, 1 + utf8.RuneCount(data[bytes.LastIndexByte(data[:at], '\n')+1:at])
+}
+
+// isAnchorChar reports whether c continues an anchor's name.
+func isAnchorChar(c byte) bool {
+	return !(c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == ']' || c == '}')
 }

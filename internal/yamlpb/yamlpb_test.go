@@ -311,6 +311,10 @@ func TestUnmarshalErrors(t *testing.T) {
 			doc:  "serve: {size: x(1, cpu: 1ms}\n",
 			want: []wantErr{{"1:15", "serve.size", `want an integer, got "x(1"`}},
 		},
+		// yaml.v3 gives these without a line; each is located in the document.
+		{name: "control character", doc: "name: a\nseed: 1\nlisten: \x01x\n", want: []wantErr{{"3:9", "", "control characters"}}},
+		{name: "bad UTF-8", doc: "name: a\nserve:\n  size: \xff\n", want: []wantErr{{"3:9", "", "UTF-8"}}},
+		{name: "unknown anchor", doc: "name: a\nserve: *nopeX\nlisten: *nope\n", want: []wantErr{{"2:8", "", "unknown anchor"}}},
 		{
 			name: "YAML syntax error",
 			doc:  "name: a\nserve:\n  delay: 1ms\n   cpu: [\n",

@@ -89,6 +89,9 @@ func (s *CertificateService) checkIdentity(id *url.URL) error {
 
 // checkBearer checks the caller's "authorization: Bearer <token>", as ztunnel sends its token to istiod.
 func checkBearer(ctx context.Context, token []byte) error {
+	if len(token) == 0 { // nothing compares equal to nothing: "Bearer " would pass
+		return status.Error(codes.Unauthenticated, "no token is configured: every caller is refused")
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, v := range md.Get("authorization") {
 		if got, ok := strings.CutPrefix(v, "Bearer "); ok && subtle.ConstantTimeCompare([]byte(got), token) == 1 {

@@ -9,6 +9,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/irs-sim/irs/internal/inputfile"
+	"github.com/irs-sim/irs/internal/token"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -225,15 +227,17 @@ func WriteCredentials(dir string, authority *ca.CA, token []byte) (map[string]st
 func LoadControlPlane(dir, namespace string, log *slog.Logger) (*ControlPlane, error) {
 	files := map[string][]byte{}
 	for _, name := range []string{CACertFile, caKeyFile, TokenFile} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+		b, err := inputfile.Read(context.Background(), filepath.Join(dir, name), inputfile.MaxCredentialBytes)
 		if err != nil {
 			return nil, err
 		}
 		files[name] = b
 	}
-	if len(files[TokenFile]) == 0 {
-		return nil, fmt.Errorf("%s: empty", filepath.Join(dir, TokenFile))
+	tok, err := token.Check(string(files[TokenFile]), filepath.Join(dir, TokenFile))
+	if err != nil {
+		return nil, err // an empty token would let any caller in (a constant-time compare of nothing with nothing)
 	}
+	files[TokenFile] = []byte(tok)
 	authority, err := ca.Load(TrustDomain, files[CACertFile], files[caKeyFile])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)

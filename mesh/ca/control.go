@@ -1,6 +1,7 @@
 package ca
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/irs-sim/irs/internal/inputfile"
 	"net"
 	"os"
 	"path/filepath"
@@ -160,7 +162,7 @@ func ClientTLS(caFile string, client Files) (*tls.Config, error) {
 }
 
 func loadPool(caFile string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(caFile)
+	b, err := inputfile.Read(context.Background(), caFile, inputfile.MaxCredentialBytes)
 	if err != nil {
 		return nil, fmt.Errorf("control authority: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -75,12 +76,17 @@ func New(ctx context.Context, logger *slog.Logger, trustDomain string) (*Server,
 	}
 	s := &Server{logger: logger, ca: authority, known: map[string][]string{}, nodes: map[string]*nodeStatus{},
 		streams: map[int64]string{}, lastSent: map[int64]map[string]sentVersion{}, peers: map[int64]string{}}
-	s.cache = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
+	s.cache = cache.NewSnapshotCache(true, serviceNodeHash{}, nil)
 	s.xds = server.NewServer(ctx, s.cache, server.CallbackFuncs{
 		StreamOpenFunc:     s.onOpen,
 		StreamRequestFunc:  s.onRequest,
 		StreamResponseFunc: s.onResponse,
 		StreamClosedFunc:   s.onClosed,
+		// The sidecars speak state-of-the-world ADS (envoy.Bootstrap); the incremental protocol would be served
+		// from the same cache without onOpen's certificate check, so it is refused.
+		DeltaStreamOpenFunc: func(context.Context, int64, string) error {
+			return status.Error(codes.Unimplemented, "incremental xDS is not served: use ADS (state of the world)")
+		},
 	})
 	return s, nil
 }
@@ -107,6 +113,17 @@ func (s *Server) SetState(ctx context.Context, req *irsv1.SetStateRequest) (*irs
 	if state.GetVersion() <= s.version && s.version > 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "version %d is not after %d", state.GetVersion(), s.version)
 	}
+	// A node's snapshot is kept under its service and id (serviceNodeHash): a stream, whose certificate decides
+	// its service, only ever reaches its own service's nodes, whatever node id it claims.
+	owner := map[string]string{}
+	for _, n := range state.GetNodes() {
+		owner[n.GetId()] = n.GetService()
+	}
+	keyed := map[string]*cache.Snapshot{}
+	for id, snap := range snaps {
+		keyed[nodeKey(owner[id], id)] = snap
+	}
+	snaps = keyed
 	for id, snap := range snaps {
 		if err := s.cache.SetSnapshot(ctx, id, snap); err != nil {
 			return nil, status.Errorf(codes.Internal, "node %s: %v", id, err)
@@ -144,12 +161,13 @@ func (s *Server) GetStatus(context.Context, *irsv1.GetStatusRequest) (*irsv1.Get
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	for _, id := range ids {
-		n := s.nodes[id]
+	for _, key := range ids {
+		n := s.nodes[key]
 		acked := ^uint64(0)
-		for _, t := range s.known[id] {
+		for _, t := range s.known[key] {
 			acked = min(acked, n.acked[t])
 		}
+		_, id := splitKey(key)
 		out.Nodes = append(out.Nodes, &irsv1.NodeStatus{Id: id, Connected: n.connected > 0,
 			Listeners: n.acked[resource.ListenerType], Clusters: n.acked[resource.ClusterType],
 			Endpoints: n.acked[resource.EndpointType], Secrets: n.acked[resource.SecretType], Acked: acked,
@@ -195,20 +213,28 @@ func (s *Server) onOpen(ctx context.Context, stream int64, _ string) error {
 	return nil
 }
 
-// onRequest checks that a node belongs to the service of its stream's certificate, and records
-// acknowledgements: a request that names a version and carries no error accepts it.
+// onRequest checks that a node belongs to the service of its stream's certificate and stays the stream's node,
+// and records acknowledgements: a request that names a version and carries no error accepts it.
 func (s *Server) onRequest(stream int64, req *discovery.DiscoveryRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if svc, ok := s.peers[stream]; ok && req.GetNode() != nil && req.GetNode().GetCluster() != svc {
+	svc, ok := s.peers[stream]
+	if !ok {
+		return status.Error(codes.PermissionDenied, "xDS is for the run's sidecars: present a sidecar certificate")
+	}
+	if req.GetNode() != nil && req.GetNode().GetCluster() != svc {
 		s.logger.Warn("refused a node of another service", "node", req.GetNode().GetId(),
 			"cluster", req.GetNode().GetCluster(), "certificate", svc)
 		return status.Errorf(codes.PermissionDenied, "node %s of service %q presented the certificate of %q",
 			req.GetNode().GetId(), req.GetNode().GetCluster(), svc)
 	}
 	id := s.streams[stream]
+	if req.GetNode().GetId() != "" && id != "" && nodeKey(svc, req.GetNode().GetId()) != id {
+		// go-control-plane takes a later request's node for the stream's: one stream is one node.
+		return status.Errorf(codes.PermissionDenied, "this stream is node %s's; it cannot speak for node %s", id, req.GetNode().GetId())
+	}
 	if req.GetNode().GetId() != "" && id == "" {
-		id = req.GetNode().GetId()
+		id = nodeKey(svc, req.GetNode().GetId())
 		s.streams[stream] = id
 		if s.nodes[id] == nil {
 			s.nodes[id] = &nodeStatus{acked: map[string]uint64{}}
@@ -260,6 +286,27 @@ func (s *Server) onClosed(stream int64, _ *core.Node) {
 			n.connected--
 		}
 	}
+}
+
+// serviceNodeHash keys a node's snapshot by its service and id: cache.IDHash keyed it by id alone, so a sidecar
+// of service A that named a node of B ({id: "b-0", cluster: "A"}) passed the certificate check and received B's
+// configuration, B's private key included. The cluster is the certificate's service (onRequest checks it).
+type serviceNodeHash struct{}
+
+// ID implements cache.NodeHash.
+func (serviceNodeHash) ID(node *core.Node) string {
+	if node == nil {
+		return ""
+	}
+	return nodeKey(node.GetCluster(), node.GetId())
+}
+
+// nodeKey is a node's key: its service, a slash, its id (a service name holds no slash).
+func nodeKey(service, id string) string { return service + "/" + id }
+
+func splitKey(key string) (service, id string) {
+	service, id, _ = strings.Cut(key, "/")
+	return service, id
 }
 
 // Rejected returns an error naming every connected node of the current state that rejected version v or a

@@ -44,7 +44,7 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 	ack := func(stream int64, node, typ, version string, nack bool) {
 		req := &discovery.DiscoveryRequest{TypeUrl: typ, VersionInfo: version}
 		if node != "" {
-			req.Node = &core.Node{Id: node}
+			req.Node = &core.Node{Id: node, Cluster: "client"}
 		}
 		if nack {
 			req.ErrorDetail = &status.Status{Message: "bad"}
@@ -54,8 +54,9 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// client-0 connects (the node is named on the first request only) and acknowledges its listeners, not yet
-	// its clusters and endpoints.
+	// client-0 connects with client's certificate (the node is named on the first request only) and acknowledges
+	// its listeners, not yet its clusters and endpoints.
+	s.peers[7] = "client"
 	ack(7, "client-0", resource.ListenerType, "", false)
 	ack(7, "", resource.ListenerType, "1", false)
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
@@ -107,6 +108,58 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
 	if !Acked(st, 2) {
 		t.Error("a disconnected sidecar holds up the acknowledgement")
+	}
+}
+
+// TestStreamBoundToItsCertificate: a stream gets only what the service of its certificate may see. A sidecar of
+// client that named server's node ({id: server-0, cluster: client}) passed the cluster check and was served
+// server's snapshot, server's private key included; a stream that changed its node mid-way could speak for
+// another; and the incremental protocol was served without any certificate check.
+func TestStreamBoundToItsCertificate(t *testing.T) {
+	s, err := New(t.Context(), slog.New(slog.DiscardHandler), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetState(t.Context(), &irsv1.SetStateRequest{State: state(1, true)}); err != nil {
+		t.Fatal(err)
+	}
+	stolen := &core.Node{Id: "server-0", Cluster: "client"}
+	s.peers[7] = "client"
+	// Allowed to ask (the cluster is its own), it is given what is kept under client/server-0: nothing.
+	if err := s.onRequest(7, &discovery.DiscoveryRequest{TypeUrl: resource.SecretType, Node: stolen}); err != nil {
+		t.Fatalf("onRequest: %v", err)
+	}
+	if snap, err := s.cache.GetSnapshot(serviceNodeHash{}.ID(stolen)); err == nil {
+		t.Errorf("client's stream naming server-0 reaches a snapshot with %d secrets, want none", len(snap.GetResources(resource.SecretType)))
+	}
+	own, err := s.cache.GetSnapshot(serviceNodeHash{}.ID(&core.Node{Id: "server-0", Cluster: "server"}))
+	if err != nil || len(own.GetResources(resource.SecretType)) == 0 {
+		t.Fatalf("server-0's own snapshot: %v, %v; want its secrets", own, err)
+	}
+	// Its acknowledgement is not server-0's.
+	if err := s.onRequest(7, &discovery.DiscoveryRequest{TypeUrl: resource.SecretType, VersionInfo: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
+	for _, n := range st.GetNodes() {
+		if n.GetId() == "server-0" && (n.GetConnected() || n.GetSecrets() != 0) {
+			t.Errorf("server-0 status %v after client's stream acknowledged as it: want not connected, nothing acknowledged", n)
+		}
+	}
+	// A stream is one node: naming another later is refused.
+	s.peers[8] = "client"
+	if err := s.onRequest(8, &discovery.DiscoveryRequest{Node: &core.Node{Id: "client-0", Cluster: "client"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.onRequest(8, &discovery.DiscoveryRequest{Node: &core.Node{Id: "client-1", Cluster: "client"}}); err == nil {
+		t.Error("a stream that named client-0 then spoke for client-1, want it refused")
+	}
+	// Another service's cluster is refused outright, and so is a stream without a certificate's service.
+	if err := s.onRequest(7, &discovery.DiscoveryRequest{Node: &core.Node{Id: "server-0", Cluster: "server"}}); err == nil {
+		t.Error("client's stream named a node of server, want it refused")
+	}
+	if err := s.onRequest(9, &discovery.DiscoveryRequest{Node: &core.Node{Id: "client-0", Cluster: "client"}}); err == nil {
+		t.Error("a stream that presented no sidecar certificate was served, want it refused")
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,7 +139,10 @@ func version(ctx context.Context, path string) (string, error) {
 type Sidecar struct {
 	// Node is the replica id, Cluster its service.
 	Node, Cluster string
-	// AdminAddress is host:port of the admin interface (loopback only).
+	// AdminPipe is the path of a Unix socket for the admin interface, which only its owner may use (mode 0600):
+	// on TCP, anyone on the machine could POST /quitquitquit. Where it is empty, AdminHost:AdminPort (a pod's
+	// loopback, which only the pod reaches).
+	AdminPipe string
 	AdminHost string
 	AdminPort uint32
 	// ControlPlane is host:port of the control plane's gRPC (ADS) listener.
@@ -146,6 +151,28 @@ type Sidecar struct {
 	// ControlCA is the file of the control authority's certificate; Cert and Key the service's sidecar
 	// certificate (mutual TLS to the control plane).
 	ControlCA, Cert, Key string
+}
+
+// MaxPipePath is the longest Unix socket path (sun_path holds 108 bytes, the last a NUL).
+const MaxPipePath = 107
+
+func adminAddress(s Sidecar) *core.Address {
+	if s.AdminPipe != "" {
+		return &core.Address{Address: &core.Address_Pipe{Pipe: &core.Pipe{Path: s.AdminPipe, Mode: 0o600}}}
+	}
+	return &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
+		Address: s.AdminHost, PortSpecifier: &core.SocketAddress_PortValue{PortValue: s.AdminPort}}}}
+}
+
+// AdminClient is an HTTP client of an admin interface on a Unix socket; its requests' host is ignored
+// (http://envoy/ready).
+func AdminClient(pipe string, timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", pipe)
+		},
+	}}
 }
 
 // Bootstrap returns a sidecar's bootstrap configuration (JSON, which Envoy reads as YAML).
@@ -182,9 +209,8 @@ func Bootstrap(s Sidecar) ([]byte, error) {
 	ads := &core.ConfigSource{ResourceApiVersion: core.ApiVersion_V3,
 		ConfigSourceSpecifier: &core.ConfigSource_Ads{Ads: &core.AggregatedConfigSource{}}}
 	b := &bootstrap.Bootstrap{
-		Node: &core.Node{Id: s.Node, Cluster: s.Cluster},
-		Admin: &bootstrap.Admin{Address: &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
-			Address: s.AdminHost, PortSpecifier: &core.SocketAddress_PortValue{PortValue: s.AdminPort}}}}},
+		Node:  &core.Node{Id: s.Node, Cluster: s.Cluster},
+		Admin: &bootstrap.Admin{Address: adminAddress(s)},
 		DynamicResources: &bootstrap.Bootstrap_DynamicResources{
 			AdsConfig: &core.ApiConfigSource{
 				ApiType:             core.ApiConfigSource_GRPC,

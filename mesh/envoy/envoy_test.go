@@ -9,9 +9,10 @@ import (
 )
 
 // TestBootstrap checks the parts of a sidecar's bootstrap everything else depends on: its identity, an admin
-// interface on its own address, and ADS (over HTTP/2) to the control plane for listeners and clusters.
+// interface only its owner reaches (a Unix socket of mode 0600: on TCP anyone could stop it), and ADS (over
+// HTTP/2) to the control plane for listeners and clusters.
 func TestBootstrap(t *testing.T) {
-	b, err := Bootstrap(Sidecar{Node: "checkout-1", Cluster: "checkout", AdminHost: "127.150.0.3", AdminPort: 15000,
+	b, err := Bootstrap(Sidecar{Node: "checkout-1", Cluster: "checkout", AdminPipe: "/run/x/checkout-1.sock",
 		ControlHost: "127.0.0.1", ControlPort: 41234})
 	if err != nil {
 		t.Fatal(err)
@@ -37,8 +38,9 @@ func TestBootstrap(t *testing.T) {
 	}{
 		{[]string{"node", "id"}, "checkout-1"},
 		{[]string{"node", "cluster"}, "checkout"},
-		{[]string{"admin", "address", "socketAddress", "address"}, "127.150.0.3"},
-		{[]string{"admin", "address", "socketAddress", "portValue"}, float64(15000)},
+		{[]string{"admin", "address", "pipe", "path"}, "/run/x/checkout-1.sock"},
+		{[]string{"admin", "address", "pipe", "mode"}, float64(0o600)},
+		{[]string{"admin", "address", "socketAddress"}, nil},
 		{[]string{"dynamicResources", "adsConfig", "apiType"}, "GRPC"},
 		{[]string{"dynamicResources", "ldsConfig", "resourceApiVersion"}, "V3"},
 		{[]string{"dynamicResources", "cdsConfig", "resourceApiVersion"}, "V3"},

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/irs-sim/irs/internal/inputfile"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -110,7 +111,10 @@ func (c *ControlPlane) SetState(_ context.Context, req *irsv1.SetStateRequest) (
 	}
 	for name := range c.known {
 		if !seen[name] {
-			_ = c.Destination.SetEndpoints(name, nil)
+			// A name it took before, so this cannot be refused; if it were, proxies would keep a gone service.
+			if err := c.Destination.SetEndpoints(name, nil); err != nil {
+				return nil, status.Errorf(codes.Internal, "authority %s: remove its endpoints: %v", name, err)
+			}
 		}
 	}
 	c.known = seen
@@ -153,11 +157,11 @@ func WriteCredentials(dir string, authority *ca.CA, tokens map[string][]byte) er
 
 // LoadControlPlane starts a control plane from the credentials in dir (WriteCredentials).
 func LoadControlPlane(dir string) (*ControlPlane, error) {
-	certPEM, err := os.ReadFile(filepath.Join(dir, caCertFile))
+	certPEM, err := inputfile.Read(context.Background(), filepath.Join(dir, caCertFile), inputfile.MaxCredentialBytes)
 	if err != nil {
 		return nil, err
 	}
-	keyPEM, err := os.ReadFile(filepath.Join(dir, caKeyFile))
+	keyPEM, err := inputfile.Read(context.Background(), filepath.Join(dir, caKeyFile), inputfile.MaxCredentialBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +179,7 @@ func LoadControlPlane(dir string) (*ControlPlane, error) {
 		if !ok {
 			continue
 		}
-		tok, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		tok, err := inputfile.Read(context.Background(), filepath.Join(dir, e.Name()), inputfile.MaxCredentialBytes)
 		if err != nil {
 			return nil, err
 		}

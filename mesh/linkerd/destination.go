@@ -42,6 +42,9 @@ type Destination struct {
 type authority struct {
 	endpoints map[netip.AddrPort]Endpoint
 	watchers  map[chan *destinationpb.Update]struct{}
+	// declared: the run named it (SetEndpoints). One only watched is forgotten when its last watcher leaves, so
+	// that callers asking for made-up names cannot grow the map without end.
+	declared bool
 }
 
 // NewDestination returns a destination service that knows no authority yet.
@@ -84,6 +87,7 @@ func (d *Destination) SetEndpoints(name string, eps []Endpoint) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	a := d.authority(key)
+	a.declared = true
 	next := make(map[netip.AddrPort]Endpoint, len(eps))
 	for _, e := range eps {
 		next[e.Addr] = e
@@ -149,7 +153,7 @@ func (d *Destination) Get(req *destinationpb.GetDestination, stream grpc.ServerS
 	a, known := d.authorities[key]
 	var first *destinationpb.Update
 	switch {
-	case !known:
+	case !known || !a.declared:
 		first = noEndpoints(false)
 	case len(a.endpoints) == 0:
 		first = noEndpoints(true)
@@ -161,7 +165,11 @@ func (d *Destination) Get(req *destinationpb.GetDestination, stream grpc.ServerS
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
-		delete(d.authority(key).watchers, updates)
+		a := d.authority(key)
+		delete(a.watchers, updates)
+		if !a.declared && len(a.watchers) == 0 {
+			delete(d.authorities, key)
+		}
 		d.mu.Unlock()
 		for { // what is left will not be sent
 			select {

@@ -132,3 +132,38 @@ func TestDestinationFollowsEndpoints(t *testing.T) {
 		t.Error("an authority without a host was accepted")
 	}
 }
+
+// TestDestinationForgetsWhatOnlyCallersNamed: a caller that asks for made-up names gets "no such name" for each,
+// and the names are forgotten when it leaves (each was kept for good: memory without end).
+func TestDestinationForgetsWhatOnlyCallersNamed(t *testing.T) {
+	d := NewDestination()
+	if err := d.SetEndpoints("server.ns.svc.cluster.local:8080", []Endpoint{ep("127.0.0.1:9000", "server")}); err != nil {
+		t.Fatal(err)
+	}
+	c := destinationClient(t, d)
+	for i := range 50 {
+		ctx, cancel := context.WithCancel(t.Context())
+		s, err := c.Get(ctx, &destinationpb.GetDestination{Path: fmt.Sprintf("made-up-%d.ns.svc.cluster.local:80", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := s.Recv()
+		if err != nil || u.GetNoEndpoints() == nil || u.GetNoEndpoints().GetExists() {
+			t.Fatalf("made-up name %d: %v, %v; want no endpoints, the name unknown", i, u, err)
+		}
+		cancel()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.mu.Lock()
+		n := len(d.authorities)
+		d.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d authorities kept after the callers left, want only the declared one", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

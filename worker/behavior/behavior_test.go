@@ -179,7 +179,9 @@ func TestStatusMix(t *testing.T) {
 		{name: "over 100", in: map[string]string{"503": "150%"}, errKey: "503", wantErr: "outside 0-100%"},
 		{name: "negative", in: map[string]string{"503": "-1%"}, errKey: "503", wantErr: "outside 0-100%"},
 		{name: "sum over 100", in: map[string]string{"503": "60%", "500": "50%"}, errKey: "", wantErr: "more than 100%"},
-		{name: "bad code", in: map[string]string{"700": "1%"}, errKey: "700", wantErr: "outside 100-599"},
+		{name: "bad code", in: map[string]string{"700": "1%"}, errKey: "700", wantErr: "outside 200-599"},
+		{name: "informational", in: map[string]string{"100": "1%"}, errKey: "100", wantErr: "informational (1xx)"},
+		{name: "switching protocols", in: map[string]string{"101": "1%"}, errKey: "101", wantErr: "informational (1xx)"},
 		{name: "bad name", in: map[string]string{"NOPE": "1%"}, errKey: "NOPE", wantErr: "unknown status"},
 		// 200 is what every request the mix does not pick gets: listing it used to be accepted, and counted
 		// successes as injected.
@@ -244,6 +246,7 @@ func TestOverrides(t *testing.T) {
 		{name: "zero percent keeps defaults", delay: "1s:0", status: "503:0", size: "9:0", want: Outcome{Status: OK, Size: 7}},
 		{name: "bad delay", delay: "1x", wantErr: "delay=1x"},
 		{name: "bad status", status: "999", wantErr: "status=999"},
+		{name: "informational status", status: "100", wantErr: "informational"},
 		{name: "bad size", size: "-1", wantErr: "size=-1"},
 		{name: "percent over 100", status: "503:80,500:30", wantErr: "more than 100%"},
 	}

@@ -85,8 +85,13 @@ func StatusFromHTTP(code int) Status { return Status{HTTP: code, GRPC: GRPCFromH
 func ParseStatus(s string) (Status, error) {
 	t := strings.TrimSpace(s)
 	if n, err := strconv.Atoi(t); err == nil {
-		if n < 100 || n > 599 {
-			return Status{}, fmt.Errorf("HTTP status %d outside 100-599", n)
+		if n >= 100 && n < 200 {
+			// A 1xx is informational: written as the final answer, an HTTP/1.1 caller waits for the real one
+			// until it times out, while the server counts a success.
+			return Status{}, fmt.Errorf("HTTP status %d is informational (1xx): a server cannot answer a request with it; want 200-599", n)
+		}
+		if n < 200 || n > 599 {
+			return Status{}, fmt.Errorf("HTTP status %d outside 200-599", n)
 		}
 		return StatusFromHTTP(n), nil
 	}

@@ -188,6 +188,11 @@ func decode(body []byte, m proto.Message, what, path string) (*yaml.Node, field.
 	if err != nil {
 		return nil, nil, invalid(err)
 	}
+	if yamlpb.Empty(root) {
+		// null, ~, --- or only a comment decode to every default: taken as a configuration, it stopped the data
+		// plane. What was meant is never "nothing".
+		return nil, nil, &InvalidError{Fields: field.List{{Err: fmt.Errorf("the %s is empty (null): send the whole %s", what, what)}}}
+	}
 	return root, field.Flatten(yamlpb.Decode(root, m, path)), nil
 }
 
@@ -279,16 +284,28 @@ func (s *Service) Stats(reset bool) *irsv1.StatsSnapshot {
 	return s.window.Snapshot(reset)
 }
 
-// MinStreamInterval is the shortest interval between streamed snapshots.
-const MinStreamInterval = 100 * time.Millisecond
+// Bounds of a stats stream's schedule. An align far from now made the boundary arithmetic saturate (a time.Duration
+// spans 292 years) and the worker count intervals one by one, at most of a core, past the client's leaving.
+const (
+	// MinStreamInterval is the shortest interval between streamed snapshots.
+	MinStreamInterval = 100 * time.Millisecond
+	// MaxStreamInterval is the longest.
+	MaxStreamInterval = time.Hour
+	// MaxAlignDistance is how far from now an align time may be: collectors align to their run's start.
+	MaxAlignDistance = 24 * time.Hour
+)
 
 // StreamStats calls send with a snapshot every interval until ctx ends (then it returns nil) or send fails.
 // Each snapshot covers one interval, or, with cumulative, everything since the stream began. With align set,
 // windows end at align + k×interval (wall clock) rather than every interval from the stream's start, so that a
 // collector's streams from many workers cut the same windows; the first one ends at the first such boundary.
 func (s *Service) StreamStats(ctx context.Context, interval time.Duration, cumulative bool, align time.Time, send func(*irsv1.StatsSnapshot) error) error {
-	if interval < MinStreamInterval {
-		return &InvalidError{Fields: field.List{field.Errorf("interval", "%v is shorter than %v", interval, MinStreamInterval)}}
+	if interval < MinStreamInterval || interval > MaxStreamInterval {
+		return &InvalidError{Fields: field.List{field.Errorf("interval", "%v is outside %v to %v", interval, MinStreamInterval, MaxStreamInterval)}}
+	}
+	if d := time.Since(align); !align.IsZero() && (d > MaxAlignDistance || d < -MaxAlignDistance) {
+		return &InvalidError{Fields: field.List{field.Errorf("align", "%s is more than %v from now (%s)",
+			align.UTC().Format(time.RFC3339), MaxAlignDistance, time.Now().UTC().Format(time.RFC3339))}}
 	}
 	w := s.w.Registry().NewWindow()
 	defer w.Close()
@@ -319,7 +336,8 @@ func (s *Service) StreamStats(ctx context.Context, interval time.Duration, cumul
 	}
 }
 
-// nextBoundary returns the first align + k×interval after now.
+// nextBoundary returns the first align + k×interval after now. The loop turns at most once when now is within
+// MaxAlignDistance of align (k is now's interval count, truncated).
 func nextBoundary(now, align time.Time, interval time.Duration) time.Time {
 	k := now.Sub(align) / interval
 	b := align.Add(k * interval)

@@ -1,6 +1,7 @@
 package baseline_test
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,7 @@ import (
 // in their seed; slow has a backend 60 % slower and twice as costly in CPU.
 func fixture(t *testing.T, name string) *resultfile.File {
 	t.Helper()
-	f, err := resultfile.Read(filepath.Join("..", "testdata", "results", name+".json"))
+	f, err := resultfile.Read(context.Background(), filepath.Join("..", "testdata", "results", name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}

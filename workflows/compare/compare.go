@@ -5,6 +5,7 @@
 package compare
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -251,4 +252,22 @@ func Find(v *irsv1.Variant, name string) *irsv1.Figure {
 		}
 	}
 	return nil
+}
+
+// StatusError is a comparison that cannot say anything: it holds no run, or a variant has none.
+const StatusError = "error"
+
+// Verdict is the status a comparison's reports give it, and why when it is not the one it holds: a comparison
+// with no runs at all, or a variant without any, compared nothing and is an error, whatever its file says (one of
+// zero runs showed as PASSED).
+func Verdict(c *irsv1.Comparison) (status, reason string) {
+	if len(c.GetVariants()) == 0 {
+		return StatusError, "it holds no variant: nothing was compared"
+	}
+	for _, v := range c.GetVariants() {
+		if len(v.GetRuns()) == 0 {
+			return StatusError, fmt.Sprintf("variant %s has no run: nothing was compared", v.GetName())
+		}
+	}
+	return c.GetStatus(), ""
 }

@@ -124,7 +124,12 @@ func (e *engine) tagService(ctx context.Context, svc string) {
 		tags[k] = v
 	}
 	e.mu.Unlock()
-	_ = e.o.Backend.Configure(ctx, svc, &irsv1.ConfigureAction{Service: svc, Set: &irsv1.WorkerConfig{Tags: tags}})
+	// Validation makes the phase name a tag every worker takes; a push that fails anyway is the run's to report,
+	// not to drop: its workers carry the wrong phase from then on.
+	if err := e.o.Backend.Configure(ctx, svc, &irsv1.ConfigureAction{Service: svc, Set: &irsv1.WorkerConfig{Tags: tags}}); err != nil {
+		e.logger.Warn("tag the phase", "service", svc, "err", err)
+		e.event(time.Now(), "error", svc, "", "tag the phase: "+err.Error())
+	}
 }
 
 // configureStep applies a configure action; when it changes the service's tags, the phase tag is put back.

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -180,6 +182,30 @@ func TestStepsRunOnTime(t *testing.T) {
 			if ev.Scheduled == nil || ev.GetT() != ev.GetScheduled() {
 				t.Errorf("kill event at %v, scheduled %v; want both, equal", ev.GetT(), ev.Scheduled)
 			}
+		}
+	})
+}
+
+// refusingBackend refuses every configuration, as workers refused a tag they could not carry.
+type refusingBackend struct{ killBackend }
+
+func (b *refusingBackend) Configure(context.Context, string, *irsv1.ConfigureAction) error {
+	return errors.New(`tags["phase"]: names and values may not contain , | or spaces`)
+}
+
+// TestTagPushFailureReported: a phase tag the workers refuse is reported as an error event of each service (it
+// was dropped, and the run went on with workers that carried the wrong phase, or none).
+func TestTagPushFailureReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := testEngine(t, shopYAML, 1, time.Second, &refusingBackend{killBackend: killBackend{live: replicas(2)}})
+		e.tagPhase(t.Context(), "p")
+		synctest.Wait()
+		errs := events(e, "error")
+		if len(errs) != len(e.o.Workflow.GetServices()) {
+			t.Fatalf("%d error events, want one per service (%d): %v", len(errs), len(e.o.Workflow.GetServices()), errs)
+		}
+		if !strings.Contains(errs[0].GetDetail(), "tag the phase") {
+			t.Errorf("error event %q, want it to say the phase tag was refused", errs[0].GetDetail())
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -88,14 +89,15 @@ type engine struct {
 // the run fail (the services could not start); a failed assertion is a result, not an error.
 func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 	e := newEngine(o)
-	e.save()
+	if err := e.save(); err != nil {
+		return e.res, err // before any worker starts: a run whose verdict would be nowhere does not begin
+	}
 	specs := e.specs()
 	if err := o.Backend.Start(ctx, specs); err != nil {
 		e.fail(err)
 		_ = o.Backend.Stop(context.Background(), ctx.Err() != nil)
 		if ctx.Err() != nil {
-			e.finish(StatusInterrupted)
-			return e.res, ErrInterrupted
+			return e.res, errors.Join(ErrInterrupted, e.finish(StatusInterrupted))
 		}
 		return e.res, err
 	}
@@ -142,12 +144,16 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 	if interrupted {
 		status = StatusInterrupted
 	}
-	e.finish(status)
+	saveErr := e.finish(status)
 	if interrupted {
-		return e.res, ErrInterrupted
+		return e.res, errors.Join(ErrInterrupted, saveErr)
 	}
-	return e.res, nil
+	return e.res, saveErr
 }
+
+// ErrResultNotWritten is a run whose result file could not be written at its end: whatever the verdict, it is
+// not where the run says it is.
+var ErrResultNotWritten = errors.New("result not written")
 
 func newEngine(o Options) *engine {
 	if o.Logger == nil {
@@ -269,12 +275,12 @@ func (e *engine) fail(err error) {
 	e.mu.Lock()
 	e.res.Status, e.res.Error = StatusError, err.Error()
 	e.mu.Unlock()
-	e.save()
+	_ = e.save() // the run's end saves again, and reports that one
 }
 
 // finish computes the phases that ran (up to the interrupt, if there was one), the total, the saturated load
-// generators and the assertions, and saves the result.
-func (e *engine) finish(status string) {
+// generators and the assertions, and saves the result (the error: it could not be saved).
+func (e *engine) finish(status string) error {
 	e.mu.Lock()
 	if e.res.Status != StatusError {
 		e.res.Status = status
@@ -319,7 +325,7 @@ func (e *engine) finish(status string) {
 		}
 	}
 	e.mu.Unlock()
-	e.save()
+	return e.save()
 }
 
 // span returns when a phase (or, for "", the whole timeline) started and ended, up to the end of the run, and
@@ -335,17 +341,21 @@ func (e *engine) span(phase string) (start, end time.Duration, ran bool) {
 	return start, end, start < end || (start == end && e.end == e.o.Timeline.Total)
 }
 
-// save writes the result file atomically (a reader never sees half a file).
-func (e *engine) save() {
+// save writes the result file atomically (a reader never sees half a file). A snapshot written while the run
+// goes on may fail and the run go on (the next one may succeed, and the last one counts); its error is for the
+// end of the run.
+func (e *engine) save() error {
 	if e.o.ResultPath == "" {
-		return
+		return nil
 	}
 	e.mu.Lock()
 	res := proto.Clone(e.res).(*irsv1.WorkflowResult)
 	e.mu.Unlock()
 	if err := WriteResult(e.o.ResultPath, res); err != nil {
 		e.logger.Warn("write result", "path", e.o.ResultPath, "err", err)
+		return fmt.Errorf("%w: %s: %w", ErrResultNotWritten, e.o.ResultPath, err)
 	}
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

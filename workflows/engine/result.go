@@ -1,10 +1,11 @@
 package engine
 
 import (
+	"context"
 	"fmt"
-	"os"
 
 	"github.com/irs-sim/irs/internal/atomicfile"
+	"github.com/irs-sim/irs/internal/inputfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -18,9 +19,12 @@ func WriteResult(path string, res *irsv1.WorkflowResult) error {
 	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
+// maxResultBytes bounds what ReadResult reads (resultfile.MaxBytes, which reads every kind of result file).
+const maxResultBytes = 512 << 20
+
 // ReadResult reads a result file (of this schema, complete or partial).
 func ReadResult(path string) (*irsv1.WorkflowResult, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.Read(context.Background(), path, maxResultBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -81,4 +84,49 @@ func TestRunStartsLoadsWithTheFirstPhase(t *testing.T) {
 			t.Errorf("startup %v, want it to include the %v of the baseline's read", startup, b.slow)
 		}
 	})
+}
+
+// dirGoneBackend runs nothing and, when it stops, puts a file where the result's directory was: the run's last
+// save cannot be written (as on a full disk, or a directory gone read-only).
+type dirGoneBackend struct {
+	slowCountersBackend
+	dir string
+}
+
+func (b *dirGoneBackend) Stop(ctx context.Context, force bool) error {
+	if err := os.RemoveAll(b.dir); err == nil {
+		_ = os.WriteFile(b.dir, nil, 0o600)
+	}
+	return b.slowCountersBackend.Stop(ctx, force)
+}
+
+// TestRunResultNotWritten: a run whose result cannot be written at its end says so (ErrResultNotWritten), rather
+// than return a verdict that is in no file; one that cannot write it at all does not start.
+func TestRunResultNotWritten(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	b := &dirGoneBackend{slowCountersBackend: slowCountersBackend{events: make(chan workflows.Event)}, dir: dir}
+	e := testEngine(t, shopYAML, 0.01, 100*time.Millisecond, b)
+	e.o.ResultPath = filepath.Join(dir, "result.json")
+	if _, err := Run(t.Context(), e.o); !errors.Is(err, ErrResultNotWritten) {
+		t.Errorf("Run whose last save failed = %v, want ErrResultNotWritten", err)
+	}
+
+	started := false
+	b2 := &startSpy{slowCountersBackend: slowCountersBackend{events: make(chan workflows.Event)}, started: &started}
+	e2 := testEngine(t, shopYAML, 0.01, 100*time.Millisecond, b2)
+	e2.o.ResultPath = filepath.Join(dir, "result.json") // dir is a regular file now
+	if _, err := Run(t.Context(), e2.o); !errors.Is(err, ErrResultNotWritten) || started {
+		t.Errorf("Run that cannot write its result = %v (backend started: %v), want ErrResultNotWritten before starting", err, started)
+	}
+}
+
+// startSpy records whether the run started its backend.
+type startSpy struct {
+	slowCountersBackend
+	started *bool
+}
+
+func (b *startSpy) Start(context.Context, []workflows.ServiceSpec) error {
+	*b.started = true
+	return nil
 }

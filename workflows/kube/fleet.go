@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -100,4 +102,24 @@ func (f *Fleet) Members(ctx context.Context, service string) ([]Member, error) {
 func (f *Fleet) Close() {
 	_ = f.conn.Close()
 	f.fw.stop()
+}
+
+// PersistConfig writes a service's configuration where its pods read theirs at start (ConfigMap
+// <service>-worker, key worker.json, as the backend and the chart make it), so that a restarted or replacement
+// pod keeps a change made live, and returns the ConfigMap's name. (A live change alone was lost at the next
+// restart, silently.) A helm upgrade writes the chart's values back.
+func (f *Fleet) PersistConfig(ctx context.Context, service string, cfg *irsv1.WorkerConfig) (string, error) {
+	doc, err := protojson.MarshalOptions{UseProtoNames: true, Indent: "  "}.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	patch, err := json.Marshal(map[string]any{"data": map[string]string{"worker.json": string(doc)}})
+	if err != nil {
+		return "", err
+	}
+	name := service + "-worker"
+	if err := f.c.mergePatch(ctx, f.c.core, f.ns, "configmaps", name, patch); err != nil {
+		return "", fmt.Errorf("configmap %s: %w", name, err)
+	}
+	return name, nil
 }

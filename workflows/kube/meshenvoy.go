@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"github.com/irs-sim/irs/internal/inputfile"
 	"maps"
 	"net"
 	"os"
@@ -226,7 +227,7 @@ func (b *Backend) startEnvoyCredentials(ctx context.Context) error {
 func (b *Backend) secret(ctx context.Context, name string, files map[string]string) error {
 	data := map[string][]byte{}
 	for key, path := range files {
-		v, err := os.ReadFile(path)
+		v, err := inputfile.Read(ctx, path, inputfile.MaxCredentialBytes)
 		if err != nil {
 			return err
 		}
@@ -303,6 +304,7 @@ func (b *Backend) pushMesh() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := b.syncMesh(ctx); err != nil {
 			b.cfg.Logger.Warn("push the mesh's state", "err", err)
+			b.emit(workflows.Event{At: time.Now(), Kind: workflows.EventError, Detail: "push the mesh's state to its control plane: " + err.Error()})
 		}
 		cancel()
 	}

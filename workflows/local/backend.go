@@ -59,6 +59,8 @@ type Backend struct {
 	mesh       *meshRuntime // nil without sidecars
 	cpAddr     string       // the mesh control plane's address
 	secrets    string       // the run's private directory (0700)
+	// shortAdminDir holds the sidecars' admin sockets when the run directory's path is too long for them ("": unused).
+	shortAdminDir string
 
 	// What the timeline reads without the lock, so that a kill is never held up by slow work under it (a
 	// replica starting): the replicas in service, per service (replaced whole under mu), and every replica
@@ -331,6 +333,10 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 	b.stopControlPlane(force)
 	b.wg.Wait()
 	b.mu.Lock()
+	if b.shortAdminDir != "" {
+		_ = os.RemoveAll(b.shortAdminDir) // the sidecars are gone
+		b.shortAdminDir = ""
+	}
 	if !b.closedDown {
 		b.closedDown = true
 		b.events.Close()

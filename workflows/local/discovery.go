@@ -99,13 +99,18 @@ func (b *Backend) publish(s *service) {
 			detail += fmt.Sprintf(", every sidecar configured in %v", took.Round(time.Millisecond))
 		}
 	}
-	if err := b.pushAll(context.Background(), callers); err != nil {
-		b.cfg.Logger.Warn("push endpoints", "service", s.spec.Name, "err", err)
+	pushErr := b.pushAll(context.Background(), callers)
+	if pushErr != nil {
+		b.cfg.Logger.Warn("push endpoints", "service", s.spec.Name, "err", pushErr)
 	}
-	// Every caller (or sidecar) has the new list now.
+	// Every caller (or sidecar) has the new list now, but for the ones the push failed, which the run reports.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
+	if pushErr != nil {
+		b.emit(workflows.Event{At: now, Kind: workflows.EventError, Service: s.spec.Name,
+			Detail: "push endpoints to callers: " + pushErr.Error()})
+	}
 	b.emit(workflows.Event{At: now, Kind: workflows.EventEndpoints, Service: s.spec.Name, Detail: detail})
 	for _, id := range gone {
 		b.emit(workflows.Event{At: now, Kind: workflows.EventEndpointRemoved, Service: s.spec.Name, Replica: id,

@@ -57,7 +57,7 @@ type meshRuntime struct {
 type sidecar struct {
 	cmd    *exec.Cmd
 	pid    int
-	admin  string
+	admin  string // its admin interface's Unix socket
 	exited chan struct{}
 }
 
@@ -134,8 +134,12 @@ func (b *Backend) startSidecar(r *replica) error {
 	if err != nil {
 		return err
 	}
-	boot, err := envoy.Bootstrap(envoy.Sidecar{Node: r.id, Cluster: r.svc.spec.Name, AdminHost: r.ip,
-		AdminPort: adminPort, ControlHost: host, ControlPort: uint32(cpPort),
+	admin, err := b.adminPipe(r.id)
+	if err != nil {
+		return err
+	}
+	boot, err := envoy.Bootstrap(envoy.Sidecar{Node: r.id, Cluster: r.svc.spec.Name, AdminPipe: admin,
+		ControlHost: host, ControlPort: uint32(cpPort),
 		ControlCA: b.mesh.control.CAFile(), Cert: cert.Cert, Key: cert.Key})
 	if err != nil {
 		return err
@@ -154,8 +158,7 @@ func (b *Backend) startSidecar(r *replica) error {
 		out.Close()
 		return fmt.Errorf("start %s sidecar: %w", r.id, err)
 	}
-	sc := &sidecar{cmd: cmd, pid: cmd.Process.Pid, admin: net.JoinHostPort(r.ip, strconv.Itoa(adminPort)),
-		exited: make(chan struct{})}
+	sc := &sidecar{cmd: cmd, pid: cmd.Process.Pid, admin: admin, exited: make(chan struct{})}
 	r.sidecar = sc
 	b.wg.Go(func() {
 		_ = cmd.Wait()
@@ -175,11 +178,39 @@ func (b *Backend) sidecarExited(r *replica) {
 	}
 }
 
+// adminPipe returns where a sidecar's admin interface listens: a Unix socket in the run's private directory
+// (0700), which only the runner's user can reach (on 127.x.y.z:15000 anyone on the machine could stop a sidecar,
+// and the run took it for a replica that died). A run directory whose path leaves no room for a socket's name
+// gets a private directory of its own under the system's temporary one, removed when the backend stops.
+func (b *Backend) adminPipe(id string) (string, error) {
+	dir := filepath.Join(b.secrets, "admin")
+	if len(filepath.Join(dir, id+".sock")) > envoy.MaxPipePath {
+		if b.shortAdminDir == "" {
+			d, err := os.MkdirTemp("", "irs-admin-") // 0700
+			if err != nil {
+				return "", fmt.Errorf("sidecar admin sockets: %w", err)
+			}
+			b.shortAdminDir = d
+		}
+		dir = b.shortAdminDir
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("sidecar admin sockets: %w", err)
+	}
+	path := filepath.Join(dir, id+".sock")
+	if len(path) > envoy.MaxPipePath {
+		return "", fmt.Errorf("sidecar admin socket %s: longer than %d bytes", path, envoy.MaxPipePath)
+	}
+	_ = os.Remove(path) // a replacement replica's sidecar takes over its predecessor's name
+	return path, nil
+}
+
 // awaitSidecar waits until a replica's Envoy has its configuration and listens (admin /ready says LIVE).
 func (b *Backend) awaitSidecar(ctx context.Context, r *replica, deadline time.Time) error {
-	client := &http.Client{Timeout: time.Second}
+	client := envoy.AdminClient(r.sidecar.admin, time.Second)
+	defer client.CloseIdleConnections()
 	for {
-		if resp, err := client.Get("http://" + r.sidecar.admin + "/ready"); err == nil {
+		if resp, err := client.Get("http://envoy/ready"); err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && strings.TrimSpace(string(body)) == "LIVE" {
@@ -312,7 +343,7 @@ func (p *ipBlock) alloc() (string, error) {
 }
 
 func portsFree(ip string) bool {
-	for _, port := range []int{adminPort, inboundPort} {
+	for _, port := range []int{inboundPort} {
 		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 		if err != nil {
 			return false

@@ -156,6 +156,7 @@ func PValue(p float64) string {
 // Regressions prints a comparison with a baseline: what was compared, the verdict, and every change that is
 // not noise (up to limit rows; 0 for all).
 func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
+	r = Escaped(r, Inert)
 	fmt.Fprintf(w, "\nagainst baseline %s (%s): %s — %s\n", r.GetBase().GetPath(), describeRef(r.GetBase()),
 		strings.ToUpper(r.GetStatus()), CountsLine(r))
 	for _, n := range r.GetNotes() {

@@ -70,6 +70,7 @@ type PlanOptions struct {
 
 // Plan prints a workflow's resolved topology and timeline (irs workflow run --dry-run).
 func Plan(w io.Writer, wf *irsv1.Workflow, t *workflows.Timeline, o PlanOptions) {
+	wf = Escaped(wf, Inert)
 	fmt.Fprintf(w, "workflow %s (seed %d, time scale %g): %d services, %d phases, %v\n\n", wf.GetName(), wf.GetSeed(),
 		t.Scale, len(wf.GetServices()), len(wf.GetPhases()), t.Total)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -215,6 +216,7 @@ func sortedKeys(m map[string]string) []string {
 // Summary prints the end-of-run tables: per phase and service (and edge), and every assertion with what was
 // measured.
 func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
+	res, resultPath = Escaped(res, Inert), Inert(resultPath)
 	fmt.Fprintf(w, "\nworkflow %s: %s", res.GetWorkflow().GetName(), strings.ToUpper(res.GetStatus()))
 	if res.GetError() != "" {
 		fmt.Fprintf(w, " (%s)", res.GetError())
@@ -465,12 +467,17 @@ func (t *table) write(w io.Writer) {
 // Comparison prints the side-by-side table of a comparison: a row per figure, a column per variant, each cell
 // the median over the runs kept and, with repetitions, ± the standard deviation.
 func Comparison(w io.Writer, c *irsv1.Comparison, path string) {
+	c, path = Escaped(c, Inert), Inert(path)
+	status, why := compare.Verdict(c)
 	fmt.Fprintf(w, "\nworkflow %s compared: %s  (%s, %d run(s) per variant", c.GetWorkflow().GetName(),
-		strings.ToUpper(c.GetStatus()), phaseLabel(c.GetPhase()), c.GetRepeat())
+		strings.ToUpper(status), phaseLabel(c.GetPhase()), c.GetRepeat())
 	if c.GetDiscard() == compare.DiscardWorst {
 		fmt.Fprint(w, ", the worst run of each left out")
 	}
 	fmt.Fprint(w, ")\n\n")
+	if why != "" {
+		fmt.Fprintf(w, "ERROR: %s\n\n", why)
+	}
 	if sw := NewSweep(c); sw != nil {
 		sweepTables(w, c, sw)
 	} else {

@@ -14,6 +14,8 @@ import (
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/report"
+	"github.com/irs-sim/irs/workflows/report/junit"
+	"github.com/irs-sim/irs/workflows/report/markdown"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -592,5 +594,53 @@ func TestSummaryMesh(t *testing.T) {
 	}
 	if !strings.Contains(edge, "  0.10  ") || !strings.HasSuffix(edge, "503(proxy):10 refused:4 503:2") {
 		t.Errorf("edge line %q: want 0.10%% by proxy (10 of 10000) and failures 503(proxy):10 refused:4 503:2", edge)
+	}
+}
+
+// TestSummaryInert: a result's strings cannot act on the terminal: an assertion named with an escape sequence and
+// a newline was printed raw, erased its line and faked a PASS line of its own.
+func TestSummaryInert(t *testing.T) {
+	res := flashResult()
+	res.Workflow.Name = "w\x1b]0;title\x07"
+	res.Assertions = append(res.Assertions, &irsv1.AssertionResult{Name: "x\x1b[2K\r\n  PASS  everything fine\u202e",
+		Expect: "p99 < 1ms", Passed: false, Measured: 2, MeasuredText: "2ms"})
+	var b bytes.Buffer
+	report.Summary(&b, res, "r\x1b[1m.json")
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\r\x07\u202e") {
+		t.Errorf("the summary holds control characters:\n%q", out)
+	}
+	if strings.Contains(out, "\n  PASS  everything fine") {
+		t.Errorf("a name started a line of its own:\n%s", out)
+	}
+	if !strings.Contains(out, `x\x1b[2K\r\n  PASS  everything fine\u202e`) {
+		t.Errorf("the name is not shown escaped:\n%s", out)
+	}
+	if res.Workflow.Name != "w\x1b]0;title\x07" {
+		t.Errorf("Summary changed the result it was given")
+	}
+}
+
+// TestComparisonOfNothing: a comparison that holds no run is an error in every report, not the PASSED its file
+// may claim.
+func TestComparisonOfNothing(t *testing.T) {
+	for _, c := range []*irsv1.Comparison{
+		{Status: "passed", Workflow: &irsv1.Workflow{Name: "w"}},
+		{Status: "passed", Workflow: &irsv1.Workflow{Name: "w"}, Variants: []*irsv1.Variant{{Name: "none"}}},
+	} {
+		var text, md, xml bytes.Buffer
+		report.Comparison(&text, c, "")
+		markdown.Comparison(&md, c)
+		if err := junit.Comparison(&xml, c); err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+			if strings.Contains(out, "PASSED") || !strings.Contains(out, "ERROR") {
+				t.Errorf("%s report of %d variants: want ERROR, not PASSED:\n%s", name, len(c.GetVariants()), out)
+			}
+		}
+		if !strings.Contains(xml.String(), `errors="1"`) {
+			t.Errorf("JUnit of %d variants: want one error:\n%s", len(c.GetVariants()), xml.String())
+		}
 	}
 }

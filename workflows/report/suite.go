@@ -10,6 +10,7 @@ import (
 
 // Suite prints a suite's summary: a line per workflow with its status, then the suite's verdict.
 func Suite(w io.Writer, s *irsv1.Suite, path string) {
+	s, path = Escaped(s, Inert), Inert(path)
 	fmt.Fprintf(w, "\nsuite: %s (exit %d)\n\n", strings.ToUpper(s.GetStatus()), s.GetExitCode())
 	t := table{header: []string{"WORKFLOW", "FILE", "STATUS", "EXIT", "TIME", "RESULT"}, align: "llllrl"}
 	for _, r := range s.GetRuns() {

@@ -3,11 +3,14 @@
 package resultfile
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/irs-sim/irs/internal/inputfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/engine"
@@ -45,31 +48,34 @@ func (f *File) Status() string {
 	return f.Suite.GetStatus()
 }
 
+// MaxBytes is the largest file read: a result of an hour of 100 services at 1 s intervals is about 30 MB. A
+// file beyond it is refused before it is read (`irs workflow report /dev/zero` grew without limit).
+const MaxBytes = 512 << 20
+
 // Read reads a result, comparison or suite file, complete or partial. A directory is read as a run directory:
-// its suite.json, comparison.json or result.json, the first that exists.
-func Read(path string) (*File, error) {
+// its suite.json, comparison.json or result.json, the first that exists. The file is read as inputfile.Read
+// reads (at most MaxBytes, no device, a pipe until ctx ends).
+func Read(ctx context.Context, path string) (*File, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		for _, name := range []string{"suite.json", "comparison.json", "result.json"} {
 			p := filepath.Join(path, name)
 			if _, err := os.Stat(p); err == nil {
-				return Read(p)
+				return Read(ctx, p)
 			}
 		}
 		return nil, fmt.Errorf("%s: no suite.json, comparison.json or result.json in this directory", path)
 	}
-	b, err := os.ReadFile(path)
+	b, err := inputfile.Read(ctx, path, MaxBytes)
 	if err != nil {
 		return nil, err
 	}
-	var head struct {
-		Schema string `json:"schema"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
+	schema, err := schemaOf(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s: not a result, comparison or suite (JSON): %w", path, err)
 	}
 	f := &File{Path: path}
 	var m proto.Message
-	switch head.Schema {
+	switch schema {
 	case engine.ResultSchema:
 		f.Result = &irsv1.WorkflowResult{}
 		m = f.Result
@@ -80,7 +86,7 @@ func Read(path string) (*File, error) {
 		f.Suite = &irsv1.Suite{}
 		m = f.Suite
 	default:
-		return nil, fmt.Errorf("%s: schema %q: want %s, %s or %s", path, head.Schema, engine.ResultSchema, compare.Schema, SuiteSchema)
+		return nil, fmt.Errorf("%s: schema %q: want %s, %s or %s", path, schema, engine.ResultSchema, compare.Schema, SuiteSchema)
 	}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -88,14 +94,43 @@ func Read(path string) (*File, error) {
 	return f, nil
 }
 
+// schemaOf finds the top-level "schema" of a JSON object by reading its tokens only as far as that key (IRS
+// writes it first), where decoding the whole document into a struct walked all of it.
+func schemaOf(b []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", fmt.Errorf("want a JSON object (%v)", err)
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		if key == "schema" {
+			var s string
+			if err := dec.Decode(&s); err != nil {
+				return "", fmt.Errorf("schema: %w", err)
+			}
+			return s, nil
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
 // SuiteRun reads the result (or comparison) of one run of a suite read from f.
-func (f *File) SuiteRun(r *irsv1.SuiteRun) (*File, error) {
+func (f *File) SuiteRun(ctx context.Context, r *irsv1.SuiteRun) (*File, error) {
 	if r.GetResult() == "" {
 		return nil, fmt.Errorf("%s: %s has no result", f.Path, r.GetFile())
 	}
+	// A suite names its runs' results inside its own directory; a path elsewhere (absolute, or up with ..) is
+	// not one IRS wrote, and is not followed.
 	p := r.GetResult()
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(filepath.Dir(f.Path), p)
+	if !filepath.IsLocal(p) {
+		return nil, fmt.Errorf("%s: %s's result %q is not inside the suite's directory", f.Path, r.GetFile(), p)
 	}
-	return Read(p)
+	return Read(ctx, filepath.Join(filepath.Dir(f.Path), p))
 }

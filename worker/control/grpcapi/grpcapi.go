@@ -5,6 +5,7 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"google.golang.org/protobuf/proto"
 	"time"
 
 	"github.com/irs-sim/irs/internal/field"
@@ -72,6 +73,11 @@ func (s *server) GetConfig(context.Context, *irsv1.GetConfigRequest) (*irsv1.Get
 func (s *server) ReplaceConfig(_ context.Context, req *irsv1.ReplaceConfigRequest) (*irsv1.ReplaceConfigResponse, error) {
 	if req.GetConfig() == nil {
 		return nil, invalidArgument("config", "required")
+	}
+	if proto.Size(req.GetConfig()) == 0 {
+		// Every field its default: a worker that serves, calls and loads nothing. As a PUT of null, it is never
+		// what was meant (it stops the data plane).
+		return nil, invalidArgument("config", "empty (every field its default): send the whole configuration")
 	}
 	st, err := s.svc.Replace(req.GetConfig())
 	if err != nil {
@@ -163,7 +169,9 @@ func toStatus(err error) error {
 	}
 	st := status.New(codes.InvalidArgument, inv.Error())
 	br := &errdetails.BadRequest{}
-	for _, f := range inv.Fields {
+	// The details are capped, so that the status stays within what a client reads (the message says how many).
+	const maxViolations = 100
+	for _, f := range inv.Fields[:min(len(inv.Fields), maxViolations)] {
 		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
 			Field: f.Path, Description: f.Error(),
 		})

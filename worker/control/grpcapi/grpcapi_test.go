@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,40 @@ func TestGetConfigAndInfo(t *testing.T) {
 	}
 }
 
+// TestReplaceConfigBounded: a request is bounded as a document is. 5,000 nested parallel groups (15 KB) took the
+// worker to 2.7 GB and gave the caller a broken connection; 150,000 calls (750 KB) are more values than any
+// document may hold. Each is one INVALID_ARGUMENT naming the limit, and the configuration stays.
+func TestReplaceConfigBounded(t *testing.T) {
+	nested := &irsv1.Call{Service: "s"}
+	for range 5000 {
+		nested = &irsv1.Call{Parallel: []*irsv1.Call{nested}}
+	}
+	wide := &irsv1.WorkerConfig{}
+	for range 150_000 {
+		wide.Calls = append(wide.Calls, &irsv1.Call{Service: "s"})
+	}
+	for _, tt := range []struct {
+		name string
+		cfg  *irsv1.WorkerConfig
+		want string
+	}{
+		{name: "5000 nested groups", cfg: &irsv1.WorkerConfig{Calls: []*irsv1.Call{nested}}, want: "nests more than 64 levels deep"},
+		{name: "150000 calls", cfg: wide, want: "more than 100000"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, "")
+			before := e.svc.Config()
+			_, err := e.client.ReplaceConfig(callCtx(t, ""), &irsv1.ReplaceConfigRequest{Config: tt.cfg})
+			if code(t, err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ReplaceConfig = %v, want INVALID_ARGUMENT saying %q", err, tt.want)
+			}
+			if after := e.svc.Config(); !proto.Equal(after, before) {
+				t.Errorf("refused change changed the configuration to %v", after)
+			}
+		})
+	}
+}
+
 func TestReplaceConfig(t *testing.T) {
 	tests := []struct {
 		name string
@@ -41,6 +76,7 @@ func TestReplaceConfig(t *testing.T) {
 	}{
 		{name: "valid", cfg: &irsv1.WorkerConfig{Name: "replaced", Listen: "127.0.0.1:0", Serve: &irsv1.Serve{Delay: "5ms"}}},
 		{name: "missing", cfg: nil, want: []string{"config"}},
+		{name: "empty", cfg: &irsv1.WorkerConfig{}, want: []string{"config"}}, // it stopped the data plane
 		{
 			name: "invalid",
 			cfg:  &irsv1.WorkerConfig{Name: "a b", Serve: &irsv1.Serve{Delay: "soon", Size: -1}, Calls: []*irsv1.Call{{}}},

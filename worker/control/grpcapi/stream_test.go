@@ -2,6 +2,7 @@ package grpcapi_test
 
 import (
 	"context"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"slices"
 	"testing"
 	"time"
@@ -88,7 +89,27 @@ func TestStreamStats(t *testing.T) {
 		}
 	})
 
-	for _, interval := range []string{"99ms", "0s", "soon", "-1s"} {
+	// An align a year-1 second made the handler count intervals one by one for longer than anyone waits, at most
+	// of a core, after its client had gone. Times far from now are refused, and the handler ends.
+	for name, align := range map[string]time.Time{
+		"align in year 1":         time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC),
+		"align in year 9999":      time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC),
+		"align two days from now": time.Now().Add(48 * time.Hour),
+	} {
+		t.Run(name, func(t *testing.T) {
+			cancel, recv := open(t, &irsv1.StreamStatsRequest{Interval: "100ms", Align: timestamppb.New(align)})
+			_, err := recv()
+			if got := violations(t, err); !slices.Equal(got, []string{"align"}) {
+				t.Errorf("violations %q, want align", got)
+			}
+			cancel()
+			if _, ok := e.streams.ended(2 * time.Second); !ok {
+				t.Error("the server's handler still runs 2s after the client left")
+			}
+		})
+	}
+
+	for _, interval := range []string{"99ms", "0s", "soon", "-1s", "2h"} {
 		t.Run("interval "+interval, func(t *testing.T) {
 			_, recv := open(t, &irsv1.StreamStatsRequest{Interval: interval})
 			_, err := recv()

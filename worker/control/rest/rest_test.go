@@ -170,6 +170,19 @@ func TestInvalidChange(t *testing.T) {
 			body:   "serve: {delay: 1ms}",
 			want:   []string{"@0:0"},
 		},
+		// Documents that decode to nothing: taken as a configuration, each stopped the data plane with a 200.
+		{name: "PUT null", method: http.MethodPut, path: "/v1/config", body: "null", want: []string{"@0:0"}},
+		{name: "PUT ~", method: http.MethodPut, path: "/v1/config", body: "~\n", want: []string{"@0:0"}},
+		{name: "PUT ---", method: http.MethodPut, path: "/v1/config", body: "---\n", want: []string{"@0:0"}},
+		{name: "PUT a comment", method: http.MethodPut, path: "/v1/config", body: "# nothing\n", want: []string{"@0:0"}},
+		{name: "POST load null", method: http.MethodPost, path: "/v1/load", body: "null", want: []string{"@0:0"}},
+		{
+			name:   "PUT two documents",
+			method: http.MethodPut,
+			path:   "/v1/config",
+			body:   "name: api\n---\nname: other\n",
+			want:   []string{"@2:1"},
+		},
 		{
 			name:   "POST load",
 			method: http.MethodPost,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/report"
 )
 
@@ -78,6 +79,12 @@ func comparisonSuites(c *irsv1.Comparison) []testSuite {
 		for i, r := range v.GetRuns() {
 			suites = append(suites, runSuite(r, fmt.Sprintf("%s [%s#%d]", c.GetWorkflow().GetName(), v.GetName(), i+1)))
 		}
+	}
+	if _, why := compare.Verdict(c); why != "" {
+		// A comparison of nothing is an error a CI reads, not an empty file it takes for a pass.
+		s := testSuite{Name: c.GetWorkflow().GetName() + " [comparison]"}
+		s.add(testCase{ClassName: c.GetWorkflow().GetName(), Name: "comparison", Error: &outcome{Message: why, Type: "error"}})
+		suites = append(suites, s)
 	}
 	if r := c.GetRegressions(); r != nil {
 		s := testSuite{Name: c.GetWorkflow().GetName() + " [baseline]"}

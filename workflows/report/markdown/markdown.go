@@ -29,17 +29,42 @@ func icon(s string) string {
 	return "•"
 }
 
-// cell escapes a table cell.
-func cell(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+// A result may come from anyone, and its names are free text: every string of it is written through one of
+// these, so that it shows as written (a name "<img src=x onerror=...>" was emitted as HTML).
+
+// md escapes text for Markdown: what a terminal would act on (report.Inert, newlines included, so a name cannot
+// start a block), HTML, and Markdown's own marks (a name cannot open a link, an image or emphasis).
+func md(s string) string {
+	return mdEscaper.Replace(report.Inert(s))
+}
+
+var mdEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "\\", "\\\\", "`", "\\`", "*", "\\*",
+	"_", "\\_", "[", "\\[", "]", "\\]", "!", "\\!", "#", "\\#", "|", "\\|", "~", "\\~")
+
+// cell escapes a table cell: md, | included.
+func cell(s string) string { return md(s) }
+
+// code writes s as a code span, where Markdown reads nothing (HTML and marks are shown as they are): only what a
+// terminal would act on is escaped, a backtick in s lengthens the span's fence, and | is escaped for tables
+// (GitHub reads it there even in a span).
+func code(s string) string {
+	s = strings.ReplaceAll(report.Inert(s), "|", `\|`)
+	fence := "`"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		s = " " + s + " "
+	}
+	return fence + s + fence
 }
 
 // Result writes a run's summary.
 func Result(w io.Writer, res *irsv1.WorkflowResult) {
-	fmt.Fprintf(w, "### %s %s: %s\n\n", icon(res.GetStatus()), res.GetWorkflow().GetName(), strings.ToUpper(res.GetStatus()))
-	fmt.Fprintf(w, "%s\n\n", facts(res))
+	fmt.Fprintf(w, "### %s %s: %s\n\n", icon(res.GetStatus()), md(res.GetWorkflow().GetName()), md(strings.ToUpper(res.GetStatus())))
+	fmt.Fprintf(w, "%s\n\n", md(facts(res)))
 	if res.GetError() != "" {
-		fmt.Fprintf(w, "**Error:** %s\n\n", res.GetError())
+		fmt.Fprintf(w, "**Error:** %s\n\n", md(res.GetError()))
 	}
 	saturation(w, res.GetSaturation())
 	assertions(w, res.GetAssertions())
@@ -63,8 +88,8 @@ func saturation(w io.Writer, sats []*irsv1.Saturation) {
 	fmt.Fprintln(w, "> [!WARNING]")
 	fmt.Fprintln(w, "> Load generators fell behind their schedule: their latency is theirs, not the system's.")
 	for _, s := range sats {
-		fmt.Fprintf(w, "> - %s in %s: %.0f ms behind at worst, %d of %d due requests unsent\n", s.GetService(),
-			s.GetPhase(), s.GetLagMs(), s.GetUnsent(), s.GetDue())
+		fmt.Fprintf(w, "> - %s in %s: %.0f ms behind at worst, %d of %d due requests unsent\n", md(s.GetService()),
+			md(s.GetPhase()), s.GetLagMs(), s.GetUnsent(), s.GetDue())
 	}
 	fmt.Fprintln(w)
 }
@@ -94,8 +119,8 @@ func assertions(w io.Writer, as []*irsv1.AssertionResult) {
 	fmt.Fprintln(w, "| | Assertion | Where | Expected | Measured |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, a := range bad {
-		fmt.Fprintf(w, "| %s | %s | %s | `%s` | %s |\n", icon("failed"), cell(a.GetName()), cell(report.AssertionScope(a)),
-			cell(a.GetExpect()), cell(report.AssertionMeasured(a)))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", icon("failed"), cell(a.GetName()), cell(report.AssertionScope(a)),
+			code(a.GetExpect()), cell(report.AssertionMeasured(a)))
 	}
 	fmt.Fprintln(w)
 }
@@ -112,7 +137,7 @@ func keyFigures(w io.Writer, total *irsv1.PhaseResult) {
 		if p.GetSidecars() > 0 {
 			sc, scm = fmt.Sprintf("%.0fm", p.GetSidecarCpuMcores()), fmt.Sprintf("%.1f MB", p.GetSidecarRssMb())
 		}
-		fmt.Fprintf(w, "| %s | %s | %.1f | %.2f%% | %s | %s | %.0fm | %.1f MB | %s | %s |\n", p.GetService(), p.GetKind(),
+		fmt.Fprintf(w, "| %s | %s | %.1f | %.2f%% | %s | %s | %.0fm | %.1f MB | %s | %s |\n", cell(p.GetService()), cell(p.GetKind()),
 			p.GetRps(), 100*p.GetFailureRate(), ms(p, p.GetP50Ms()), ms(p, p.GetP99Ms()), p.GetCpuMcores(), p.GetRssMb(), sc, scm)
 	}
 	if cp := total.GetControlPlane(); cp != nil {
@@ -130,10 +155,10 @@ func ms(p *irsv1.Point, v float64) string {
 
 // Regressions writes a comparison with a baseline: its verdict and the changes beyond noise.
 func Regressions(w io.Writer, r *irsv1.Regressions) {
-	fmt.Fprintf(w, "**Against baseline** `%s`: %s %s — %s\n\n", r.GetBase().GetPath(), icon(r.GetStatus()),
-		strings.ToUpper(r.GetStatus()), report.CountsLine(r))
+	fmt.Fprintf(w, "**Against baseline** %s: %s %s — %s\n\n", code(r.GetBase().GetPath()), icon(r.GetStatus()),
+		md(strings.ToUpper(r.GetStatus())), md(report.CountsLine(r)))
 	for _, n := range r.GetNotes() {
-		fmt.Fprintf(w, "- %s\n", n)
+		fmt.Fprintf(w, "- %s\n", md(n))
 	}
 	if len(r.GetNotes()) > 0 {
 		fmt.Fprintln(w)
@@ -150,23 +175,27 @@ func Regressions(w io.Writer, r *irsv1.Regressions) {
 			break
 		}
 		b, c, d := report.ChangeValues(ch)
-		fmt.Fprintf(w, "| %s %s | %s | %s | %s | %s | %s | %s |\n", icon(ch.GetVerdict()), ch.GetVerdict(), cell(report.ChangeScope(ch)),
-			b, c, d, report.PValue(ch.GetPValue()), ch.GetLimit())
+		fmt.Fprintf(w, "| %s %s | %s | %s | %s | %s | %s | %s |\n", icon(ch.GetVerdict()), cell(ch.GetVerdict()), cell(report.ChangeScope(ch)),
+			cell(b), cell(c), cell(d), cell(report.PValue(ch.GetPValue())), cell(ch.GetLimit()))
 	}
-	fmt.Fprintf(w, "\n<sub>%s; p-values adjusted for the %d metrics compared.</sub>\n\n", r.GetMethod(), len(r.GetChanges()))
+	fmt.Fprintf(w, "\n<sub>%s; p-values adjusted for the %d metrics compared.</sub>\n\n", md(r.GetMethod()), len(r.GetChanges()))
 }
 
 // Comparison writes a comparison of variants: its verdict, and the figures side by side (a sweep: per figure,
 // a row per point of the sweep).
 func Comparison(w io.Writer, c *irsv1.Comparison) {
-	fmt.Fprintf(w, "### %s %s compared: %s\n\n", icon(c.GetStatus()), c.GetWorkflow().GetName(), strings.ToUpper(c.GetStatus()))
+	status, why := compare.Verdict(c)
+	fmt.Fprintf(w, "### %s %s compared: %s\n\n", icon(status), md(c.GetWorkflow().GetName()), md(strings.ToUpper(status)))
+	if why != "" {
+		fmt.Fprintf(w, "**Error:** %s\n\n", md(why))
+	}
 	runs := 0
 	for _, v := range c.GetVariants() {
 		runs += len(v.GetRuns())
 	}
-	fmt.Fprintf(w, "%d variants · %d runs · figures from %s, medians ± standard deviations\n\n", len(c.GetVariants()), runs, phaseLabel(c.GetPhase()))
+	fmt.Fprintf(w, "%d variants · %d runs · figures from %s, medians ± standard deviations\n\n", len(c.GetVariants()), runs, md(phaseLabel(c.GetPhase())))
 	if failing := report.RunsNotPassed(c); len(failing) > 0 {
-		fmt.Fprintf(w, "**Runs that did not pass:** %s\n\n", strings.Join(failing, ", "))
+		fmt.Fprintf(w, "**Runs that did not pass:** %s\n\n", md(strings.Join(failing, ", ")))
 	}
 	if sw := report.NewSweep(c); sw != nil {
 		sweep(w, c, sw)
@@ -182,7 +211,7 @@ func Comparison(w io.Writer, c *irsv1.Comparison) {
 		for _, name := range compare.Names(c) {
 			row := "| " + cell(name) + " |"
 			for _, v := range c.GetVariants() {
-				row += " " + report.FigureCell(compare.Find(v, name)) + " |"
+				row += " " + cell(report.FigureCell(compare.Find(v, name))) + " |"
 			}
 			fmt.Fprintln(w, row)
 		}
@@ -207,7 +236,7 @@ func sweep(w io.Writer, c *irsv1.Comparison, sw *report.Sweep) {
 		for _, p := range sw.Points {
 			fmt.Fprintf(w, "| %s |", cell(p))
 			for _, m := range sw.Meshes {
-				fmt.Fprintf(w, " %s |", report.FigureCell(compare.Find(sw.Variant(p, m), name)))
+				fmt.Fprintf(w, " %s |", cell(report.FigureCell(compare.Find(sw.Variant(p, m), name))))
 			}
 			fmt.Fprintln(w)
 		}
@@ -224,7 +253,7 @@ func phaseLabel(p string) string {
 
 // Suite writes a suite's summary: a row per workflow.
 func Suite(w io.Writer, s *irsv1.Suite) {
-	fmt.Fprintf(w, "### %s IRS suite: %s\n\n", icon(s.GetStatus()), strings.ToUpper(s.GetStatus()))
+	fmt.Fprintf(w, "### %s IRS suite: %s\n\n", icon(s.GetStatus()), md(strings.ToUpper(s.GetStatus())))
 	fmt.Fprintln(w, "| | Workflow | File | Status | Time |")
 	fmt.Fprintln(w, "|---|---|---|---|--:|")
 	for _, r := range s.GetRuns() {
@@ -232,7 +261,7 @@ func Suite(w io.Writer, s *irsv1.Suite) {
 		if r.GetError() != "" {
 			status += ": " + r.GetError()
 		}
-		fmt.Fprintf(w, "| %s | %s | `%s` | %s | %.0f s |\n", icon(r.GetStatus()), cell(r.GetWorkflow()), cell(r.GetFile()), cell(status), r.GetDuration())
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f s |\n", icon(r.GetStatus()), cell(r.GetWorkflow()), code(r.GetFile()), cell(status), r.GetDuration())
 	}
 	fmt.Fprintln(w)
 }

@@ -2,6 +2,7 @@ package markdown_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -28,5 +29,27 @@ func TestGolden(t *testing.T) {
 			tt.render(&b)
 			reporttest.Golden(t, tt.name, b.Bytes())
 		})
+	}
+}
+
+// TestHostileNames: the strings of a result are shown as written, never read as Markdown or HTML: a name that is
+// HTML, a link, an image or a new block stays text.
+func TestHostileNames(t *testing.T) {
+	res := reporttest.Result(t, "base")
+	res.Workflow.Name = `<img src=x onerror=alert(1)>`
+	res.Assertions = append(res.Assertions, &irsv1.AssertionResult{Name: "[x](javascript:alert(1))\n# PASSED", Scope: "a",
+		Expect: "p99 < `1ms` | x", Passed: false, Measured: 2, MeasuredText: "2ms"})
+	var b bytes.Buffer
+	markdown.Result(&b, res)
+	out := b.String()
+	for _, bad := range []string{"<img", "[x](", "\n# PASSED"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the report holds %q as Markdown reads it:\n%s", bad, out)
+		}
+	}
+	for _, want := range []string{"&lt;img src=x onerror=alert(1)&gt;", `\[x\](javascript:alert(1))\\n\# PASSED`, "``p99 < `1ms` \\| x``"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report does not show %q:\n%s", want, out)
+		}
 	}
 }

@@ -151,7 +151,11 @@ func Comparison(w io.Writer, c *irsv1.Comparison) error {
 	if c.GetDiscard() == compare.DiscardWorst {
 		facts = append(facts, "the worst run of each variant left out")
 	}
-	v := &view{Title: "IRS: " + c.GetWorkflow().GetName() + " compared", Status: c.GetStatus(), Facts: facts,
+	status, why := compare.Verdict(c)
+	if why != "" {
+		facts = append(facts, why)
+	}
+	v := &view{Title: "IRS: " + c.GetWorkflow().GetName() + " compared", Status: status, Facts: facts,
 		Regression: regressionRows(c.GetRegressions()), Env: environment(c.GetEnvironment()), Figures: figures(c)}
 	if notPassed := report.RunsNotPassed(c); len(notPassed) > 0 {
 		v.Notes = []string{"runs that did not pass: " + strings.Join(notPassed, ", ")}

@@ -4,6 +4,7 @@ package reporttest
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"math"
@@ -33,7 +34,7 @@ func dir() string {
 // repository's workflows directory, so that renderings do not depend on where the tests run.
 func Read(t testing.TB, name string) *resultfile.File {
 	t.Helper()
-	f, err := resultfile.Read(filepath.Join(dir(), name+".json"))
+	f, err := resultfile.Read(context.Background(), filepath.Join(dir(), name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,95 @@
+package inputfile_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/irs-sim/irs/internal/inputfile"
+)
+
+func TestReadRegularFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := inputfile.Read(context.Background(), path, 5)
+	if err != nil || string(got) != "hello" {
+		t.Errorf("Read = %q, %v; want hello", got, err)
+	}
+	_, err = inputfile.Read(context.Background(), path, 4)
+	var tooLarge *inputfile.TooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Size != 5 || tooLarge.Limit != 4 {
+		t.Errorf("Read of 5 bytes with a limit of 4 = %v, want a TooLargeError of 5 bytes", err)
+	}
+}
+
+// TestReadRefusesDevicesAndDirectories: /dev/zero would be read without end; a directory is a mistake.
+func TestReadRefusesDevicesAndDirectories(t *testing.T) {
+	for _, path := range []string{"/dev/zero", "/dev/null", t.TempDir()} {
+		start := time.Now()
+		_, err := inputfile.Read(context.Background(), path, 1<<20)
+		if !errors.Is(err, inputfile.ErrNotAFile) {
+			t.Errorf("Read(%s) = %v, want ErrNotAFile", path, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Read(%s) took %v", path, d)
+		}
+	}
+}
+
+// TestReadPipe: a FIFO with a writer is read up to the limit, one with no writer reads as empty at once, and a
+// read that waits for a silent writer ends when the context does.
+func TestReadPipe(t *testing.T) {
+	dir := t.TempDir()
+	fifo := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	noWriter := fifo("none")
+	got, err := inputfile.Read(context.Background(), noWriter, 10)
+	if err != nil || len(got) != 0 {
+		t.Errorf("Read of a FIFO with no writer = %q, %v; want empty at once", got, err)
+	}
+
+	silent := fifo("silent")
+	w, err := os.OpenFile(silent, os.O_RDWR, 0) // a writer that never writes (O_RDWR: the open does not wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = inputfile.Read(ctx, silent, 10)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Read of a silent FIFO = %v, want the context's error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Read of a silent FIFO ended %v after the context", d)
+	}
+
+	big := fifo("big")
+	bw, err := os.OpenFile(big, os.O_RDWR, 0) // held open, so the pipe keeps what is written
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Close()
+	if _, err := bw.WriteString(strings.Repeat("x", 100)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = inputfile.Read(context.Background(), big, 10)
+	var tooLarge *inputfile.TooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Size != -1 {
+		t.Errorf("Read of 100 bytes from a FIFO with a limit of 10 = %v, want a TooLargeError", err)
+	}
+}
