@@ -8,6 +8,7 @@
 package inputfile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,8 +66,14 @@ func Read(ctx context.Context, path string, limit int64) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("%s: %w (%v)", path, ErrNotAFile, fi.Mode().Type())
 	}
-	// A regular file still growing, or a pipe: read one byte past the limit to know.
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	// A regular file still growing, or a pipe: read one byte past the limit to know. A regular file's buffer
+	// is sized for it at once (io.ReadAll's doubling allocated about 4 times a 30 MB result).
+	var buf bytes.Buffer
+	if fi.Mode().IsRegular() {
+		buf.Grow(int(fi.Size()) + bytes.MinRead)
+	}
+	_, err = buf.ReadFrom(io.LimitReader(f, limit+1))
+	data := buf.Bytes()
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, fmt.Errorf("read %s: %w", path, context.Cause(ctx))
