@@ -452,8 +452,12 @@ func TestMeshEndpointsReachSidecars(t *testing.T) {
 	var goneAt time.Time
 	var gone string
 	deadline := time.Now().Add(30 * time.Second)
+	var adminErr error
 	for goneAt.IsZero() && time.Now().Before(deadline) {
-		hosts := clusterHosts(t, clientAdmin, "outbound|server")
+		hosts, err := clusterHosts(clientAdmin, "outbound|server")
+		if err != nil {
+			adminErr = err
+		}
 		now := time.Now()
 		for _, ep := range servers {
 			if slices.Contains(hosts, ep) {
@@ -465,7 +469,7 @@ func TestMeshEndpointsReachSidecars(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if goneAt.IsZero() {
-		t.Fatalf("no server endpoint left the client sidecar's cluster; seen %v", seen)
+		t.Fatalf("no server endpoint left the client sidecar's cluster; seen %v (last error: %v)", seen, adminErr)
 	}
 	if code := run.exitCode(2 * time.Minute); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, run.stderr)
@@ -487,11 +491,10 @@ func TestMeshEndpointsReachSidecars(t *testing.T) {
 }
 
 // clusterHosts lists a cluster's hosts as a sidecar's admin /clusters shows them.
-func clusterHosts(t *testing.T, admin, cluster string) []string {
-	t.Helper()
-	resp, err := http.Get("http://" + admin + "/clusters")
+func clusterHosts(admin, cluster string) ([]string, error) {
+	resp, err := envoy.AdminClient(admin, time.Second).Get("http://envoy/clusters") // admin: its Unix socket
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("the sidecar's admin interface at %q: %w", admin, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -507,7 +510,7 @@ func clusterHosts(t *testing.T, admin, cluster string) []string {
 			out = append(out, host)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // TestMissingEnvoy: a mesh workflow on a machine without Envoy stops before starting anything, with the
