@@ -36,7 +36,7 @@ $(ASSETS)/uPlot.iife.min.js: web/package.json web/package-lock.json
 	mkdir -p $(ASSETS)
 	cp web/node_modules/uplot/dist/uPlot.iife.min.js web/node_modules/uplot/dist/uPlot.min.css web/node_modules/uplot/LICENSE $(ASSETS)/
 
-## demo: build, then run examples/flash-sale.yaml on this machine (about two minutes) and print its verdict
+## demo: build, then run examples/flash-sale.yaml on this machine (2 minutes; 3 the first time, with the build) and print its verdict
 demo: build
 	$(BIN) workflow run examples/flash-sale.yaml
 
