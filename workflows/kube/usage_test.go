@@ -37,16 +37,7 @@ func TestUsageFromMetricsAPI(t *testing.T) {
 			               {"name": "envoy", "usage": {"cpu": "100m", "memory": "40Mi"}}]}]}`, at.Format(time.RFC3339), cpu)
 	}))
 	defer srv.Close()
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kc, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
-users: [{name: u, user: {token: x}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := kubeconfigFor(t, srv.URL)
 	b, err := New(Config{Access: Access{Kubeconfig: kc}, Namespace: "run", ControlToken: "t", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -99,16 +90,7 @@ func TestAwaitMeasured(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kc, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
-users: [{name: u, user: {token: x}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := kubeconfigFor(t, srv.URL)
 	var logs syncBuffer
 	b, err := New(Config{Access: Access{Kubeconfig: kc}, Namespace: "run", ControlToken: "t",
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -160,4 +142,20 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// kubeconfigFor writes a kubeconfig whose cluster is the served API at url.
+func kubeconfigFor(t *testing.T, url string) string {
+	t.Helper()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+url+`"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kc
 }
