@@ -159,6 +159,18 @@ func ParseValue(m Metric, s string) (float64, error) {
 // FormatValue renders a value of a metric with its unit.
 func FormatValue(m Metric, v float64) string { return Expectation{Metric: m}.Format(v) }
 
+// FormatAmount renders a change of a metric: "900µs", "12", "0.15pp" (a ratio in percentage points), "any size"
+// for an infinite one.
+func FormatAmount(m Metric, v float64) string {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return "any size"
+	}
+	if metricUnits[m] == UnitRatio {
+		return fmt.Sprintf("%.2fpp", 100*v)
+	}
+	return FormatValue(m, v)
+}
+
 func parseValue(s string, u Unit) (float64, error) {
 	switch u {
 	case UnitRatio:

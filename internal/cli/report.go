@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/irs-sim/irs/internal/atomicfile"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/baseline"
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/report/junit"
@@ -242,12 +243,23 @@ func attachRegressions(ctx context.Context, f *resultfile.File, basePath, limitT
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
-	if f.Result != nil {
-		f.Result.Regressions = r
-	} else {
-		f.Comparison.Regressions = r
-	}
+	attach(f, r)
 	return nil
+}
+
+// errInconclusive marks a comparison with a baseline that has no verdict (exit 5, as an invalid run).
+var errInconclusive = errors.New("the comparison with the baseline is inconclusive")
+
+// inconclusiveError says why a comparison with a baseline has no verdict.
+func inconclusiveError(r *irsv1.Regressions) error {
+	why := "see the comparison"
+	if len(r.GetReasons()) > 0 {
+		why = r.GetReasons()[0]
+		if n := len(r.GetReasons()) - 1; n > 0 {
+			why += fmt.Sprintf(" (and %d more reasons)", n)
+		}
+	}
+	return fmt.Errorf("%w: %s", errInconclusive, why)
 }
 
 func (a *app) newWorkflowCompareCmd() *cobra.Command {
@@ -256,13 +268,16 @@ func (a *app) newWorkflowCompareCmd() *cobra.Command {
 		Use:   "compare BASE NEW",
 		Short: "Compare a run (or comparison) with a baseline: what changed beyond noise, and what regressed beyond its limit (exit 3)",
 		Long: `Compare NEW with BASE (each a result.json, a comparison.json or a run directory) per service, edge and
-phase: each metric's change, whether it is beyond noise, and whether it is beyond its limit. Noise is judged by a
-Mann-Whitney U test on the per-second samples of each phase (or on the runs' figures when both sides have four
-runs or more), p-values adjusted for the number of metrics compared (Benjamini-Hochberg). A change is a
-regression when it is beyond noise and beyond its limit (--max-regression).
+phase: each metric's change, whether it is beyond noise, whether it is beyond its limit, and the smallest change
+that could have been seen. Noise comes from the runs' spread when each side has two runs or more, and within a
+run from a block bootstrap of its intervals (plus an assumed drift between runs when a side has one run);
+p-values are adjusted for the number of metrics compared (Benjamini-Hochberg). A change is a regression when it
+is beyond noise and beyond its limit (--max-regression).
 
-Exit codes: 0 nothing regressed; 3 a metric regressed beyond its limit; 2 the two cannot be compared (another
-workflow, other services or calls, other phases, another time scale), or bad input.`,
+Exit codes: 0 nothing regressed; 3 a metric regressed beyond its limit; 5 inconclusive: the data cannot support a
+verdict (a metric worse beyond its limit but within noise — with one run a side, use --repeat —, an invalid run,
+nothing measured on both sides); 2 the two cannot be compared (another workflow, other services or calls, other
+phases, another time scale), or bad input.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat("--format", format); err != nil {
@@ -299,8 +314,11 @@ workflow, other services or calls, other phases, another time scale), or bad inp
 					return withExitCode(err, reportErrorCode(err))
 				}
 			}
-			if r.GetStatus() == baseline.StatusRegressed {
+			switch r.GetStatus() {
+			case baseline.StatusRegressed:
 				return withExitCode(fmt.Errorf("%s regressed against %s: %s", args[1], args[0], report.CountsLine(r)), ExitAssertionFailed)
+			case baseline.StatusInconclusive:
+				return withExitCode(inconclusiveError(r), ExitInvalidRun)
 			}
 			return nil
 		},

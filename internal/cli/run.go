@@ -455,15 +455,18 @@ func (r *runner) compareWithBaseline(f *resultfile.File) {
 		fmt.Fprintf(r.app.env.Stderr, "warning: not compared with the baseline: %v\n", err)
 		return
 	}
-	var status *string
+	attach(f, reg)
+}
+
+// attach attaches a comparison with a baseline to a run or comparison, whose status it then heads.
+func attach(f *resultfile.File, reg *irsv1.Regressions) {
 	if f.Comparison != nil {
-		f.Comparison.Regressions, status = reg, &f.Comparison.Status
-	} else {
-		f.Result.Regressions, status = reg, &f.Result.Status
+		f.Comparison.Regressions = reg
+		f.Comparison.Status = baseline.RunStatus(f.Comparison.GetStatus(), reg)
+		return
 	}
-	if reg.GetStatus() == baseline.StatusRegressed && *status == engine.StatusPassed {
-		*status = engine.StatusFailed
-	}
+	f.Result.Regressions = reg
+	f.Result.Status = baseline.RunStatus(f.Result.GetStatus(), reg)
 }
 
 // writeReports writes the reports asked for beside a result or comparison, and says where they are; the error
@@ -503,6 +506,8 @@ func runError(name string, res *irsv1.WorkflowResult, err error) error {
 		return withExitCode(fmt.Errorf("run %s: %w", name, err), ExitError)
 	case res.GetStatus() == engine.StatusInvalid:
 		return withExitCode(errors.New("invalid run: a load generator fell behind its schedule (see above)"), ExitInvalidRun)
+	case res.GetStatus() == engine.StatusInconclusive:
+		return withExitCode(inconclusiveError(res.GetRegressions()), ExitInvalidRun)
 	case res.GetStatus() == engine.StatusFailed && res.GetRegressions().GetStatus() == baseline.StatusRegressed:
 		msg := "a metric regressed beyond its limit against the baseline"
 		for _, a := range res.GetAssertions() {
@@ -600,7 +605,7 @@ rounds:
 	report.Comparison(r.app.env.Stdout, cmp, out)
 	reportsErr := r.writeReports(ctx, filepath.Dir(out), f)
 	var last *irsv1.WorkflowResult
-	if st := cmp.GetStatus(); st == engine.StatusFailed || st == engine.StatusInvalid {
+	if st := cmp.GetStatus(); st == engine.StatusFailed || st == engine.StatusInvalid || st == engine.StatusInconclusive {
 		last = &irsv1.WorkflowResult{Status: st, Regressions: cmp.GetRegressions()}
 	}
 	return outputError(runError(r.wf.GetName(), last, runErr), reportsErr)

@@ -173,6 +173,9 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 			fmt.Fprintf(a.env.Stderr, "irs: %s: %v\n", file, err)
 		}
 		run.ExitCode, run.Status = int32(code), exitStatus[code]
+		if errors.Is(err, errInconclusive) {
+			run.Status = engine.StatusInconclusive
+		}
 		for _, name := range []string{"comparison.json", "result.json"} {
 			if _, statErr := os.Stat(filepath.Join(o.runDir, name)); statErr == nil {
 				run.Result = filepath.Join(dirs[i], name)

@@ -249,21 +249,38 @@ func TestSuite(t *testing.T) {
 	}
 }
 
-// TestCompareCommand: a known regression exits 3 and names it; noise exits 0; another workflow is refused (2).
+// TestCompareCommand: a known regression exits 3 and names it, in every format's headline; noise is never a
+// regression (with one run a side, inconclusive: exit 5); an invalid run or zero runs have no verdict; another
+// workflow and absurd limits are refused (2).
 func TestCompareCommand(t *testing.T) {
 	dir := t.TempDir()
 	base, noise, slow := copyFixture(t, dir, "base"), copyFixture(t, dir, "noise"), copyFixture(t, dir, "slow")
+	passingSlow := readResult(t, slow)
+	passingSlow.Status = "passed" // its own assertions held: the headline must still be the comparison's
+	slowPassed := writeJSON(t, dir, "slow-passed.json", passingSlow)
+	invalid := readResult(t, noise)
+	invalid.Status = "invalid"
+	invalid.Saturation = []*irsv1.Saturation{{Service: "loadgen", Phase: "kill", LagMs: 340}}
+	invalidPath := writeJSON(t, dir, "invalid.json", invalid)
+	empty := writeJSON(t, dir, "empty.json", &irsv1.Comparison{Schema: "irs.workflow.comparison/v1", Status: "passed",
+		Workflow: passingSlow.GetWorkflow(), Variants: []*irsv1.Variant{{Name: "none"}}})
 	for _, tt := range []struct {
 		name  string
 		args  []string
 		code  int
 		wants []string
 	}{
-		{"noise", []string{base, noise}, 0, []string{"PASSED"}},
+		{"noise", []string{base, noise}, 5, []string{"INCONCLUSIVE", "one run a side", "use --repeat"}},
 		{"regression", []string{base, slow}, 3, []string{"REGRESSED", "loadgen p99", "backend cpu_mcores"}},
 		{"within a lax limit", []string{base, slow, "--max-regression", "p50=100%,p90=100%,p99=100%,cpu_mcores=100%"}, 0, []string{"PASSED", "WORSE"}},
 		{"junit", []string{base, slow, "--format", "junit"}, 3, []string{`<failure message="loadgen p99 regressed beyond 10%`}},
-		{"markdown", []string{base, slow, "--format", "markdown"}, 3, []string{"**Against baseline**", "❌ regressed"}},
+		{"markdown", []string{base, slow, "--format", "markdown"}, 3, []string{"**Against baseline**", "❌ regressed", "Seen from"}},
+		{"markdown headline", []string{base, slowPassed, "--format", "markdown"}, 3, []string{"### ❌ shop: FAILED"}},
+		{"text headline", []string{base, slowPassed}, 3, []string{"REGRESSED"}},
+		{"invalid run", []string{base, invalidPath}, 5, []string{"INCONCLUSIVE", "is invalid: loadgen fell 340 ms behind its schedule in kill"}},
+		{"zero runs", []string{base, empty}, 2, []string{"has no run that measured anything"}},
+		{"NaN limit", []string{base, slow, "--max-regression", "p99=NaN%"}, 2, []string{`--max-regression: p99: invalid percentage "NaN%"`}},
+		{"absurd limit", []string{base, slow, "--max-regression", "p99=1e9%"}, 2, []string{"--max-regression: p99: 1e9% lets a change of"}},
 		{"incomparable", []string{base, writeJSON(t, dir, "other.json", otherWorkflow(t, base))}, 2, []string{`it is of workflow "shop", the run of "other"`}},
 		{"bad limit", []string{base, slow, "--max-regression", "p95=5%"}, 2, []string{`"p95=5%": want <metric>=<limit>`}},
 	} {

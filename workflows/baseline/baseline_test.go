@@ -48,23 +48,32 @@ func TestNoiseIsNotARegression(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.GetStatus() != baseline.StatusPassed {
-		t.Errorf("status %s, want passed", r.GetStatus())
+	// One run a side of 12-second phases: some figures move by more than their limit, but within what the
+	// runs' noise and the drift between runs allow. That is inconclusive, never a regression.
+	if r.GetStatus() == baseline.StatusRegressed {
+		t.Errorf("status %s, want passed or inconclusive", r.GetStatus())
+	}
+	if r.GetStatus() == baseline.StatusInconclusive && !strings.Contains(strings.Join(r.GetReasons(), "; "), "one run a side") {
+		t.Errorf("inconclusive for %q, want the reason: one run a side", r.GetReasons())
 	}
 	tested := 0
 	for _, ch := range r.GetChanges() {
 		if ch.GetVerdict() == baseline.VerdictRegressed {
 			t.Errorf("noise flagged: %v", ch)
 		}
-		if ch.GetBaseSamples() > 1 {
+		if ch.GetStandardError() > 0 {
 			tested++
+		}
+		if ch.GetVerdict() != baseline.VerdictMissing && (ch.GetMinimumDetectable() <= 0 || ch.GetNoise() == "") {
+			t.Errorf("%s %s in %s: minimum detectable change %g, noise %q: every figure says what it could have seen",
+				ch.GetScope(), ch.GetMetric(), ch.GetPhase(), ch.GetMinimumDetectable(), ch.GetNoise())
 		}
 	}
 	// What a reader checks first: the client's p99 in each phase was compared, and found unchanged.
 	for _, phase := range []string{"steady", "kill", "recovered", "total"} {
 		ch := find(r, "loadgen", phase, "p99")
-		if ch == nil || ch.GetVerdict() != baseline.VerdictUnchanged || ch.GetBaseSamples() < 10 {
-			t.Errorf("loadgen p99 in %s: %v, want compared on per-second samples and unchanged", phase, ch)
+		if ch == nil || ch.GetVerdict() == baseline.VerdictRegressed || ch.GetBaseSamples() < 10 {
+			t.Errorf("loadgen p99 in %s: %v, want compared on per-second samples and not regressed", phase, ch)
 		}
 	}
 	if tested < 100 {
@@ -89,12 +98,12 @@ func TestKnownRegressionIsFlagged(t *testing.T) {
 			t.Errorf("%s %s %s: %v, want regressed by over 30%%, beyond noise", want.scope, want.phase, want.metric, ch)
 		}
 	}
-	// p99.9 and max have no limit by default: worse, never a regression.
-	if ch := find(r, "loadgen", "steady", "p999"); ch == nil || ch.GetVerdict() != baseline.VerdictWorse || ch.GetLimit() != "" {
-		t.Errorf("loadgen p999: %v, want worse without a limit", ch)
-	}
-	if ch := find(r, "loadgen", "steady", "max"); ch == nil || ch.GetVerdict() != baseline.VerdictWorse || ch.GetLimit() != "" {
-		t.Errorf("loadgen max: %v, want worse without a limit", ch)
+	// p99.9 and max have no limit by default: never a regression (on 12 s, their noise hides +60 %).
+	for _, m := range []string{"p999", "max"} {
+		if ch := find(r, "loadgen", "steady", m); ch == nil || ch.GetLimit() != "" ||
+			(ch.GetVerdict() != baseline.VerdictWorse && ch.GetVerdict() != baseline.VerdictUnchanged) {
+			t.Errorf("loadgen %s: %v, want worse or unchanged, without a limit", m, ch)
+		}
 	}
 	if !strings.Contains(strings.Join(r.GetNotes(), "; "), "service backend is configured differently") {
 		t.Errorf("notes %q do not say the backend's configuration differs", r.GetNotes())
@@ -150,16 +159,16 @@ func TestComparisonsCompareRuns(t *testing.T) {
 		t.Errorf("method %q, want the test on the runs", r.GetMethod())
 	}
 	ch := find(r, "loadgen", "steady", "p99")
-	if ch.GetVariant() != "" || ch.GetBaseSamples() != 4 || ch.GetVerdict() != baseline.VerdictRegressed {
-		t.Errorf("loadgen p99: %v, want 4 samples a side, regressed", ch)
+	if ch.GetVariant() != "" || ch.GetBaseSamples() != 48 || ch.GetVerdict() != baseline.VerdictRegressed || !strings.Contains(ch.GetNoise(), "between 4 and 4 runs") {
+		t.Errorf("loadgen p99: %v, want 4 runs' 48 intervals a side, noise between the runs, regressed", ch)
 	}
-	// Three runs a side cannot reach p < 0.05 on the runs: the per-second samples are pooled.
-	r, err = baseline.Compare(cmp(base, noise, base), cmp(slow, slow, slow), defaults(t))
+	// Two runs a side measure their spread too (with few degrees of freedom, so a wide interval).
+	r, err = baseline.Compare(cmp(base, noise), cmp(slow, slow), defaults(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch := find(r, "loadgen", "steady", "p99"); ch.GetBaseSamples() < 30 || ch.GetVerdict() != baseline.VerdictRegressed {
-		t.Errorf("three runs a side: loadgen p99 %v, want the pooled per-second samples, regressed", ch)
+	if ch := find(r, "loadgen", "steady", "p50"); ch.GetVerdict() != baseline.VerdictRegressed || !strings.Contains(ch.GetNoise(), "between 2 and 2 runs") {
+		t.Errorf("two runs a side: loadgen p50 %v, want regressed, noise between the runs", ch)
 	}
 }
 
@@ -218,12 +227,18 @@ func TestParseLimits(t *testing.T) {
 		}
 	}
 	for text, msg := range map[string]string{
-		"p95=10%":        `"p95=10%": want <metric>=<limit> with metric one of p50, p90, p99`,
-		"p99":            `"p99": want <metric>=<limit>`,
-		"p99=ten":        `p99: "ten": want a percentage of the baseline (10%) or an increase (+5ms, +0.1pp)`,
-		"p99=-5%":        `p99: invalid percentage "-5%"`,
-		"p99=+5":         `p99: invalid duration "5"`,
-		"5xx_rate=+200%": `5xx_rate: percentage "200%" outside 0-100%`,
+		"p95=10%":         `"p95=10%": want <metric>=<limit> with metric one of p50, p90, p99`,
+		"p99":             `"p99": want <metric>=<limit>`,
+		"p99=ten":         `p99: "ten": want a percentage of the baseline (10%) or an increase (+5ms, +0.1pp)`,
+		"p99=-5%":         `p99: invalid percentage "-5%"`,
+		"p99=+5":          `p99: invalid duration "5"`,
+		"5xx_rate=+200%":  `5xx_rate: percentage "200%" outside 0-100%`,
+		"p99=NaN%":        `p99: invalid percentage "NaN%"`,
+		"p99=Inf%":        `p99: invalid percentage "Inf%"`,
+		"p99=5000%":       `p99: 5000% lets a change of 51x pass: at most 1000%`,
+		"cpu_mcores=+NaN": `cpu_mcores: invalid number "NaN"`,
+		"p99=+-5ms":       `p99: invalid duration "-5ms"`,
+		"p99=+2h":         `p99: +2h is beyond any latency measured (at most +1h)`,
 	} {
 		if _, err := baseline.ParseLimits(text); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("ParseLimits(%q) = %v, want an error containing %q", text, err, msg)
@@ -281,13 +296,18 @@ func TestMemoryNeedsRuns(t *testing.T) {
 		}
 		return &resultfile.File{Path: "scaled.json", Result: r}
 	}
-	// +30 % (27 MB): every second higher, but within what runs differ by.
+	// +30 % (27 MB): every second higher, but within what runs differ by; beyond its 15 % limit, so the data
+	// cannot tell.
 	r := mustCompare(t, base, scaled(1.3))
-	if ch := find(r, "frontend", "total", "rss_mb"); ch.GetVerdict() != baseline.VerdictUnchanged || ch.GetBaseSamples() != 1 {
-		t.Errorf("+30%% memory: %v, want unchanged, judged on one run a side", ch)
+	if ch := find(r, "frontend", "total", "rss_mb"); ch.GetVerdict() != baseline.VerdictInconclusive || !strings.Contains(ch.GetReason(), "one run a side") {
+		t.Errorf("+30%% memory: %v, want inconclusive, judged on one run a side", ch)
 	}
-	if r.GetStatus() != baseline.StatusPassed {
-		t.Errorf("+30%% memory: status %s", r.GetStatus())
+	if r.GetStatus() != baseline.StatusInconclusive {
+		t.Errorf("+30%% memory: status %s, want inconclusive", r.GetStatus())
+	}
+	// +10 %: within its limit.
+	if ch := find(mustCompare(t, base, scaled(1.1)), "frontend", "total", "rss_mb"); ch.GetVerdict() != baseline.VerdictUnchanged {
+		t.Errorf("+10%% memory: %v, want unchanged", ch)
 	}
 	// +60 %: beyond the allowance and the 15 % limit.
 	r = mustCompare(t, base, scaled(1.6))

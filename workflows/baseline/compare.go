@@ -10,7 +10,6 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/resultfile"
-	"golang.org/x/perf/benchmath"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -28,15 +27,14 @@ const (
 	VerdictBetter    = "better"
 	VerdictUnchanged = "unchanged"
 	VerdictMissing   = "missing"
+	// VerdictInconclusive: worse beyond its limit, but not beyond noise; StatusInconclusive: the comparison
+	// cannot support a verdict (an inconclusive limited metric, an invalid run, nothing compared).
+	VerdictInconclusive = "inconclusive"
+	StatusInconclusive  = "inconclusive"
 )
 
 // Alpha is the significance level of the noise test.
 const Alpha = 0.05
-
-// minRunsForRunTest is the fewest runs per side for the test to use the runs' figures: with fewer, no
-// difference can reach p < 0.05 (three against three gives at best p = 0.1), so the per-second samples of the
-// runs are pooled instead.
-const minRunsForRunTest = 4
 
 // TotalPhase names the whole run.
 const TotalPhase = "total"
@@ -60,6 +58,15 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 	out := &irsv1.Regressions{Schema: Schema, Status: StatusPassed, Base: reference(base), Current: reference(current),
 		Limits: limits, Alpha: Alpha, Notes: append(notes, environmentNotes(base, current)...)}
 	bs, cs := sidesOf(base), sidesOf(current)
+	for _, s := range []struct {
+		f     *resultfile.File
+		sides []side
+	}{{base, bs}, {current, cs}} {
+		if len(s.sides) == 0 {
+			// Zero runs compare as nothing at all, not as a pass.
+			return nil, fmt.Errorf("%s has no run that measured anything: there is nothing to compare", s.f.Path)
+		}
+	}
 	pairs := 0
 	for _, c := range cs {
 		b := findSide(bs, c.name)
@@ -85,16 +92,109 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 	}
 	out.Method = method(bs, cs)
 	adjust(out.Changes)
+	judged := 0
+	var inconclusive []*irsv1.Change
 	for _, ch := range out.Changes {
 		if ch.GetVerdict() == VerdictMissing {
 			continue
 		}
 		ch.Verdict = verdict(ch, workflows.Metric(ch.GetMetric()), limitOf(limits, workflows.Metric(ch.GetMetric())))
-		if ch.GetVerdict() == VerdictRegressed {
+		judged++
+		switch ch.GetVerdict() {
+		case VerdictRegressed:
 			out.Status = StatusRegressed
+		case VerdictInconclusive:
+			inconclusive = append(inconclusive, ch)
 		}
 	}
+	out.Reasons = append(out.Reasons, invalidRuns(base, "baseline")...)
+	out.Reasons = append(out.Reasons, invalidRuns(current, "run")...)
+	if judged == 0 {
+		out.Reasons = append(out.Reasons, "no figure was measured on both sides")
+	}
+	for i, ch := range inconclusive {
+		if i == maxReasons {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("and %d more figures worse beyond their limit but within noise", len(inconclusive)-i))
+			break
+		}
+		out.Reasons = append(out.Reasons, fmt.Sprintf("%s worse by %s (limit %s): %s", changeName(ch),
+			workflows.FormatAmount(workflows.Metric(ch.GetMetric()), math.Abs(ch.GetDelta())), ch.GetLimit(), ch.GetReason()))
+	}
+	// A regression stands whatever else is unsure; otherwise anything unsure makes the whole inconclusive.
+	if out.Status != StatusRegressed && len(out.Reasons) > 0 {
+		out.Status = StatusInconclusive
+	}
 	return out, nil
+}
+
+// RunStatus is the status of a run (or comparison) once compared with its baseline: the comparison's verdict
+// heads it. A regression fails a run that passed; an inconclusive comparison makes it inconclusive; a run that
+// failed, or could not be trusted, keeps its own status.
+func RunStatus(status string, r *irsv1.Regressions) string {
+	if status != "passed" || r == nil {
+		return status
+	}
+	switch r.GetStatus() {
+	case StatusRegressed:
+		return "failed"
+	case StatusInconclusive:
+		return StatusInconclusive
+	}
+	return status
+}
+
+// maxReasons is how many inconclusive figures a comparison names (the changes list them all).
+const maxReasons = 5
+
+// changeName names a change for a sentence: "envoy: loadgen p99 in steady".
+func changeName(ch *irsv1.Change) string {
+	s := ch.GetScope() + " " + ch.GetMetric()
+	if ch.GetPhase() != TotalPhase {
+		s += " in " + ch.GetPhase()
+	}
+	if ch.GetVariant() != "" {
+		s = ch.GetVariant() + ": " + s
+	}
+	return s
+}
+
+// invalidRuns says which runs of a file cannot be trusted (a load generator fell behind, samples missing, the
+// run interrupted or failed to measure): a comparison with them has no verdict.
+func invalidRuns(f *resultfile.File, side string) []string {
+	var out []string
+	check := func(name string, r *irsv1.WorkflowResult) {
+		switch r.GetStatus() {
+		case "invalid", "interrupted", "error":
+			why := r.GetError()
+			if why == "" {
+				why = invalidCause(r)
+			}
+			out = append(out, fmt.Sprintf("the %s %s is %s: %s", side, name, r.GetStatus(), why))
+		}
+	}
+	if f.Result != nil {
+		check(f.Path, f.Result)
+		return out
+	}
+	for _, v := range f.Comparison.GetVariants() {
+		for i, r := range v.GetRuns() {
+			if !slices.Contains(v.GetDiscarded(), uint32(i)) {
+				check(fmt.Sprintf("%s (%s#%d)", f.Path, v.GetName(), i+1), r)
+			}
+		}
+	}
+	return out
+}
+
+// invalidCause says in a few words why a run is invalid, from what it recorded.
+func invalidCause(r *irsv1.WorkflowResult) string {
+	for _, s := range r.GetSaturation() {
+		return fmt.Sprintf("%s fell %.0f ms behind its schedule in %s", s.GetService(), s.GetLagMs(), s.GetPhase())
+	}
+	for _, n := range r.GetNotes() {
+		return n
+	}
+	return "see its result"
 }
 
 // side is one variant's complete runs on one side of the comparison.
@@ -158,18 +258,17 @@ func VariantName(r *irsv1.WorkflowResult) string {
 func method(bs, cs []side) string {
 	runs := true
 	for _, s := range append(append([]side{}, bs...), cs...) {
-		runs = runs && len(s.runs) >= minRunsForRunTest
+		runs = runs && len(s.runs) >= 2
 	}
 	if runs {
-		return fmt.Sprintf("Mann-Whitney U test (two-sided, alpha %g) on the runs' figures; values are medians over the runs", Alpha)
+		return fmt.Sprintf("Welch's t test (two-sided, alpha %g) on the runs' figures; values are medians over the runs", Alpha)
 	}
-	return fmt.Sprintf("Mann-Whitney U test (two-sided, alpha %g) on the per-second samples of each phase; values are the phase's (medians over runs)", Alpha)
+	return fmt.Sprintf("z test (two-sided, alpha %g) of each phase's figure, its noise from a block bootstrap of each run's intervals plus an assumed between-run drift (one run a side)", Alpha)
 }
 
 // compareSides compares every phase, scope and metric the two sides measured.
 func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit) []*irsv1.Change {
 	var out []*irsv1.Change
-	byRuns := len(b.runs) >= minRunsForRunTest && len(c.runs) >= minRunsForRunTest
 	for _, phase := range phaseNames(c.runs[0]) {
 		bm, cm := measurements(b.runs, phase), measurements(c.runs, phase)
 		for _, k := range mergedKeys(bm, cm) {
@@ -179,29 +278,18 @@ func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit) []
 			if l := limitOf(limits, k.metric); l != nil {
 				ch.Limit = l.GetText()
 			}
+			ch.Base, ch.Current = bv.value(), cv.value()
 			if !bok || !cok {
 				ch.Verdict = VerdictMissing
-				ch.Base, ch.Current = bv.value(), cv.value()
 				out = append(out, ch)
 				continue
 			}
-			ch.Base, ch.Current = bv.value(), cv.value()
 			ch.Delta = ch.Current - ch.Base
 			if ch.Base != 0 {
 				ch.Relative = ch.Delta / ch.Base
 			}
-			bs, cs := bv.samples, cv.samples
-			if byRuns || memory[k.metric] {
-				// A process's memory grows as it warms up and then moves with its heap and its garbage
-				// collector: its per-second samples trend, and say nothing of how another run would differ.
-				// Only runs can test it; with fewer, verdict applies a fixed allowance.
-				bs, cs = bv.perRun, cv.perRun
-			}
-			ch.BaseSamples, ch.CurrentSamples = uint32(len(bs)), uint32(len(cs))
-			if len(bs) > 1 && len(cs) > 1 && (byRuns || !memory[k.metric]) {
-				ch.PValue = benchmath.AssumeNothing.Compare(benchmath.NewSample(slices.Clone(bs), &benchmath.DefaultThresholds),
-					benchmath.NewSample(slices.Clone(cs), &benchmath.DefaultThresholds)).P
-			}
+			ch.BaseSamples, ch.CurrentSamples = uint32(bv.seconds), uint32(cv.seconds)
+			judgeNoise(ch, k.metric, bv, cv)
 			out = append(out, ch)
 		}
 	}
@@ -214,7 +302,7 @@ func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit) []
 func adjust(changes []*irsv1.Change) {
 	var tested []*irsv1.Change
 	for _, ch := range changes {
-		if ch.GetBaseSamples() > 1 && ch.GetCurrentSamples() > 1 && ch.GetVerdict() != VerdictMissing {
+		if ch.GetStandardError() > 0 && ch.GetVerdict() != VerdictMissing {
 			tested = append(tested, ch)
 		}
 	}
@@ -237,21 +325,23 @@ var (
 
 func verdict(ch *irsv1.Change, m workflows.Metric, l *irsv1.RegressionLimit) string {
 	unit, _ := workflows.UnitOf(m)
-	beyondNoise := ch.GetPValue() < Alpha
-	if memory[m] && (ch.GetBaseSamples() < minRunsForRunTest || ch.GetCurrentSamples() < minRunsForRunTest) {
-		beyondNoise = math.Abs(ch.GetRelative()) > memoryAllowance.relative && math.Abs(ch.GetDelta()) > memoryAllowance.absolute
-	}
-	if !beyondNoise || math.Abs(ch.GetDelta()) <= floors[unit] {
-		return VerdictUnchanged
-	}
+	beyondNoise := ch.GetPValue() < Alpha && math.Abs(ch.GetDelta()) > floors[unit]
 	worse := ch.GetDelta() > 0 != lowerIsWorse[m]
+	overLimit := worse && l != nil && exceeds(l, m, ch.GetBase(), ch.GetCurrent()) && math.Abs(ch.GetDelta()) > floors[unit]
+	reason := ch.GetReason()
+	ch.Reason = ""
 	switch {
-	case !worse:
+	case beyondNoise && !worse:
 		return VerdictBetter
-	case l != nil && exceeds(l, m, ch.GetBase(), ch.GetCurrent()):
+	case beyondNoise && overLimit:
 		return VerdictRegressed
+	case beyondNoise:
+		return VerdictWorse
+	case overLimit:
+		ch.Reason = reason
+		return VerdictInconclusive
 	}
-	return VerdictWorse
+	return VerdictUnchanged
 }
 
 func limitOf(limits []*irsv1.RegressionLimit, m workflows.Metric) *irsv1.RegressionLimit {
@@ -281,8 +371,11 @@ type mkey struct {
 
 // measurement is a metric of a scope over the runs of one side.
 type measurement struct {
-	perRun  []float64 // the phase's value in each run
-	samples []float64 // the per-second values of every run, pooled
+	perRun   []float64 // the phase's value in each run
+	withinSE []float64 // each run's standard error of that value, from its own series (NaN: none)
+	seconds  int       // intervals measured, over the runs
+	requests int64     // requests completed, over the runs
+	phaseLen float64   // the phase's length in seconds (of the first run)
 }
 
 func (m measurement) value() float64 { return median(m.perRun) }
@@ -341,15 +434,22 @@ func measurements(runs []*irsv1.WorkflowResult, phase string) map[mkey]measureme
 				k := mkey{scope: sp.scope, order: sp.order, metric: m}
 				ms := out[k]
 				ms.perRun = append(ms.perRun, v)
-				for _, tick := range r.GetSeries() {
-					if tick.GetT() <= start+1e-9 || tick.GetT() > end+1e-9 {
-						continue
-					}
-					if tp := sp.find(tick); tp != nil {
-						if x, ok := metricOf(tp, m); ok {
-							ms.samples = append(ms.samples, x)
+				ms.requests += sp.point.GetRequests()
+				series := seriesOf(r, sp, start, end)
+				for _, tp := range series {
+					if tp != nil {
+						if _, ok := metricOf(tp, m); ok {
+							ms.seconds++
 						}
 					}
+				}
+				se, ok := withinRunSE(series, m, fmt.Sprintf("%s|%s|%s|%d", sp.scope, phase, m, len(ms.perRun)))
+				if !ok {
+					se = math.NaN()
+				}
+				ms.withinSE = append(ms.withinSE, se)
+				if ms.phaseLen == 0 {
+					ms.phaseLen = min(end, r.GetTotal().GetEnd()) - max(start, 0)
 				}
 				out[k] = ms
 			}

@@ -2,9 +2,11 @@ package baseline
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -70,11 +72,18 @@ func parseLimit(m workflows.Metric, text string) (*irsv1.RegressionLimit, error)
 		if err != nil {
 			return nil, err
 		}
+		if unit == workflows.UnitDuration && a > time.Hour.Seconds() {
+			return nil, fmt.Errorf("%s is beyond any latency measured (at most +1h)", text)
+		}
 		l.Absolute = a
 	case strings.HasSuffix(text, "%"):
 		r, err := strconv.ParseFloat(strings.TrimSuffix(text, "%"), 64)
-		if err != nil || r < 0 || r > 1e6 {
+		if err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 			return nil, fmt.Errorf("invalid percentage %q", text)
+		}
+		if r > maxRelativeLimit {
+			// A limit that no change reaches switches the gate off while looking like one.
+			return nil, fmt.Errorf("%s lets a change of %gx pass: at most %g%%", text, 1+r/100, float64(maxRelativeLimit))
 		}
 		l.Relative = r / 100
 	default:
@@ -82,6 +91,9 @@ func parseLimit(m workflows.Metric, text string) (*irsv1.RegressionLimit, error)
 	}
 	return l, nil
 }
+
+// maxRelativeLimit is the largest relative limit, in percent: a change of 11x is what a broken release does.
+const maxRelativeLimit = 1000
 
 func metricList() string {
 	var names []string

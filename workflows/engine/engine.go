@@ -28,9 +28,12 @@ const (
 	StatusFailed  = "failed"
 	// StatusInvalid: the run ended, but a load generator fell behind its schedule (see the result's saturation):
 	// its latency is the generator's, not the system's.
-	StatusInvalid     = "invalid"
-	StatusInterrupted = "interrupted"
-	StatusError       = "error"
+	StatusInvalid = "invalid"
+	// StatusInconclusive: the run passed, but its comparison with a baseline cannot support a verdict (see the
+	// regressions' reasons).
+	StatusInconclusive = "inconclusive"
+	StatusInterrupted  = "interrupted"
+	StatusError        = "error"
 )
 
 // ErrInterrupted is returned when the run's context ended before the timeline did.

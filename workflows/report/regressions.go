@@ -65,7 +65,7 @@ func AssertionMeasured(a *irsv1.AssertionResult) string {
 }
 
 // verdictOrder ranks verdicts for reading: what needs attention first.
-var verdictOrder = map[string]int{"regressed": 0, "worse": 1, "missing": 2, "better": 3, "unchanged": 4}
+var verdictOrder = map[string]int{"regressed": 0, "inconclusive": 1, "worse": 2, "missing": 3, "better": 4, "unchanged": 5}
 
 // NotableChanges returns the changes that are not "unchanged", regressions first; within a verdict the whole
 // run first, then the phases in order.
@@ -99,7 +99,7 @@ func VerdictCounts(r *irsv1.Regressions) map[string]int {
 func CountsLine(r *irsv1.Regressions) string {
 	n := VerdictCounts(r)
 	var parts []string
-	for _, v := range []string{"regressed", "worse", "better", "unchanged", "missing"} {
+	for _, v := range []string{"regressed", "inconclusive", "worse", "better", "unchanged", "missing"} {
 		if n[v] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n[v], v))
 		}
@@ -142,6 +142,15 @@ func ChangeValues(ch *irsv1.Change) (base, current, change string) {
 	return base, current, fmt.Sprintf("%+.1f%%", 100*ch.GetRelative())
 }
 
+// Detectable says how small a change the comparison could have seen: "0.9ms" (changes under it could pass
+// unseen), "-" when nothing was tested.
+func Detectable(ch *irsv1.Change) string {
+	if ch.GetVerdict() == "missing" || ch.GetMinimumDetectable() == 0 {
+		return "-"
+	}
+	return workflows.FormatAmount(workflows.Metric(ch.GetMetric()), ch.GetMinimumDetectable())
+}
+
 // PValue formats a p-value for reading.
 func PValue(p float64) string {
 	switch {
@@ -159,6 +168,9 @@ func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
 	r = Escaped(r, Inert)
 	fmt.Fprintf(w, "\nagainst baseline %s (%s): %s — %s\n", r.GetBase().GetPath(), describeRef(r.GetBase()),
 		strings.ToUpper(r.GetStatus()), CountsLine(r))
+	for _, n := range r.GetReasons() {
+		fmt.Fprintf(w, "  inconclusive: %s\n", n)
+	}
 	for _, n := range r.GetNotes() {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
@@ -167,17 +179,17 @@ func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
 		fmt.Fprintf(w, "  no change beyond noise (%s)\n", r.GetMethod())
 		return
 	}
-	t := table{header: []string{"VERDICT", "CHANGE", "BASELINE", "NOW", "DELTA", "P", "LIMIT"}, align: "llrrrrl"}
+	t := table{header: []string{"VERDICT", "CHANGE", "BASELINE", "NOW", "DELTA", "P", "LIMIT", "SEEN FROM"}, align: "llrrrrlr"}
 	for i, ch := range notable {
 		if limit > 0 && i == limit {
 			t.add("...", fmt.Sprintf("and %d more (see the JSON)", len(notable)-limit))
 			break
 		}
 		b, c, d := ChangeValues(ch)
-		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), ch.GetLimit())
+		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), ch.GetLimit(), Detectable(ch))
 	}
 	t.write(w)
-	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d metrics compared)\n", r.GetMethod(), len(r.GetChanges()))
+	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d metrics compared; SEEN FROM: the minimum detectable change, found 8 times in 10 at the noise measured: smaller changes could pass unseen)\n", r.GetMethod(), len(r.GetChanges()))
 }
 
 // describeRef says where a reference run came from: "IRS v1.2 on host, 2026-11-24 05:44".

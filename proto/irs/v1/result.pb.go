@@ -1783,7 +1783,8 @@ type Regressions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "irs.workflow.regressions/v1".
 	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
-	// passed (no metric regressed beyond its limit) or regressed.
+	// passed (no metric regressed beyond its limit, and nothing limited was inconclusive), regressed, or
+	// inconclusive (the data cannot support a verdict: see reasons).
 	Status  string        `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
 	Base    *RunReference `protobuf:"bytes,3,opt,name=base,proto3" json:"base,omitempty"`
 	Current *RunReference `protobuf:"bytes,4,opt,name=current,proto3" json:"current,omitempty"`
@@ -1795,7 +1796,10 @@ type Regressions struct {
 	Method  string    `protobuf:"bytes,7,opt,name=method,proto3" json:"method,omitempty"`
 	Changes []*Change `protobuf:"bytes,8,rep,name=changes,proto3" json:"changes,omitempty"`
 	// What differs between the two that does not prevent the comparison (machine, IRS version, seed), in words.
-	Notes         []string `protobuf:"bytes,9,rep,name=notes,proto3" json:"notes,omitempty"`
+	Notes []string `protobuf:"bytes,9,rep,name=notes,proto3" json:"notes,omitempty"`
+	// Why the comparison is inconclusive ("the run is invalid: ...", "loadgen p99 in steady: one run a side ..."),
+	// in words; empty unless status is inconclusive.
+	Reasons       []string `protobuf:"bytes,10,rep,name=reasons,proto3" json:"reasons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1889,6 +1893,13 @@ func (x *Regressions) GetChanges() []*Change {
 func (x *Regressions) GetNotes() []string {
 	if x != nil {
 		return x.Notes
+	}
+	return nil
+}
+
+func (x *Regressions) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
 	}
 	return nil
 }
@@ -2089,8 +2100,19 @@ type Change struct {
 	// The limit that applies, as written ("10%"), or "".
 	Limit string `protobuf:"bytes,12,opt,name=limit,proto3" json:"limit,omitempty"`
 	// regressed (worse beyond noise and beyond its limit), worse (beyond noise, within the limit), better,
-	// unchanged (within noise), or missing (measured on one side only).
-	Verdict       string `protobuf:"bytes,13,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	// unchanged (within noise), inconclusive (worse beyond its limit, but not beyond noise: the data cannot tell),
+	// or missing (measured on one side only).
+	Verdict string `protobuf:"bytes,13,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	// The standard error of the change (current - base), in the metric's unit: how much it moves by noise alone.
+	StandardError float64 `protobuf:"fixed64,14,opt,name=standard_error,json=standardError,proto3" json:"standard_error,omitempty"`
+	// The minimum detectable change, in the metric's unit: a change of this size would be found beyond noise 8
+	// times in 10 at the noise measured; smaller ones could pass unseen.
+	MinimumDetectable float64 `protobuf:"fixed64,15,opt,name=minimum_detectable,json=minimumDetectable,proto3" json:"minimum_detectable,omitempty"`
+	// How the noise was estimated, in words ("block bootstrap of 60 s, one run a side; 10 % between-run drift
+	// assumed", "between 5 and 5 runs").
+	Noise string `protobuf:"bytes,16,opt,name=noise,proto3" json:"noise,omitempty"`
+	// Why the verdict is inconclusive, or "".
+	Reason        string `protobuf:"bytes,17,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2212,6 +2234,34 @@ func (x *Change) GetLimit() string {
 func (x *Change) GetVerdict() string {
 	if x != nil {
 		return x.Verdict
+	}
+	return ""
+}
+
+func (x *Change) GetStandardError() float64 {
+	if x != nil {
+		return x.StandardError
+	}
+	return 0
+}
+
+func (x *Change) GetMinimumDetectable() float64 {
+	if x != nil {
+		return x.MinimumDetectable
+	}
+	return 0
+}
+
+func (x *Change) GetNoise() string {
+	if x != nil {
+		return x.Noise
+	}
+	return ""
+}
+
+func (x *Change) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -2625,7 +2675,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12\x16\n" +
 	"\x06median\x18\x04 \x01(\x01R\x06median\x12\x16\n" +
-	"\x06stddev\x18\x05 \x01(\x01R\x06stddev\"\xb6\x02\n" +
+	"\x06stddev\x18\x05 \x01(\x01R\x06stddev\"\xd0\x02\n" +
 	"\vRegressions\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12(\n" +
@@ -2635,7 +2685,9 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x05alpha\x18\x06 \x01(\x01R\x05alpha\x12\x16\n" +
 	"\x06method\x18\a \x01(\tR\x06method\x12(\n" +
 	"\achanges\x18\b \x03(\v2\x0e.irs.v1.ChangeR\achanges\x12\x14\n" +
-	"\x05notes\x18\t \x03(\tR\x05notes\"\xf6\x01\n" +
+	"\x05notes\x18\t \x03(\tR\x05notes\x12\x18\n" +
+	"\areasons\x18\n" +
+	" \x03(\tR\areasons\"\xf6\x01\n" +
 	"\fRunReference\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
 	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x16\n" +
@@ -2651,7 +2703,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06metric\x18\x01 \x01(\tR\x06metric\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1a\n" +
 	"\brelative\x18\x03 \x01(\x01R\brelative\x12\x1a\n" +
-	"\babsolute\x18\x04 \x01(\x01R\babsolute\"\xdb\x02\n" +
+	"\babsolute\x18\x04 \x01(\x01R\babsolute\"\xdf\x03\n" +
 	"\x06Change\x12\x18\n" +
 	"\avariant\x18\x01 \x01(\tR\avariant\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x14\n" +
@@ -2666,7 +2718,11 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	" \x01(\rR\vbaseSamples\x12'\n" +
 	"\x0fcurrent_samples\x18\v \x01(\rR\x0ecurrentSamples\x12\x14\n" +
 	"\x05limit\x18\f \x01(\tR\x05limit\x12\x18\n" +
-	"\averdict\x18\r \x01(\tR\averdict\"\xa3\x02\n" +
+	"\averdict\x18\r \x01(\tR\averdict\x12%\n" +
+	"\x0estandard_error\x18\x0e \x01(\x01R\rstandardError\x12-\n" +
+	"\x12minimum_detectable\x18\x0f \x01(\x01R\x11minimumDetectable\x12\x14\n" +
+	"\x05noise\x18\x10 \x01(\tR\x05noise\x12\x16\n" +
+	"\x06reason\x18\x11 \x01(\tR\x06reason\"\xa3\x02\n" +
 	"\x05Suite\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1b\n" +

@@ -218,20 +218,34 @@ func regressionCases(class string, r *irsv1.Regressions) []testCase {
 			name = fmt.Sprintf("no regression: %s: %s %s", k.variant, k.scope, k.metric)
 		}
 		tc := testCase{ClassName: class + ".baseline", Name: name, Time: "0"}
-		var lines []string
+		var lines, unsure []string
 		for _, ch := range byKey[k] {
-			if ch.GetVerdict() == "regressed" {
-				b, c, d := report.ChangeValues(ch)
+			b, c, d := report.ChangeValues(ch)
+			switch ch.GetVerdict() {
+			case "regressed":
 				lines = append(lines, fmt.Sprintf("%s: %s -> %s (%s, p %s, limit %s)", ch.GetPhase(), b, c, d, report.PValue(ch.GetPValue()), ch.GetLimit()))
+			case "inconclusive":
+				unsure = append(unsure, fmt.Sprintf("%s: %s -> %s (%s, limit %s): %s", ch.GetPhase(), b, c, d, ch.GetLimit(), ch.GetReason()))
 			}
 		}
-		if len(lines) > 0 {
+		switch {
+		case len(lines) > 0:
 			tc.Failure = &outcome{Message: fmt.Sprintf("%s %s regressed beyond %s against %s: %s", k.scope, k.metric,
 				byKey[k][0].GetLimit(), r.GetBase().GetPath(), lines[0]), Type: "regression", Text: strings.Join(lines, "\n") + "\n"}
+		case len(unsure) > 0:
+			// Neither a pass nor a failure: the data cannot tell, which CI must not read as green.
+			tc.Error = &outcome{Message: fmt.Sprintf("%s %s inconclusive against %s: %s", k.scope, k.metric, r.GetBase().GetPath(), unsure[0]),
+				Type: "inconclusive", Text: strings.Join(unsure, "\n") + "\n"}
 		}
 		out = append(out, tc)
 	}
-	return out
+	// The comparison as a whole: it has no verdict when a run cannot be trusted or nothing was measured.
+	tc := testCase{ClassName: class + ".baseline", Name: "compared with the baseline", Time: "0"}
+	if r.GetStatus() == "inconclusive" {
+		tc.Error = &outcome{Message: "inconclusive against " + r.GetBase().GetPath() + ": " + strings.Join(r.GetReasons(), "; "),
+			Type: "inconclusive", Text: strings.Join(r.GetReasons(), "\n") + "\n"}
+	}
+	return append([]testCase{tc}, out...)
 }
 
 func (s *testSuite) add(cases ...testCase) {

@@ -19,7 +19,7 @@ type assertionRow struct {
 
 type regressionView struct {
 	Status, Base, Counts, Method string
-	Notes                        []string
+	Notes, Reasons               []string
 	Rows                         []changeRow
 	More                         int
 }
@@ -34,7 +34,7 @@ func (r *regressionView) Top() []changeRow { return r.Rows[:min(len(r.Rows), top
 func (r *regressionView) Rest() []changeRow { return r.Rows[min(len(r.Rows), topChanges):] }
 
 type changeRow struct {
-	Verdict, Change, Base, Current, Delta, P, Limit string
+	Verdict, Change, Base, Current, Delta, P, Limit, Detectable string
 }
 
 type phaseView struct {
@@ -111,7 +111,7 @@ func regressionRows(r *irsv1.Regressions) *regressionView {
 		return nil
 	}
 	v := &regressionView{Status: r.GetStatus(), Base: r.GetBase().GetPath(), Counts: report.CountsLine(r),
-		Method: r.GetMethod(), Notes: r.GetNotes()}
+		Method: r.GetMethod(), Notes: r.GetNotes(), Reasons: r.GetReasons()}
 	for i, ch := range report.NotableChanges(r) {
 		if i == maxChangeRows {
 			v.More = len(report.NotableChanges(r)) - maxChangeRows
@@ -119,7 +119,7 @@ func regressionRows(r *irsv1.Regressions) *regressionView {
 		}
 		b, c, d := report.ChangeValues(ch)
 		v.Rows = append(v.Rows, changeRow{Verdict: ch.GetVerdict(), Change: report.ChangeScope(ch), Base: b, Current: c,
-			Delta: d, P: report.PValue(ch.GetPValue()), Limit: ch.GetLimit()})
+			Delta: d, P: report.PValue(ch.GetPValue()), Limit: ch.GetLimit(), Detectable: report.Detectable(ch)})
 	}
 	return v
 }

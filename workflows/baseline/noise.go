@@ -1,0 +1,288 @@
+package baseline
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// bootstrapResamples is how many resamples estimate a run's noise: the standard error comes out within about
+// 5 % (1/sqrt(2(B-1))), and a comparison of a few hundred figures takes well under a second.
+const bootstrapResamples = 200
+
+// quantiles are the latency metrics that are quantiles of the phase's requests, with their quantile.
+var quantiles = map[workflows.Metric]float64{
+	workflows.MetricP50: 0.5, workflows.MetricP90: 0.9, workflows.MetricP99: 0.99, workflows.MetricP999: 0.999,
+}
+
+// withinRunSE estimates the standard error of a phase's figure from its per-interval points (in time order; nil
+// where the scope measured nothing) by a circular moving-block bootstrap: the phase is cut into blocks of
+// consecutive intervals, blocks are drawn with replacement until a phase's length is filled, and the figure is
+// computed again from each such phase. Blocks keep the autocorrelation of the series (a slow second tends to
+// follow a slow second), which resampling single seconds would destroy, understating the noise. A latency
+// quantile is recomputed from the mixture of the intervals' quantiles weighted by their requests, so a few
+// terrible seconds weigh in the phase's p99 as they do in its histogram. The resampling is seeded by what is
+// measured, so the same two files always give the same verdict. ok is false with fewer than two intervals.
+func withinRunSE(series []*irsv1.Point, m workflows.Metric, seed string) (se float64, ok bool) {
+	n := len(series)
+	if n < 2 {
+		return 0, false
+	}
+	block := max(1, int(math.Round(math.Cbrt(float64(n))))) // the usual n^(1/3) (Hall, Horowitz and Jing 1995)
+	h := fnv.New64a()
+	h.Write([]byte(seed))
+	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(n)))
+	idx := make([]int, n)
+	figures := make([]float64, 0, bootstrapResamples)
+	for range bootstrapResamples {
+		for i := 0; i < n; {
+			start := rng.IntN(n)
+			for j := 0; j < block && i < n; j++ {
+				idx[i] = (start + j) % n
+				i++
+			}
+		}
+		if v, ok := figureOf(series, idx, m); ok {
+			figures = append(figures, v)
+		}
+	}
+	if len(figures) < bootstrapResamples/2 {
+		return 0, false
+	}
+	// Half the central 68 % of the resampled figures: one standard deviation when they spread normally, and not
+	// inflated by the few resamples that happen to miss a phase's handful of terrible seconds — those seconds
+	// are what the phase's tail is, and a minority of resamples without them says little of noise.
+	slices.Sort(figures)
+	return (stat.Quantile(0.84, stat.LinInterp, figures, nil) - stat.Quantile(0.16, stat.LinInterp, figures, nil)) / 2, true
+}
+
+// figureOf computes a phase's figure from the intervals idx of its series (an index may repeat).
+func figureOf(series []*irsv1.Point, idx []int, m workflows.Metric) (float64, bool) {
+	if q, ok := quantiles[m]; ok {
+		return mixtureQuantile(series, idx, q)
+	}
+	var sum, weight, maxV float64
+	seen := false
+	for _, i := range idx {
+		p := series[i]
+		if p == nil {
+			continue
+		}
+		v, ok := metricOf(p, m)
+		if !ok {
+			continue
+		}
+		w := 1.0
+		if m == workflows.Metric5xxRate {
+			w = float64(p.GetRequests()) // the phase's rate is over its requests, not its seconds
+		}
+		if m == workflows.MetricMax {
+			maxV = max(maxV, v)
+		}
+		sum += v * w
+		weight += w
+		seen = true
+	}
+	switch {
+	case !seen || weight == 0:
+		return 0, false
+	case m == workflows.MetricMax:
+		return maxV, true
+	}
+	return sum / weight, true
+}
+
+// knots are an interval's latency quantiles (in seconds) at quantileAt, forced non-decreasing.
+var quantileAt = []float64{0, 0.5, 0.9, 0.99, 0.999, 1}
+
+func knots(p *irsv1.Point) [6]float64 {
+	k := [6]float64{0, p.GetP50Ms(), p.GetP90Ms(), p.GetP99Ms(), p.GetP999Ms(), p.GetMaxMs()}
+	for i := 1; i < len(k); i++ {
+		k[i] = max(k[i], k[i-1])
+	}
+	for i := range k {
+		k[i] /= 1000
+	}
+	return k
+}
+
+// cdfAt is the fraction of an interval's requests at or below x, interpolated between its quantiles.
+func cdfAt(k [6]float64, x float64) float64 {
+	if x >= k[5] {
+		return 1
+	}
+	for i := 1; i < len(k); i++ {
+		if x < k[i] {
+			lo, hi := k[i-1], k[i]
+			if hi <= lo {
+				return quantileAt[i]
+			}
+			return quantileAt[i-1] + (quantileAt[i]-quantileAt[i-1])*(x-lo)/(hi-lo)
+		}
+	}
+	return 1
+}
+
+// mixtureQuantile is the q-quantile of the requests of the intervals idx, each interval's distribution
+// interpolated between its recorded quantiles: what the merged histogram would say, to within the
+// interpolation. It finds x with F(x) = q by bisection.
+func mixtureQuantile(series []*irsv1.Point, idx []int, q float64) (float64, bool) {
+	type weighted struct {
+		k [6]float64
+		w float64
+	}
+	var parts []weighted
+	var total, hi float64
+	for _, i := range idx {
+		p := series[i]
+		if p == nil || p.GetRequests() == 0 {
+			continue
+		}
+		k := knots(p)
+		parts = append(parts, weighted{k, float64(p.GetRequests())})
+		total += float64(p.GetRequests())
+		hi = max(hi, k[5])
+	}
+	if total == 0 {
+		return 0, false
+	}
+	lo := 0.0
+	for range 40 { // 2^-40 of the range: far below what a histogram resolves
+		mid := (lo + hi) / 2
+		var f float64
+		for _, pt := range parts {
+			f += pt.w * cdfAt(pt.k, mid)
+		}
+		if f/total < q {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi, true
+}
+
+// seriesOf returns a run's per-interval points of a scope within a phase's span, in time order, nil for an
+// interval in which the scope reported nothing.
+func seriesOf(r *irsv1.WorkflowResult, sp scopedPoint, start, end float64) []*irsv1.Point {
+	var out []*irsv1.Point
+	for _, tick := range r.GetSeries() {
+		if tick.GetT() <= start+1e-9 || tick.GetT() > end+1e-9 {
+			continue
+		}
+		out = append(out, sp.find(tick))
+	}
+	return slices.Clip(out)
+}
+
+// power is the chance at which the minimum detectable change is found beyond noise.
+const power = 0.8
+
+// singleRunDrift is how much a phase's figure moves between two identical runs (relative to its value) beyond
+// what either run's own series shows: the machine's state drifts between runs (other jobs, caches, CPU
+// frequency, where the scheduler put things). One run a side cannot measure it, so a comparison of single runs
+// assumes it, at the largest seen between identical runs on a busy 2-core machine (bench/verdicts, docs/reports.md);
+// with two runs or more a side it is measured instead. Memory is judged apart (memoryAllowance).
+var singleRunDrift = map[workflows.Metric]float64{
+	workflows.MetricP50: 0.05, workflows.MetricP90: 0.05, workflows.MetricP99: 0.10, workflows.MetricP999: 0.20,
+	workflows.MetricMax: 0.50, workflows.MetricRPS: 0.01, workflows.MetricCPU: 0.10, workflows.MetricSidecarCPU: 0.10,
+}
+
+// judgeNoise sets a change's standard error, p-value, minimum detectable change and how its noise was measured.
+// The noise of a side's value is its runs' spread when it has two runs or more (the honest noise: it holds
+// whatever differs between runs); with one run, that run's block bootstrap plus the assumed between-run drift. The change is tested with Welch's t test when both sides have
+// runs to measure their spread, a z test otherwise. The reason a verdict would be inconclusive is set too (the
+// verdict keeps it only then).
+func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
+	unit, _ := workflows.UnitOf(m)
+	nb, nc := len(b.perRun), len(c.perRun)
+	if memory[m] && (nb < 2 || nc < 2) {
+		// A process's memory grows as it warms up and moves with its garbage collector: its series says nothing
+		// of another run, so a single run's is judged against a fixed allowance.
+		ch.MinimumDetectable = max(memoryAllowance.relative*math.Abs(ch.GetBase()), memoryAllowance.absolute)
+		ch.Noise = fmt.Sprintf("one run a side: memory is not tested on a run's own series; a change counts beyond %.0f %% and %g MB", 100*memoryAllowance.relative, memoryAllowance.absolute)
+		if math.Abs(ch.GetRelative()) > memoryAllowance.relative && math.Abs(ch.GetDelta()) > memoryAllowance.absolute {
+			ch.PValue = 0
+		}
+		ch.Reason = "one run a side: memory changes under the allowance cannot be told from warm-up; use --repeat 2 or more"
+		return
+	}
+	bse, bmeasured := sideNoise(m, b)
+	cse, cmeasured := sideNoise(m, c)
+	se := math.Hypot(bse, cse)
+	df := math.Inf(1)
+	if nb >= 2 && nc >= 2 {
+		vb, vc := bse*bse, cse*cse
+		df = max(1, (vb+vc)*(vb+vc)/(vb*vb/float64(nb-1)+vc*vc/float64(nc-1)))
+		ch.Noise = fmt.Sprintf("between %d and %d runs (Welch's t test, %.0f degrees of freedom)", nb, nc, df)
+	} else {
+		ch.Noise = fmt.Sprintf("block bootstrap of each run's %d and %d intervals, one run on a side", b.seconds, c.seconds)
+		if d := singleRunDrift[m]; d > 0 {
+			ch.Noise += fmt.Sprintf(": a between-run drift of %g %% is assumed, not measured", 100*d)
+		}
+	}
+	// A rate of failures has a floor of its own: with none seen in n requests, anything under 3/n could have
+	// been there unseen (the rule of three, 95 %).
+	rateFloor := floors[unit]
+	if unit == workflows.UnitRatio {
+		rateFloor = max(rateFloor, 3/float64(max(1, min(b.requests, c.requests))))
+	}
+	switch {
+	case !bmeasured || !cmeasured || math.IsNaN(se):
+		ch.Noise = "not estimated: a side has fewer than two intervals with samples"
+		ch.MinimumDetectable = math.Inf(1)
+		ch.Reason = "too few intervals with samples to tell a change from noise"
+		return
+	case se == 0:
+		// Both series are constant (an exact rate, a count): any change beyond what is measured is real.
+		ch.MinimumDetectable = rateFloor
+		if math.Abs(ch.GetDelta()) > 0 {
+			ch.PValue = 0
+		}
+		return
+	}
+	dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
+	if math.IsInf(df, 1) {
+		dist.Nu = 1e9 // the normal distribution, as distuv wants a finite degree of freedom
+	}
+	ch.StandardError = se
+	ch.PValue = 2 * dist.Survival(math.Abs(ch.GetDelta())/se)
+	ch.MinimumDetectable = max(rateFloor, (dist.Quantile(1-Alpha/2)+dist.Quantile(power))*se)
+	if nb < 2 || nc < 2 {
+		ch.Reason = fmt.Sprintf("one run a side: changes under %s cannot be told from noise; use --repeat 3 or more", workflows.FormatAmount(m, ch.GetMinimumDetectable()))
+	} else {
+		ch.Reason = fmt.Sprintf("within noise: changes under %s cannot be told from it at %d and %d runs", workflows.FormatAmount(m, ch.GetMinimumDetectable()), nb, nc)
+	}
+}
+
+// sideNoise is the standard error of a side's value; measured is false when its runs' series were too short.
+func sideNoise(m workflows.Metric, s measurement) (se float64, measured bool) {
+	var within float64
+	count := 0
+	for _, w := range s.withinSE {
+		if !math.IsNaN(w) {
+			within += w * w
+			count++
+		}
+	}
+	if count == 0 {
+		return math.NaN(), false
+	}
+	within /= float64(count)
+	if n := float64(len(s.perRun)); n >= 2 {
+		// The runs' own spread, whatever its cause. Not floored by each run's bootstrap noise: that treats a
+		// stall as a chance event of its run, and a stall every run shows is no chance; too few runs to trust
+		// their spread are what the t test's degrees of freedom pay for.
+		return math.Sqrt(stat.Variance(s.perRun, nil) / n), true
+	}
+	drift := singleRunDrift[m] * math.Abs(s.value())
+	return math.Sqrt(within + drift*drift), true
+}
+
