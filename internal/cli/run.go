@@ -491,6 +491,24 @@ func outputError(runErr, writeErr error) error {
 	return withExitCode(writeErr, ExitError)
 }
 
+// invalidError says why a run cannot be trusted, naming the first cause and how many more.
+func invalidError(res *irsv1.WorkflowResult) error {
+	var why []string
+	for _, s := range res.GetSaturation() {
+		why = append(why, fmt.Sprintf("%s fell %.0f ms behind its schedule in %s", s.GetService(), s.GetLagMs(), s.GetPhase()))
+	}
+	why = append(why, res.GetInvalid()...)
+	if len(why) == 0 {
+		return errors.New("invalid run (see above)")
+	}
+	const shown = 3
+	msg := "invalid run: " + strings.Join(why[:min(shown, len(why))], "; ")
+	if len(why) > shown {
+		msg += fmt.Sprintf(" (and %d more causes, above)", len(why)-shown)
+	}
+	return errors.New(msg)
+}
+
 // runError maps a run's outcome to the command's error and exit code.
 func runError(name string, res *irsv1.WorkflowResult, err error) error {
 	switch {
@@ -505,7 +523,7 @@ func runError(name string, res *irsv1.WorkflowResult, err error) error {
 		}
 		return withExitCode(fmt.Errorf("run %s: %w", name, err), ExitError)
 	case res.GetStatus() == engine.StatusInvalid:
-		return withExitCode(errors.New("invalid run: a load generator fell behind its schedule (see above)"), ExitInvalidRun)
+		return withExitCode(invalidError(res), ExitInvalidRun)
 	case res.GetStatus() == engine.StatusInconclusive:
 		return withExitCode(inconclusiveError(res.GetRegressions()), ExitInvalidRun)
 	case res.GetStatus() == engine.StatusFailed && res.GetRegressions().GetStatus() == baseline.StatusRegressed:

@@ -285,4 +285,3 @@ func sideNoise(m workflows.Metric, s measurement) (se float64, measured bool) {
 	drift := singleRunDrift[m] * math.Abs(s.value())
 	return math.Sqrt(within + drift*drift), true
 }
-

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/irs-sim/irs/internal/units"
@@ -67,7 +69,31 @@ func (e *engine) measure(k key, a *irsv1.Assertion, m workflows.Metric) (float64
 	if ac == nil {
 		ac = newAcc()
 	}
-	return workflows.PointValue(ac.point(k, seconds, false), m)
+	p := ac.point(k, seconds, false)
+	if needsAnswers[m] && p.GetRequests() > 0 && completed(p) == 0 {
+		// Refused, reset and timed-out requests are quick or capped: their latency and rate say nothing of
+		// the system, and an assertion over them would hold over nothing.
+		return 0, fmt.Errorf("no data: none of its %d requests was answered%s", p.GetRequests(), errorKinds(p))
+	}
+	return workflows.PointValue(p, m)
+}
+
+// needsAnswers are the metrics that measure answered requests: with none, there is no data.
+var needsAnswers = map[workflows.Metric]bool{
+	workflows.MetricP50: true, workflows.MetricP90: true, workflows.MetricP99: true, workflows.MetricP999: true,
+	workflows.MetricMax: true, workflows.MetricMean: true, workflows.MetricRPS: true,
+}
+
+// errorKinds says how a point's unanswered requests ended: " (120 refused, 3 timeout)".
+func errorKinds(p *irsv1.Point) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(p.GetErrors())) {
+		parts = append(parts, fmt.Sprintf("%d %s", p.GetErrors()[k], k))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // recovery returns the scope's recovery time after the kills in its phase (see workflows.RecoveryTime), in the

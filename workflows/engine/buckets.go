@@ -16,6 +16,9 @@ func (e *engine) consumeSamples(col *collector) {
 		e.mu.Lock()
 		mid := start.Add(end.Sub(start) / 2).Sub(e.t0)
 		k := int(mid/e.interval) + 1 // intervals are [start, end)
+		if mid >= 0 && time.Duration(k-1)*e.interval < e.end {
+			e.reported(s.service, s.replica, k)
+		}
 		switch {
 		case mid < 0 || time.Duration(k-1)*e.interval >= e.end:
 		case k <= e.closed:

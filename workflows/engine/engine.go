@@ -84,6 +84,7 @@ type engine struct {
 	kills      int
 	lastTick   *irsv1.Tick
 	killed     map[string]*irsv1.KillRecord // replica → the record of its kill
+	reports    map[string]*replicaReports   // replica → the intervals it reported
 	// end is when the timeline ended: its planned end, or when the run was interrupted.
 	end time.Duration
 }
@@ -170,7 +171,7 @@ func newEngine(o Options) *engine {
 	e := &engine{o: o, interval: interval, logger: o.Logger,
 		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{}, totalAccs: map[key]*acc{},
 		primary: map[string]string{}, procs: map[string]*procHistory{}, loads: map[string]*irsv1.Load{},
-		end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{},
+		end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{}, reports: map[string]*replicaReports{},
 	}
 	for name, l := range o.Timeline.InitialLoads {
 		e.loads[name] = l
@@ -292,7 +293,7 @@ func (e *engine) finish(status string) error {
 	// Steps run concurrently, and the backend reports on its own: put what happened in time order.
 	slices.SortStableFunc(e.res.Events, func(a, b *irsv1.RunEvent) int { return cmp.Compare(a.GetT(), b.GetT()) })
 	e.res.Phases = nil
-	e.res.Saturation = nil
+	e.res.Saturation, e.res.Invalid = nil, nil
 	for _, span := range e.o.Timeline.Phases {
 		start, end, ran := e.span(span.Name)
 		if !ran {
@@ -306,12 +307,14 @@ func (e *engine) finish(status string) error {
 				e.res.Saturation = append(e.res.Saturation, sat)
 			}
 		}
+		pr.Coverage = e.coverage(pr, start.Seconds(), end.Seconds())
 		e.res.Phases = append(e.res.Phases, pr)
 	}
 	total := &irsv1.PhaseResult{Name: "total", End: e.end.Seconds()}
 	for _, k := range sortedKeys(e.totalAccs) {
 		place(k, e.totalAccs[k].point(k, e.end.Seconds(), true), phaseSlots(total))
 	}
+	total.Coverage = e.coverage(total, 0, e.end.Seconds())
 	e.res.Total = total
 	if e.res.Status != StatusError {
 		e.res.Assertions = e.assertions()
@@ -321,8 +324,10 @@ func (e *engine) finish(status string) error {
 					e.res.Status = StatusFailed
 				}
 			}
-			// A generator that fell behind measured itself: the verdict cannot stand, whatever it is.
-			if len(e.res.Saturation) > 0 {
+			// A generator that fell behind measured itself, and figures with seconds missing or no request
+			// answered measured too little: the verdict cannot stand, whatever it is.
+			e.res.Invalid = invalidCoverage(e.res, workflows.LoadServices(e.o.Workflow))
+			if len(e.res.Saturation) > 0 || len(e.res.Invalid) > 0 {
 				e.res.Status = StatusInvalid
 			}
 		}

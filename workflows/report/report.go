@@ -277,6 +277,12 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 				s.GetService(), s.GetPhase(), s.GetLagMs(), s.GetUnsent(), s.GetDue(), s.GetBlocked(), s.GetLate(), s.GetDetail())
 		}
 	}
+	if len(res.GetInvalid()) > 0 {
+		fmt.Fprintln(w, "\nINVALID: the figures stand on too little:")
+		for _, s := range res.GetInvalid() {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
 	if res.GetRegressions() != nil {
 		Regressions(w, res.GetRegressions(), 40)
 	}

@@ -30,7 +30,8 @@ type WorkflowResult struct {
 	// "irs.workflow.result/v1".
 	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
 	// running, passed (every assertion held), failed (one did not), invalid (a load generator fell behind its
-	// schedule: see saturation), interrupted, error.
+	// schedule, see saturation; or its figures stand on too little, see invalid), inconclusive (it passed, but its
+	// comparison with a baseline has no verdict), interrupted, error.
 	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
 	// What went wrong, for status error.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
@@ -66,7 +67,10 @@ type WorkflowResult struct {
 	// The run against a baseline (`--baseline`): what changed, and whether beyond noise and limits.
 	Regressions *Regressions `protobuf:"bytes,20,opt,name=regressions,proto3" json:"regressions,omitempty"`
 	// The swept parameters' values of this run (a sweep's run), by name.
-	Parameters    map[string]string `protobuf:"bytes,21,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Parameters map[string]string `protobuf:"bytes,21,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Why the run is invalid beyond saturation (listed apart), in words: a service's replicas reported too little
+	// of a phase (which replica, which seconds), no request completed.
+	Invalid       []string `protobuf:"bytes,22,rep,name=invalid,proto3" json:"invalid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -244,6 +248,13 @@ func (x *WorkflowResult) GetRegressions() *Regressions {
 func (x *WorkflowResult) GetParameters() map[string]string {
 	if x != nil {
 		return x.Parameters
+	}
+	return nil
+}
+
+func (x *WorkflowResult) GetInvalid() []string {
+	if x != nil {
+		return x.Invalid
 	}
 	return nil
 }
@@ -1191,7 +1202,9 @@ type PhaseResult struct {
 	// The mesh control plane's CPU and memory, under a mesh.
 	ControlPlane *Point `protobuf:"bytes,6,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
 	// The mesh's node proxies (e.g. ztunnel), under a mesh that has them.
-	NodeProxies   *Point `protobuf:"bytes,7,opt,name=node_proxies,json=nodeProxies,proto3" json:"node_proxies,omitempty"`
+	NodeProxies *Point `protobuf:"bytes,7,opt,name=node_proxies,json=nodeProxies,proto3" json:"node_proxies,omitempty"`
+	// How much of the phase each service's replicas reported: the figures above stand on this.
+	Coverage      []*Coverage `protobuf:"bytes,8,rep,name=coverage,proto3" json:"coverage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1275,6 +1288,121 @@ func (x *PhaseResult) GetNodeProxies() *Point {
 	return nil
 }
 
+func (x *PhaseResult) GetCoverage() []*Coverage {
+	if x != nil {
+		return x.Coverage
+	}
+	return nil
+}
+
+// Coverage is how much of a phase one service's replicas reported stats for. A replica is expected to report
+// every interval it was up for whole (from the interval after it was ready to its exit or the phase's end);
+// an interval it is expected in and did not report is missing: its stream stalled, or the way to it broke.
+type Coverage struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// Seconds of the phase in which some replica of the service reported, and the phase's seconds.
+	SecondsMeasured float64 `protobuf:"fixed64,2,opt,name=seconds_measured,json=secondsMeasured,proto3" json:"seconds_measured,omitempty"`
+	Seconds         float64 `protobuf:"fixed64,3,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	// Replica-intervals reported, of those expected.
+	IntervalsMeasured int64 `protobuf:"varint,4,opt,name=intervals_measured,json=intervalsMeasured,proto3" json:"intervals_measured,omitempty"`
+	IntervalsExpected int64 `protobuf:"varint,5,opt,name=intervals_expected,json=intervalsExpected,proto3" json:"intervals_expected,omitempty"`
+	// Requests completed (answered with a status, whatever it was), and requests made (for a load generator:
+	// sent; for a server: received).
+	Completed int64 `protobuf:"varint,6,opt,name=completed,proto3" json:"completed,omitempty"`
+	Requests  int64 `protobuf:"varint,7,opt,name=requests,proto3" json:"requests,omitempty"`
+	// The replicas that missed intervals, and which: "server-1: 31-60s".
+	Missing       []string `protobuf:"bytes,8,rep,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Coverage) Reset() {
+	*x = Coverage{}
+	mi := &file_irs_v1_result_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Coverage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Coverage) ProtoMessage() {}
+
+func (x *Coverage) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Coverage.ProtoReflect.Descriptor instead.
+func (*Coverage) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Coverage) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *Coverage) GetSecondsMeasured() float64 {
+	if x != nil {
+		return x.SecondsMeasured
+	}
+	return 0
+}
+
+func (x *Coverage) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *Coverage) GetIntervalsMeasured() int64 {
+	if x != nil {
+		return x.IntervalsMeasured
+	}
+	return 0
+}
+
+func (x *Coverage) GetIntervalsExpected() int64 {
+	if x != nil {
+		return x.IntervalsExpected
+	}
+	return 0
+}
+
+func (x *Coverage) GetCompleted() int64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *Coverage) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *Coverage) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
 // AssertionResult is an assertion and what was measured.
 type AssertionResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1301,7 +1429,7 @@ type AssertionResult struct {
 
 func (x *AssertionResult) Reset() {
 	*x = AssertionResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1441,7 @@ func (x *AssertionResult) String() string {
 func (*AssertionResult) ProtoMessage() {}
 
 func (x *AssertionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1454,7 @@ func (x *AssertionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssertionResult.ProtoReflect.Descriptor instead.
 func (*AssertionResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AssertionResult) GetName() string {
@@ -1434,7 +1562,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1574,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1587,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Comparison) GetSchema() string {
@@ -1552,7 +1680,7 @@ type SweepParameter struct {
 
 func (x *SweepParameter) Reset() {
 	*x = SweepParameter{}
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1692,7 @@ func (x *SweepParameter) String() string {
 func (*SweepParameter) ProtoMessage() {}
 
 func (x *SweepParameter) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1705,7 @@ func (x *SweepParameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepParameter.ProtoReflect.Descriptor instead.
 func (*SweepParameter) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SweepParameter) GetName() string {
@@ -1621,7 +1749,7 @@ type Variant struct {
 
 func (x *Variant) Reset() {
 	*x = Variant{}
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1761,7 @@ func (x *Variant) String() string {
 func (*Variant) ProtoMessage() {}
 
 func (x *Variant) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1774,7 @@ func (x *Variant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variant.ProtoReflect.Descriptor instead.
 func (*Variant) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Variant) GetName() string {
@@ -1714,7 +1842,7 @@ type Figure struct {
 
 func (x *Figure) Reset() {
 	*x = Figure{}
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1854,7 @@ func (x *Figure) String() string {
 func (*Figure) ProtoMessage() {}
 
 func (x *Figure) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1867,7 @@ func (x *Figure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Figure.ProtoReflect.Descriptor instead.
 func (*Figure) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Figure) GetName() string {
@@ -1806,7 +1934,7 @@ type Regressions struct {
 
 func (x *Regressions) Reset() {
 	*x = Regressions{}
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1946,7 @@ func (x *Regressions) String() string {
 func (*Regressions) ProtoMessage() {}
 
 func (x *Regressions) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1959,7 @@ func (x *Regressions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Regressions.ProtoReflect.Descriptor instead.
 func (*Regressions) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Regressions) GetSchema() string {
@@ -1922,7 +2050,7 @@ type RunReference struct {
 
 func (x *RunReference) Reset() {
 	*x = RunReference{}
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2062,7 @@ func (x *RunReference) String() string {
 func (*RunReference) ProtoMessage() {}
 
 func (x *RunReference) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2075,7 @@ func (x *RunReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReference.ProtoReflect.Descriptor instead.
 func (*RunReference) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunReference) GetPath() string {
@@ -2020,7 +2148,7 @@ type RegressionLimit struct {
 
 func (x *RegressionLimit) Reset() {
 	*x = RegressionLimit{}
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2160,7 @@ func (x *RegressionLimit) String() string {
 func (*RegressionLimit) ProtoMessage() {}
 
 func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2173,7 @@ func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegressionLimit.ProtoReflect.Descriptor instead.
 func (*RegressionLimit) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegressionLimit) GetMetric() string {
@@ -2119,7 +2247,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2259,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2272,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Change) GetVariant() string {
@@ -2286,7 +2414,7 @@ type Suite struct {
 
 func (x *Suite) Reset() {
 	*x = Suite{}
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2426,7 @@ func (x *Suite) String() string {
 func (*Suite) ProtoMessage() {}
 
 func (x *Suite) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2439,7 @@ func (x *Suite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suite.ProtoReflect.Descriptor instead.
 func (*Suite) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Suite) GetSchema() string {
@@ -2384,7 +2512,7 @@ type SuiteRun struct {
 
 func (x *SuiteRun) Reset() {
 	*x = SuiteRun{}
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2524,7 @@ func (x *SuiteRun) String() string {
 func (*SuiteRun) ProtoMessage() {}
 
 func (x *SuiteRun) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2537,7 @@ func (x *SuiteRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuiteRun.ProtoReflect.Descriptor instead.
 func (*SuiteRun) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SuiteRun) GetFile() string {
@@ -2465,7 +2593,7 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xa9\a\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xc3\a\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -2496,7 +2624,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\vregressions\x18\x14 \x01(\v2\x13.irs.v1.RegressionsR\vregressions\x12F\n" +
 	"\n" +
 	"parameters\x18\x15 \x03(\v2&.irs.v1.WorkflowResult.ParametersEntryR\n" +
-	"parameters\x1a=\n" +
+	"parameters\x12\x18\n" +
+	"\ainvalid\x18\x16 \x03(\tR\ainvalid\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x02\n" +
@@ -2615,7 +2744,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
 	"\x12ProxyStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xff\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xad\x02\n" +
 	"\vPhaseResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x01R\x05start\x12\x10\n" +
@@ -2623,7 +2752,17 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\bservices\x18\x04 \x03(\v2\r.irs.v1.PointR\bservices\x12#\n" +
 	"\x05edges\x18\x05 \x03(\v2\r.irs.v1.PointR\x05edges\x122\n" +
 	"\rcontrol_plane\x18\x06 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\x120\n" +
-	"\fnode_proxies\x18\a \x01(\v2\r.irs.v1.PointR\vnodeProxies\"\xc5\x02\n" +
+	"\fnode_proxies\x18\a \x01(\v2\r.irs.v1.PointR\vnodeProxies\x12,\n" +
+	"\bcoverage\x18\b \x03(\v2\x10.irs.v1.CoverageR\bcoverage\"\x9b\x02\n" +
+	"\bCoverage\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12)\n" +
+	"\x10seconds_measured\x18\x02 \x01(\x01R\x0fsecondsMeasured\x12\x18\n" +
+	"\aseconds\x18\x03 \x01(\x01R\aseconds\x12-\n" +
+	"\x12intervals_measured\x18\x04 \x01(\x03R\x11intervalsMeasured\x12-\n" +
+	"\x12intervals_expected\x18\x05 \x01(\x03R\x11intervalsExpected\x12\x1c\n" +
+	"\tcompleted\x18\x06 \x01(\x03R\tcompleted\x12\x1a\n" +
+	"\brequests\x18\a \x01(\x03R\brequests\x12\x18\n" +
+	"\amissing\x18\b \x03(\tR\amissing\"\xc5\x02\n" +
 	"\x0fAssertionResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06expect\x18\x02 \x01(\tR\x06expect\x12\x14\n" +
@@ -2753,7 +2892,7 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
 	(*KillRecord)(nil),            // 1: irs.v1.KillRecord
@@ -2763,76 +2902,78 @@ var file_irs_v1_result_proto_goTypes = []any{
 	(*Tick)(nil),                  // 5: irs.v1.Tick
 	(*Point)(nil),                 // 6: irs.v1.Point
 	(*PhaseResult)(nil),           // 7: irs.v1.PhaseResult
-	(*AssertionResult)(nil),       // 8: irs.v1.AssertionResult
-	(*Comparison)(nil),            // 9: irs.v1.Comparison
-	(*SweepParameter)(nil),        // 10: irs.v1.SweepParameter
-	(*Variant)(nil),               // 11: irs.v1.Variant
-	(*Figure)(nil),                // 12: irs.v1.Figure
-	(*Regressions)(nil),           // 13: irs.v1.Regressions
-	(*RunReference)(nil),          // 14: irs.v1.RunReference
-	(*RegressionLimit)(nil),       // 15: irs.v1.RegressionLimit
-	(*Change)(nil),                // 16: irs.v1.Change
-	(*Suite)(nil),                 // 17: irs.v1.Suite
-	(*SuiteRun)(nil),              // 18: irs.v1.SuiteRun
-	nil,                           // 19: irs.v1.WorkflowResult.ParametersEntry
-	nil,                           // 20: irs.v1.Point.StatusesEntry
-	nil,                           // 21: irs.v1.Point.ErrorsEntry
-	nil,                           // 22: irs.v1.Point.ProxyStatusesEntry
-	nil,                           // 23: irs.v1.Variant.ParametersEntry
-	(*Workflow)(nil),              // 24: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 26: irs.v1.Histogram
-	(*Mesh)(nil),                  // 27: irs.v1.Mesh
+	(*Coverage)(nil),              // 8: irs.v1.Coverage
+	(*AssertionResult)(nil),       // 9: irs.v1.AssertionResult
+	(*Comparison)(nil),            // 10: irs.v1.Comparison
+	(*SweepParameter)(nil),        // 11: irs.v1.SweepParameter
+	(*Variant)(nil),               // 12: irs.v1.Variant
+	(*Figure)(nil),                // 13: irs.v1.Figure
+	(*Regressions)(nil),           // 14: irs.v1.Regressions
+	(*RunReference)(nil),          // 15: irs.v1.RunReference
+	(*RegressionLimit)(nil),       // 16: irs.v1.RegressionLimit
+	(*Change)(nil),                // 17: irs.v1.Change
+	(*Suite)(nil),                 // 18: irs.v1.Suite
+	(*SuiteRun)(nil),              // 19: irs.v1.SuiteRun
+	nil,                           // 20: irs.v1.WorkflowResult.ParametersEntry
+	nil,                           // 21: irs.v1.Point.StatusesEntry
+	nil,                           // 22: irs.v1.Point.ErrorsEntry
+	nil,                           // 23: irs.v1.Point.ProxyStatusesEntry
+	nil,                           // 24: irs.v1.Variant.ParametersEntry
+	(*Workflow)(nil),              // 25: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 27: irs.v1.Histogram
+	(*Mesh)(nil),                  // 28: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	24, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	25, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
 	3,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	25, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	25, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	26, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	26, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
 	7,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
 	4,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
 	5,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
-	8,  // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
+	9,  // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
 	7,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
 	2,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
 	1,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
-	13, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
-	19, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
+	14, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
+	20, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
 	6,  // 13: irs.v1.Tick.services:type_name -> irs.v1.Point
 	6,  // 14: irs.v1.Tick.edges:type_name -> irs.v1.Point
 	6,  // 15: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
 	6,  // 16: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
-	20, // 17: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	21, // 18: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	26, // 19: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	22, // 20: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	21, // 17: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	22, // 18: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	27, // 19: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	23, // 20: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
 	6,  // 21: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
 	6,  // 22: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
 	6,  // 23: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
 	6,  // 24: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	24, // 25: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	3,  // 26: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	11, // 27: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	10, // 28: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	13, // 29: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	27, // 30: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	23, // 31: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 32: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	12, // 33: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	14, // 34: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	14, // 35: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	15, // 36: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	16, // 37: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	25, // 38: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 39: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	25, // 40: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	25, // 41: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	18, // 42: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	8,  // 25: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	25, // 26: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	3,  // 27: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	12, // 28: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	11, // 29: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	14, // 30: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	28, // 31: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	24, // 32: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 33: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	13, // 34: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	15, // 35: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	15, // 36: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	16, // 37: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	17, // 38: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	26, // 39: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 40: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	26, // 41: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	26, // 42: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	19, // 43: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -2845,14 +2986,14 @@ func file_irs_v1_result_proto_init() {
 	file_irs_v1_workflow_proto_init()
 	file_irs_v1_result_proto_msgTypes[1].OneofWrappers = []any{}
 	file_irs_v1_result_proto_msgTypes[4].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[8].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

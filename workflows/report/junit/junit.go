@@ -174,7 +174,14 @@ func runCase(res *irsv1.WorkflowResult, class string) testCase {
 			fmt.Fprintf(&b, "%s in %s: %.0f ms behind at worst, %d of %d due requests unsent, %d blocked, %d late: %s\n",
 				sat.GetService(), sat.GetPhase(), sat.GetLagMs(), sat.GetUnsent(), sat.GetDue(), sat.GetBlocked(), sat.GetLate(), sat.GetDetail())
 		}
-		tc.Failure = &outcome{Message: "invalid run: a load generator fell behind its schedule", Type: "invalid", Text: b.String()}
+		msg := "invalid run: a load generator fell behind its schedule"
+		for _, s := range res.GetInvalid() {
+			fmt.Fprintln(&b, s)
+		}
+		if len(res.GetSaturation()) == 0 && len(res.GetInvalid()) > 0 {
+			msg = "invalid run: " + res.GetInvalid()[0]
+		}
+		tc.Failure = &outcome{Message: msg, Type: "invalid", Text: b.String()}
 	}
 	return tc
 }

@@ -67,6 +67,14 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) {
 		fmt.Fprintf(w, "**Error:** %s\n\n", md(res.GetError()))
 	}
 	saturation(w, res.GetSaturation())
+	if len(res.GetInvalid()) > 0 {
+		fmt.Fprintln(w, "> [!WARNING]")
+		fmt.Fprintln(w, "> Invalid run: the figures stand on too little.")
+		for _, s := range res.GetInvalid() {
+			fmt.Fprintf(w, "> - %s\n", md(s))
+		}
+		fmt.Fprintln(w)
+	}
 	assertions(w, res.GetAssertions())
 	keyFigures(w, res.GetTotal())
 	if res.GetRegressions() != nil {

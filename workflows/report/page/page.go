@@ -49,6 +49,7 @@ type view struct {
 	Notes      []string
 	Error      string
 	Saturation []*irsv1.Saturation
+	Invalid    []string
 	Assertions []assertionRow
 	Regression *regressionView
 	Phases     []phaseView

@@ -63,7 +63,7 @@ type suiteRow struct {
 // Result writes a run's page.
 func Result(w io.Writer, res *irsv1.WorkflowResult) error {
 	v := &view{Title: "IRS: " + res.GetWorkflow().GetName(), Status: res.GetStatus(), Facts: runFacts(res),
-		Notes: res.GetNotes(), Error: res.GetError(), Saturation: res.GetSaturation(),
+		Notes: res.GetNotes(), Error: res.GetError(), Saturation: res.GetSaturation(), Invalid: res.GetInvalid(),
 		Assertions: assertionRows(res.GetAssertions()), Regression: regressionRows(res.GetRegressions()),
 		Kills: killRows(res.GetKills()), Env: environment(res.GetEnvironment())}
 	for _, p := range append(append([]*irsv1.PhaseResult{}, res.GetPhases()...), res.GetTotal()) {

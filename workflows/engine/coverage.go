@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+)
+
+// MinCoverage is the share of the intervals a service's replicas were up for that they must report in every
+// phase: below it the phase's figures stand on too little (a stats stream stalled, the way to a replica broke),
+// and the run is invalid. A replica that starts or dies mid-interval is not expected in that interval, so kills
+// and restarts never count against it; a tenth allows a late window or two in a short phase.
+const MinCoverage = 0.9
+
+// reported records, per replica, the intervals whose stats arrived. Callers hold e.mu.
+func (e *engine) reported(service, replica string, k int) {
+	r := e.reports[replica]
+	if r == nil {
+		r = &replicaReports{service: service, intervals: map[int]bool{}}
+		e.reports[replica] = r
+	}
+	r.intervals[k] = true
+}
+
+// replicaReports is what one replica reported.
+type replicaReports struct {
+	service   string
+	intervals map[int]bool
+}
+
+// lifetimes returns, per replica, the spans (in seconds of the run) it was up: from each ready event to the
+// exit after it, or to the end of the run.
+func lifetimes(events []*irsv1.RunEvent, end float64) map[string][][2]float64 {
+	out := map[string][][2]float64{}
+	open := map[string]float64{}
+	for _, ev := range events {
+		switch workflows.EventKind(ev.GetKind()) {
+		case workflows.EventReady:
+			if _, ok := open[ev.GetReplica()]; !ok {
+				open[ev.GetReplica()] = max(0, ev.GetT())
+			}
+		case workflows.EventExit:
+			if start, ok := open[ev.GetReplica()]; ok {
+				out[ev.GetReplica()] = append(out[ev.GetReplica()], [2]float64{start, ev.GetT()})
+				delete(open, ev.GetReplica())
+			}
+		}
+	}
+	for r, start := range open {
+		out[r] = append(out[r], [2]float64{start, end})
+	}
+	return out
+}
+
+// coverage measures, for every service, how much of the phase [start, end) its replicas reported, and adds the
+// requests completed. Callers hold e.mu.
+func (e *engine) coverage(pr *irsv1.PhaseResult, start, end float64) []*irsv1.Coverage {
+	step := e.interval.Seconds()
+	alive := lifetimes(e.res.GetEvents(), e.end.Seconds())
+	byService := map[string]*irsv1.Coverage{}
+	get := func(service string) *irsv1.Coverage {
+		c := byService[service]
+		if c == nil {
+			c = &irsv1.Coverage{Service: service, Seconds: end - start}
+			byService[service] = c
+		}
+		return c
+	}
+	for _, s := range e.o.Workflow.GetServices() {
+		get(s.GetName())
+	}
+	measured := map[string]map[int]bool{} // service → intervals some replica reported
+	replicas := make([]string, 0, len(alive))
+	for r := range alive {
+		replicas = append(replicas, r)
+	}
+	sort.Strings(replicas)
+	for _, replica := range replicas {
+		rep := e.reports[replica]
+		service := e.serviceOf(replica, rep)
+		if service == "" {
+			continue
+		}
+		c := get(service)
+		var missing []int
+		for k := int(math.Floor(start/step+1e-9)) + 1; float64(k)*step <= end+1e-9; k++ {
+			from, to := float64(k-1)*step, float64(k)*step
+			if !upWhole(alive[replica], from, to, step) {
+				continue
+			}
+			c.IntervalsExpected++
+			if rep != nil && rep.intervals[k] {
+				c.IntervalsMeasured++
+				continue
+			}
+			missing = append(missing, k)
+		}
+		if len(missing) > 0 {
+			c.Missing = append(c.Missing, fmt.Sprintf("%s: %s", replica, spans(missing, step)))
+		}
+	}
+	for _, rep := range e.reports {
+		for k := range rep.intervals {
+			if float64(k-1)*step >= start-1e-9 && float64(k)*step <= end+1e-9 {
+				if measured[rep.service] == nil {
+					measured[rep.service] = map[int]bool{}
+				}
+				measured[rep.service][k] = true
+			}
+		}
+	}
+	for service, ks := range measured {
+		get(service).SecondsMeasured = float64(len(ks)) * step
+	}
+	for _, p := range pr.GetServices() {
+		c := get(p.GetService())
+		c.Requests += p.GetRequests()
+		c.Completed += completed(p)
+	}
+	out := make([]*irsv1.Coverage, 0, len(byService))
+	for _, c := range byService {
+		c.SecondsMeasured = min(c.SecondsMeasured, c.Seconds)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *irsv1.Coverage) int { return strings.Compare(a.GetService(), b.GetService()) })
+	return out
+}
+
+// serviceOf names a replica's service: from its reports, else from its events.
+func (e *engine) serviceOf(replica string, rep *replicaReports) string {
+	if rep != nil {
+		return rep.service
+	}
+	for _, ev := range e.res.GetEvents() {
+		if ev.GetReplica() == replica && ev.GetService() != "" {
+			return ev.GetService()
+		}
+	}
+	return ""
+}
+
+// upWhole reports whether a replica was up for the whole interval [from, to), its first interval after it came
+// up excepted (its first window is partial, filed by its middle).
+func upWhole(spans [][2]float64, from, to, step float64) bool {
+	for _, s := range spans {
+		if from >= s[0]+step-1e-9 && to <= s[1]+1e-9 {
+			return true
+		}
+	}
+	return false
+}
+
+// spans writes intervals as spans of seconds: "31-60s, 72s".
+func spans(ks []int, step float64) string {
+	var parts []string
+	for i := 0; i < len(ks); {
+		j := i
+		for j+1 < len(ks) && ks[j+1] == ks[j]+1 {
+			j++
+		}
+		from, to := float64(ks[i]-1)*step, float64(ks[j])*step
+		parts = append(parts, fmt.Sprintf("%g-%gs", math.Round(from*100)/100, math.Round(to*100)/100))
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
+}
+
+// completed counts a point's requests that were answered (with any status): every request ends with a status
+// or an error, and refused, reset and timed-out requests measured no latency of the system.
+func completed(p *irsv1.Point) int64 {
+	n := p.GetRequests()
+	for _, v := range p.GetErrors() {
+		n -= v
+	}
+	return max(0, n)
+}
+
+// invalidCoverage says which phases' figures stand on too little: a service whose replicas reported under
+// MinCoverage of what they were up for, and a run in which the load generators completed no request at all.
+func invalidCoverage(res *irsv1.WorkflowResult, loaders map[string]bool) []string {
+	var out []string
+	for _, pr := range res.GetPhases() {
+		for _, c := range pr.GetCoverage() {
+			if c.GetIntervalsExpected() == 0 {
+				continue
+			}
+			if share := float64(c.GetIntervalsMeasured()) / float64(c.GetIntervalsExpected()); share < MinCoverage {
+				out = append(out, fmt.Sprintf("%s in %s: its replicas reported %d of the %d intervals they were up for (%.0f %%, under %.0f %%); missing %s",
+					c.GetService(), pr.GetName(), c.GetIntervalsMeasured(), c.GetIntervalsExpected(), 100*share, 100*MinCoverage, strings.Join(c.GetMissing(), "; ")))
+			}
+		}
+	}
+	var sent, done int64
+	for _, c := range res.GetTotal().GetCoverage() {
+		if loaders[c.GetService()] {
+			sent += c.GetRequests()
+			done += c.GetCompleted()
+		}
+	}
+	if len(loaders) > 0 && done == 0 {
+		out = append(out, fmt.Sprintf("no request completed: the load generators made %d requests and none was answered (see the errors), so no latency was measured", sent))
+	}
+	return out
+}
