@@ -89,6 +89,7 @@ const (
 	EventEndpoints EventKind = "endpoints" // callers were given a service's new endpoint list
 	EventDrained   EventKind = "drained"   // a scaled-down replica left the endpoints and is being stopped
 	EventError     EventKind = "error"     // something the backend tried failed (a replacement did not start)
+	EventRelay     EventKind = "relay"     // the way to the replicas (Kubernetes: the relay's port-forward) was lost and restarted
 	// EventEndpointRemoved: callers stopped being given a replica (it went or was drained).
 	EventEndpointRemoved EventKind = "endpoint_removed"
 	// EventRestart: a replica's process ended and is restarted in place (a container restart).

@@ -809,3 +809,90 @@ func proxyMissing(t *testing.T, mesh, flag, image, container string) {
 		t.Errorf("namespaces left: %v (before: %v)", after, before)
 	}
 }
+
+// TestKubeRelayStallHeals freezes the relay pod's process for 15 s mid-run, as a stalled port-forward leaves
+// every stats stream waiting: the keepalive finds the connection silent, the port-forward is restarted, the
+// streams are opened again, and the run measures to its end, with the gap marked (events, and the seconds each
+// replica missed in its phase's coverage). Before, every stream waited in Recv for the rest of the run.
+func TestKubeRelayStallHeals(t *testing.T) {
+	run := startWorkflow(t, `name: relay-stall
+services:
+  - name: gen
+    worker: {load: {target: api, rate: 20, timeout: 1s}}
+  - name: api
+    replicas: 2
+    worker: {serve: {delay: 1ms}}
+phases:
+  - name: run
+    duration: 60s
+`, kubeArgs("--report", "text")...)
+	waitRunning(t, run)
+	time.Sleep(5 * time.Second)
+	pid := relayProcess(t)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozeAt := readResult(t, run.result).GetSeries()
+	time.Sleep(15 * time.Second)
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	code := run.exitCode(3 * time.Minute)
+	if code != 0 && code != 5 {
+		t.Fatalf("exit %d, want 0 or 5 (invalid for the seconds lost); stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	// Healed: the last 20 seconds were measured from every replica.
+	last := res.GetSeries()[len(res.GetSeries())-20:]
+	for _, tick := range last {
+		if p := point(tick.GetServices(), "gen", "", "load"); p == nil || p.GetRequests() == 0 {
+			t.Fatalf("at %.0fs gen measured nothing: the streams did not come back (froze after %d ticks)", tick.GetT(), len(frozeAt))
+		}
+		if p := point(tick.GetServices(), "api", "", "served"); p == nil || p.GetReplicas() != 2 {
+			t.Fatalf("at %.0fs api: %v; want both replicas measured again", tick.GetT(), p)
+		}
+	}
+	// The gap is marked: in the events, and as the seconds missed in the phase's coverage.
+	var marks []string
+	for _, ev := range res.GetEvents() {
+		if ev.GetKind() == "relay" || ev.GetKind() == "stats_stalled" {
+			marks = append(marks, fmt.Sprintf("%.1fs %s %s: %s", ev.GetT(), ev.GetKind(), ev.GetReplica(), ev.GetDetail()))
+		}
+	}
+	if len(marks) == 0 {
+		t.Errorf("no relay or stats_stalled event marks the gap")
+	}
+	missing := 0
+	for _, c := range phaseResult(t, res, "run").GetCoverage() {
+		missing += len(c.GetMissing())
+		t.Logf("coverage of %s: %d of %d intervals; missing %v", c.GetService(), c.GetIntervalsMeasured(), c.GetIntervalsExpected(), c.GetMissing())
+	}
+	if missing == 0 {
+		t.Errorf("the phase's coverage misses nothing, after a 15 s freeze")
+	}
+	if code == 5 && !strings.Contains(strings.Join(res.GetInvalid(), "\n"), "run: its replicas reported") {
+		t.Errorf("invalid for %q, want the missing seconds named", res.GetInvalid())
+	}
+	t.Logf("marks: %s", strings.Join(marks, "; "))
+}
+
+// relayProcess finds the process of the run's relay pod on the node (one run at a time).
+func relayProcess(t *testing.T) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && strings.HasPrefix(string(cmdline), "/irs\x00relay\x00") {
+				var pid int
+				if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
+					return pid
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatal("no relay process on the node")
+	return 0
+}

@@ -23,6 +23,8 @@ type collector struct {
 	ctx      context.Context
 	// client reaches a replica's control API (the backend's).
 	client func(service, replica string) (irsv1.WorkerControlServiceClient, bool)
+	// stalled is told when a replica's stream went silent and was opened again.
+	stalled func(service, replica string, silent time.Duration)
 
 	mu      sync.Mutex
 	streams map[string]context.CancelFunc
@@ -50,36 +52,23 @@ func (c *collector) watch(service, replica string) {
 	c.streams[replica] = cancel
 	c.wg.Go(func() {
 		defer cancel()
-		// A stream that fails is opened again while the replica is there: the way to it may be down for a
-		// moment (on Kubernetes, the relay's port-forward), and a replica never streamed from is missing from
-		// every figure. A replica that died fails every time: it is given up after streamRetries in a row.
-		for failures := 0; failures <= streamRetries; failures++ {
+		// A stream that fails, or goes silent, is opened again for as long as the backend has the replica:
+		// the way to it may be down for a while (on Kubernetes, the relay's port-forward stalls and is
+		// restarted), and a replica never streamed from again is missing from every figure after. A silent
+		// stream is one that sent no window for stallAfter: the worker sends one every interval.
+		for failures := 0; ; failures++ {
 			if failures > 0 {
 				select {
 				case <-ctx.Done():
 					return
-				case <-time.After(time.Duration(failures) * streamBackoff):
+				case <-time.After(min(time.Duration(failures)*streamBackoff, maxStreamBackoff)):
 				}
-				if _, ok := c.client(service, replica); !ok {
+				if client, ok = c.client(service, replica); !ok {
 					return // gone
 				}
 			}
-			stream, err := client.StreamStats(ctx,
-				&irsv1.StreamStatsRequest{Interval: c.interval.String(), Align: timestamppb.New(c.align)})
-			if err != nil {
-				continue
-			}
-			for {
-				msg, err := stream.Recv()
-				if err != nil {
-					break // the replica died, the way to it broke, or the run ended
-				}
+			if c.stream(ctx, client, service, replica) {
 				failures = 0
-				select {
-				case c.out <- sample{service: service, replica: replica, stats: msg.GetStats()}:
-				case <-ctx.Done():
-					return
-				}
 			}
 			if ctx.Err() != nil {
 				return
@@ -88,10 +77,41 @@ func (c *collector) watch(service, replica string) {
 	})
 }
 
-// How often, and how patiently, a replica's failed stats stream is opened again: about 7 s in all.
+// stream reads one stats stream of a replica until it fails, goes silent or the run ends; it reports whether
+// the stream delivered anything.
+func (c *collector) stream(ctx context.Context, client irsv1.WorkerControlServiceClient, service, replica string) bool {
+	streamCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stallAfter := 3*c.interval + 2*time.Second
+	last := time.Now()
+	watchdog := time.AfterFunc(stallAfter, cancel)
+	defer watchdog.Stop()
+	delivered := false
+	stream, err := client.StreamStats(streamCtx, &irsv1.StreamStatsRequest{Interval: c.interval.String(), Align: timestamppb.New(c.align)})
+	for err == nil {
+		var msg *irsv1.StreamStatsResponse
+		msg, err = stream.Recv()
+		if err != nil {
+			break // the replica died, the way to it broke, the stream went silent, or the run ended
+		}
+		watchdog.Reset(stallAfter)
+		last, delivered = time.Now(), true
+		select {
+		case c.out <- sample{service: service, replica: replica, stats: msg.GetStats()}:
+		case <-ctx.Done():
+			return delivered
+		}
+	}
+	if ctx.Err() == nil && streamCtx.Err() != nil && c.stalled != nil {
+		c.stalled(service, replica, time.Since(last))
+	}
+	return delivered
+}
+
+// How soon a replica's failed stats stream is opened again: a little later after each failure in a row.
 const (
-	streamRetries = 6
-	streamBackoff = 333 * time.Millisecond
+	streamBackoff    = 333 * time.Millisecond
+	maxStreamBackoff = 2 * time.Second
 )
 
 // stop ends every stream and waits for them.

@@ -93,3 +93,71 @@ func TestCollectorReopensFailedStreams(t *testing.T) {
 	}
 	col.stop()
 }
+
+// silentWorker sends one window per stream and then says nothing while keeping the stream open, as a stalled
+// port-forward does: no error ever comes.
+type silentWorker struct {
+	irsv1.UnimplementedWorkerControlServiceServer
+	calls atomic.Int32
+}
+
+func (w *silentWorker) StreamStats(_ *irsv1.StreamStatsRequest, srv grpc.ServerStreamingServer[irsv1.StreamStatsResponse]) error {
+	w.calls.Add(1)
+	if err := srv.Send(&irsv1.StreamStatsResponse{Stats: &irsv1.StatsSnapshot{}}); err != nil {
+		return err
+	}
+	<-srv.Context().Done()
+	return srv.Context().Err()
+}
+
+// TestCollectorReopensSilentStreams: a stream that stays open but sends nothing is given up after its
+// liveness deadline and opened again, and the stall is reported; before, it waited in Recv for the rest of the
+// run, and the replica was missing from every figure after.
+func TestCollectorReopensSilentStreams(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &silentWorker{}
+	g := grpc.NewServer()
+	irsv1.RegisterWorkerControlServiceServer(g, w)
+	go func() { _ = g.Serve(ln) }()
+	defer g.Stop()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := irsv1.NewWorkerControlServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	interval := 100 * time.Millisecond // silent after 3 intervals and 2 s
+	col := newCollector(ctx, interval, time.Now(), func(_, _ string) (irsv1.WorkerControlServiceClient, bool) { return client, true })
+	stalls := make(chan time.Duration, 8)
+	col.stalled = func(service, replica string, silent time.Duration) {
+		if service == "server" && replica == "server-0" {
+			stalls <- silent
+		}
+	}
+	col.watch("server", "server-0")
+	for i := 0; i < 2; i++ { // a window from the first stream, then one from the stream opened again
+		select {
+		case <-col.out:
+		case <-ctx.Done():
+			t.Fatalf("window %d never came (%d calls): the silent stream was not opened again", i, w.calls.Load())
+		}
+	}
+	select {
+	case silent := <-stalls:
+		if silent < 2*time.Second {
+			t.Errorf("reported silent for %v, want at least the 2.3 s deadline", silent)
+		}
+	case <-ctx.Done():
+		t.Fatal("the stall was not reported")
+	}
+	if calls := w.calls.Load(); calls < 2 {
+		t.Errorf("%d calls, want the stream opened again", calls)
+	}
+	cancel()
+	col.stop()
+}

@@ -36,6 +36,9 @@ const (
 	StatusError        = "error"
 )
 
+// EventStatsStalled is the event of a replica's stats stream that went silent and was opened again.
+const EventStatsStalled = "stats_stalled"
+
 // ErrInterrupted is returned when the run's context ended before the timeline did.
 var ErrInterrupted = errors.New("interrupted")
 
@@ -115,6 +118,11 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 	e.res.Startup = e.t0.Sub(e.res.GetStartedAt().AsTime()).Seconds()
 	e.mu.Unlock()
 	col := newCollector(runCtx, e.interval, e.t0, o.Backend.Client)
+	col.stalled = func(service, replica string, silent time.Duration) {
+		// Marked where the reader looks for what happened; the intervals lost show in the phase's coverage.
+		e.event(time.Now(), EventStatsStalled, service, replica,
+			fmt.Sprintf("no stats for %.1fs: the stream was silent and is opened again", silent.Seconds()))
+	}
 	for _, s := range specs {
 		for _, r := range o.Backend.Replicas(s.Name) {
 			col.watch(s.Name, r.ID)

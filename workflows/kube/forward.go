@@ -13,10 +13,15 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/token"
+	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/relay"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 )
@@ -102,11 +107,13 @@ func (f *forwarder) run(deadline time.Time, first chan<- error) {
 				return
 			}
 		}
-		select {
-		case <-stopCh:
+		f.mu.Lock()
+		stopped := f.stopped
+		f.mu.Unlock()
+		if stopped {
 			return
-		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
 		}
+		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second))
 	}
 }
 
@@ -127,7 +134,14 @@ func (f *forwarder) once(stopCh chan struct{}, ready chan struct{}) error {
 		return err
 	}
 	u.Path = fmt.Sprintf("%s/api/v1/namespaces/%s/pods/%s/portforward", u.Path, f.ns, pod)
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
+	// The WebSocket port-forward where the API server offers it (Kubernetes 1.31 on), SPDY otherwise: as
+	// kubectl does. SPDY is deprecated upstream and some proxies in front of API servers drop it.
+	var dialer httpstream.Dialer = spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
+	if ws, err := portforward.NewSPDYOverWebsocketDialer(u, f.c.config); err == nil {
+		dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
+			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		})
+	}
 	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"},
 		[]string{fmt.Sprintf("%d:%d", f.local, f.remote)}, stopCh, ready, io.Discard, io.Discard)
 	if err != nil {
@@ -136,13 +150,30 @@ func (f *forwarder) once(stopCh chan struct{}, ready chan struct{}) error {
 	return fw.ForwardPorts()
 }
 
+// restart ends the current forward, which run then starts again: for a forward that stalled without breaking.
+func (f *forwarder) restart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.stopped && f.stopCh != nil {
+		select {
+		case <-f.stopCh:
+		default:
+			close(f.stopCh)
+		}
+	}
+}
+
 // stop ends the forward and waits.
 func (f *forwarder) stop() {
 	f.mu.Lock()
 	if !f.stopped {
 		f.stopped = true
 		if f.stopCh != nil {
-			close(f.stopCh)
+			select {
+			case <-f.stopCh: // restarted, not yet replaced
+			default:
+				close(f.stopCh)
+			}
 		}
 	}
 	f.mu.Unlock()
@@ -158,14 +189,45 @@ func (b *Backend) connectRelay(ctx context.Context, deadline time.Time) error {
 	}
 	b.relay = fw
 	conn, err := grpc.NewClient("passthrough:///"+fw.addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(token.Bearer(b.cfg.ControlToken)))
+		grpc.WithPerRPCCredentials(token.Bearer(b.cfg.ControlToken)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: relay.PingEvery, Timeout: relay.PingTimeout, PermitWithoutStream: true}))
 	if err != nil {
 		return err
 	}
 	b.mu.Lock()
 	b.conn = conn
 	b.mu.Unlock()
+	go b.healRelay(conn, fw)
 	return nil
+}
+
+// healRelay restarts the port-forward whenever the connection through it is lost after having been up: its
+// keepalive found it silent, or the forward broke. A forward that stalls keeps its local port open and takes new
+// connections, which then stall too; only a new forward mends it. The streams through it fail, and the engine
+// opens them again (the intervals lost show in the result's coverage, the stall in its events).
+func (b *Backend) healRelay(conn *grpc.ClientConn, fw *forwarder) {
+	conn.Connect()
+	wasReady := false
+	for {
+		state := conn.GetState()
+		switch state {
+		case connectivity.Ready:
+			wasReady = true
+		case connectivity.TransientFailure, connectivity.Idle:
+			if wasReady {
+				wasReady = false
+				b.cfg.Logger.Warn("the connection to the relay was lost; restarting its port-forward", "state", state.String())
+				b.emit(workflows.Event{At: time.Now(), Kind: workflows.EventRelay, Detail: "the connection to the relay was lost (" + state.String() + "): its port-forward was restarted"})
+				fw.restart()
+			}
+			conn.Connect()
+		case connectivity.Shutdown:
+			return
+		}
+		if !conn.WaitForStateChange(context.Background(), state) {
+			return
+		}
+	}
 }
 
 // readyPod returns the name of a ready pod of the namespace with the label selector.

@@ -17,10 +17,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -43,9 +45,19 @@ func New(token string, logger *slog.Logger) *Relay {
 	return &Relay{token: token, logger: logger, conns: map[string]*grpc.ClientConn{}}
 }
 
-// ServerOptions are the options of the gRPC server the relay runs in: it handles every method.
+// Keepalive of the connection to the relay: the client pings every PingEvery and gives the connection up when
+// a ping is not answered within PingTimeout, so that a port-forward that stalls without breaking (seen while
+// a kubelet was slow tearing down another run) is noticed in seconds rather than never.
+const (
+	PingEvery   = 5 * time.Second
+	PingTimeout = 5 * time.Second
+)
+
+// ServerOptions are the options of the gRPC server the relay runs in: it handles every method, and lets its
+// client ping as often as PingEvery (gRPC's default policy would close the connection for it).
 func (r *Relay) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.UnknownServiceHandler(r.handle), grpc.ForceServerCodecV2(rawCodec{})}
+	return []grpc.ServerOption{grpc.UnknownServiceHandler(r.handle), grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: PingEvery / 2, PermitWithoutStream: true})}
 }
 
 // Close closes the connections to workers.
