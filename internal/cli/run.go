@@ -495,11 +495,11 @@ func outputError(runErr, writeErr error) error {
 func invalidError(res *irsv1.WorkflowResult) error {
 	var why []string
 	for _, s := range res.GetSaturation() {
-		why = append(why, fmt.Sprintf("%s fell %.0f ms behind its schedule in %s", s.GetService(), s.GetLagMs(), s.GetPhase()))
+		why = append(why, fmt.Sprintf("%s fell %.0f ms behind its schedule in %s: %s", s.GetService(), s.GetLagMs(), s.GetPhase(), s.GetDetail()))
 	}
 	why = append(why, res.GetInvalid()...)
 	if len(why) == 0 {
-		return errors.New("invalid run (see above)")
+		return errors.New("invalid run (see the result's saturation and invalid)")
 	}
 	const shown = 3
 	msg := "invalid run: " + strings.Join(why[:min(shown, len(why))], "; ")
@@ -625,6 +625,18 @@ rounds:
 	var last *irsv1.WorkflowResult
 	if st := cmp.GetStatus(); st == engine.StatusFailed || st == engine.StatusInvalid || st == engine.StatusInconclusive {
 		last = &irsv1.WorkflowResult{Status: st, Regressions: cmp.GetRegressions()}
+		// The causes of the invalid runs, named with their run: the table above has no room for them.
+		for _, v := range cmp.GetVariants() {
+			for i, res := range v.GetRuns() {
+				for _, s := range res.GetSaturation() {
+					last.Invalid = append(last.Invalid, fmt.Sprintf("%s#%d: %s fell %.0f ms behind its schedule in %s: %s",
+						v.GetName(), i+1, s.GetService(), s.GetLagMs(), s.GetPhase(), s.GetDetail()))
+				}
+				for _, why := range res.GetInvalid() {
+					last.Invalid = append(last.Invalid, fmt.Sprintf("%s#%d: %s", v.GetName(), i+1, why))
+				}
+			}
+		}
 	}
 	return outputError(runError(r.wf.GetName(), last, runErr), reportsErr)
 }

@@ -53,7 +53,13 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 			return
 		}
 		usage := e.sampleUsage(time.Now())
+		pressure := e.pressure.share(time.Now())
 		e.mu.Lock()
+		if m := e.machine[k]; m != nil {
+			m.CpuPressure = pressure
+		} else {
+			e.machine[k] = &irsv1.Machine{CpuPressure: pressure}
+		}
 		if time.Duration(k-1)*e.interval < e.end {
 			b, ok := e.buckets[k]
 			if !ok {
@@ -110,7 +116,8 @@ func (e *engine) closeBuckets(k int) {
 		e.closed = max(e.closed, i)
 		end := time.Duration(i) * e.interval
 		phase := e.o.Timeline.PhaseAt(end - e.interval/2)
-		tick := &irsv1.Tick{T: end.Seconds(), Phase: phase}
+		tick := &irsv1.Tick{T: end.Seconds(), Phase: phase, Machine: e.machine[i]}
+		delete(e.machine, i)
 		// The interval an interrupt fell in counts up to the interrupt.
 		secs := min(end, e.end) - (end - e.interval)
 		for _, k := range sortedKeys(b) {

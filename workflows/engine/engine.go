@@ -88,6 +88,8 @@ type engine struct {
 	lastTick   *irsv1.Tick
 	killed     map[string]*irsv1.KillRecord // replica → the record of its kill
 	reports    map[string]*replicaReports   // replica → the intervals it reported
+	machine    map[int]*irsv1.Machine       // interval → how starved the machine was in it
+	pressure   pressureSampler
 	// end is when the timeline ended: its planned end, or when the run was interrupted.
 	end time.Duration
 }
@@ -133,6 +135,7 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 	samples.Go(func() { e.consumeSamples(col) })
 	ticking := make(chan struct{})
 	ticks.Go(func() { e.tickLoop(ticking) })
+	ticks.Go(func() { e.watchMachine(ticking) })
 
 	interrupted := !e.execute(ctx)
 	if interrupted {
@@ -179,7 +182,7 @@ func newEngine(o Options) *engine {
 	e := &engine{o: o, interval: interval, logger: o.Logger,
 		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{}, totalAccs: map[key]*acc{},
 		primary: map[string]string{}, procs: map[string]*procHistory{}, loads: map[string]*irsv1.Load{},
-		end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{}, reports: map[string]*replicaReports{},
+		end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{}, reports: map[string]*replicaReports{}, machine: map[int]*irsv1.Machine{},
 	}
 	for name, l := range o.Timeline.InitialLoads {
 		e.loads[name] = l
@@ -311,7 +314,7 @@ func (e *engine) finish(status string) error {
 		for _, k := range sortedKeys(e.phaseAccs[span.Name]) {
 			a := e.phaseAccs[span.Name][k]
 			place(k, a.point(k, (end-start).Seconds(), true), phaseSlots(pr))
-			if sat := saturation(k, a, span.Name); sat != nil {
+			if sat := saturation(k, a, span.Name, e.lagged(k, start.Seconds(), end.Seconds())); sat != nil {
 				e.res.Saturation = append(e.res.Saturation, sat)
 			}
 		}

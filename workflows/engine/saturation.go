@@ -13,19 +13,74 @@ import (
 // without bound).
 const maxLagMs = 100
 
-// saturation reports a load generator that fell behind its schedule in a phase (nil otherwise).
-func saturation(k key, a *acc, phase string) *irsv1.Saturation {
+// coldStart is how much of a phase's beginning counts as its start: connections opening, a sidecar's first
+// requests, a replica's first windows.
+const coldStart = 3.0
+
+// lagDiagnosis is what the series says of when a generator fell behind in a phase, and of the machine then.
+type lagDiagnosis struct {
+	first, last float64 // seconds into the phase of the first and last interval beyond maxLagMs (-1: none)
+	oversleepMs float64 // the runner's machine: the worst oversleep of a 10 ms sleep in those intervals
+	pressure    float64 // and the most CPU pressure (-1: unknown)
+	intervals   int     // how many intervals were beyond maxLagMs
+}
+
+// lagged reads a generator's lag and the machine from the phase's ticks. Callers hold e.mu.
+func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
+	d := lagDiagnosis{first: -1, last: -1, pressure: -1}
+	if k.kind != kindLoad {
+		return d
+	}
+	for _, tick := range e.res.GetSeries() {
+		if tick.GetT() <= start+1e-9 || tick.GetT() > end+1e-9 {
+			continue
+		}
+		for _, p := range tick.GetServices() {
+			if p.GetService() != k.service || p.GetKind() != kindLoad || p.GetLagMs() <= maxLagMs {
+				continue
+			}
+			at := tick.GetT() - start
+			if d.first < 0 {
+				d.first = at
+			}
+			d.last = at
+			d.intervals++
+			if m := tick.GetMachine(); m != nil {
+				d.oversleepMs = max(d.oversleepMs, m.GetOversleepMs())
+				d.pressure = max(d.pressure, m.GetCpuPressure())
+			}
+		}
+	}
+	return d
+}
+
+// saturation reports a load generator that fell behind its schedule in a phase (nil otherwise), with its
+// cause: the machine starving it (a reference sleeper on the runner's machine overslept as long), a cold start
+// (behind only in the phase's first seconds), too few connections (requests waited for a free one), or its own
+// CPU.
+func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 	if k.kind != kindLoad || a.lagMs <= maxLagMs {
 		return nil
 	}
 	s := &irsv1.Saturation{Service: k.service, Phase: phase, LagMs: a.lagMs, Due: a.due, Unsent: max(a.unsent, 0),
 		Blocked: a.blocked, Late: a.late}
 	switch {
+	case d.oversleepMs >= starvedMs:
+		pressure := ""
+		if d.pressure >= 0 {
+			pressure = fmt.Sprintf(", and tasks waited for a CPU %.0f %% of the time", 100*d.pressure)
+		}
+		s.Detail = fmt.Sprintf("the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by "+
+			"up to %.0f ms%s. More connections or replicas would not help; run on a quieter machine (or give IRS more CPUs)",
+			d.oversleepMs, pressure)
+	case d.intervals > 0 && d.last <= coldStart:
+		s.Detail = fmt.Sprintf("a cold start: it was behind only in the phase's first %.0f s (connections opening, proxies "+
+			"warming up). Put a warm-up phase before it", d.last)
 	case a.blocked > 0:
 		s.Detail = fmt.Sprintf("%d requests became due while every connection was busy: the latency needs more "+
 			"connections than load.connections gives", a.blocked)
 	default:
-		s.Detail = "its worker could not send fast enough (CPU): spread the load over more replicas"
+		s.Detail = "its worker could not send fast enough (CPU) while the machine was not starved: spread the load over more replicas"
 	}
 	return s
 }

@@ -158,3 +158,38 @@ func TestALowRateRequestAboutToBeSentIsNotSaturation(t *testing.T) {
 		t.Errorf("status %q, saturation %v; want passed and none", e.res.GetStatus(), e.res.GetSaturation())
 	}
 }
+
+// TestSaturationNamesItsCause: a generator behind its schedule is diagnosed from when it was behind and how the
+// machine was then; before, a starved machine or a cold sidecar was blamed on connections or replicas.
+func TestSaturationNamesItsCause(t *testing.T) {
+	e := &engine{res: &irsv1.WorkflowResult{}}
+	tick := func(at, lag, oversleep float64) *irsv1.Tick {
+		return &irsv1.Tick{T: at, Services: []*irsv1.Point{{Service: "gen", Kind: kindLoad, LagMs: lag}},
+			Machine: &irsv1.Machine{OversleepMs: oversleep, CpuPressure: 0.7}}
+	}
+	gen := key{service: "gen", kind: kindLoad}
+	for _, tt := range []struct {
+		name    string
+		series  []*irsv1.Tick
+		blocked int64
+		want    string
+	}{
+		{"a starved machine", []*irsv1.Tick{tick(11, 5, 2), tick(12, 300, 180), tick(13, 250, 90)}, 40,
+			"the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by up to 180 ms, and tasks waited for a CPU 70 % of the time"},
+		{"a cold start", []*irsv1.Tick{tick(11, 400, 3), tick(12, 150, 2), tick(13, 5, 1), tick(14, 3, 1)}, 30,
+			"a cold start: it was behind only in the phase's first 2 s"},
+		{"too few connections", []*irsv1.Tick{tick(11, 5, 1), tick(15, 300, 3), tick(16, 350, 2)}, 40,
+			"40 requests became due while every connection was busy"},
+		{"its own CPU", []*irsv1.Tick{tick(15, 300, 3)}, 0, "its worker could not send fast enough (CPU) while the machine was not starved"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e.res.Series = tt.series
+			a := newAcc()
+			a.lagMs, a.blocked = 400, tt.blocked
+			s := saturation(gen, a, "spike", e.lagged(gen, 10, 20))
+			if s == nil || !strings.Contains(s.GetDetail(), tt.want) {
+				t.Errorf("detail %q, want %q", s.GetDetail(), tt.want)
+			}
+		})
+	}
+}

@@ -758,7 +758,10 @@ type Tick struct {
 	// The mesh control plane's CPU and memory (cpu_mcores, cpu_mcores_max, rss_mb), under a mesh.
 	ControlPlane *Point `protobuf:"bytes,5,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
 	// The mesh's node proxies (e.g. ztunnel): CPU and memory summed over them (replicas: how many).
-	NodeProxies   *Point `protobuf:"bytes,6,opt,name=node_proxies,json=nodeProxies,proto3" json:"node_proxies,omitempty"`
+	NodeProxies *Point `protobuf:"bytes,6,opt,name=node_proxies,json=nodeProxies,proto3" json:"node_proxies,omitempty"`
+	// How the runner's machine served a reference sleeper in the interval: what a load generator on it could
+	// count on (the local backend's generators run there).
+	Machine       *Machine `protobuf:"bytes,7,opt,name=machine,proto3" json:"machine,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -835,6 +838,70 @@ func (x *Tick) GetNodeProxies() *Point {
 	return nil
 }
 
+func (x *Tick) GetMachine() *Machine {
+	if x != nil {
+		return x.Machine
+	}
+	return nil
+}
+
+// Machine is how starved the runner's machine was over an interval.
+type Machine struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most a 10 ms sleep overslept, in milliseconds: on an idle machine well under 1 ms; a generator that is not
+	// scheduled for that long sends that late, however many connections it has.
+	OversleepMs float64 `protobuf:"fixed64,1,opt,name=oversleep_ms,json=oversleepMs,proto3" json:"oversleep_ms,omitempty"`
+	// The share of the interval in which some task waited for a CPU (Linux pressure stall information,
+	// /proc/pressure/cpu "some"); -1 where the kernel does not report it.
+	CpuPressure   float64 `protobuf:"fixed64,2,opt,name=cpu_pressure,json=cpuPressure,proto3" json:"cpu_pressure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Machine) Reset() {
+	*x = Machine{}
+	mi := &file_irs_v1_result_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Machine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Machine) ProtoMessage() {}
+
+func (x *Machine) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Machine.ProtoReflect.Descriptor instead.
+func (*Machine) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Machine) GetOversleepMs() float64 {
+	if x != nil {
+		return x.OversleepMs
+	}
+	return 0
+}
+
+func (x *Machine) GetCpuPressure() float64 {
+	if x != nil {
+		return x.CpuPressure
+	}
+	return 0
+}
+
 // Point is what a service (or edge) measured over an interval or a phase. For a service that generates load it
 // is the load it sent (latency from the intended send time); for one that serves, what it served (service time);
 // for an edge caller->callee, what the caller observed calling the callee.
@@ -904,7 +971,7 @@ type Point struct {
 
 func (x *Point) Reset() {
 	*x = Point{}
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +983,7 @@ func (x *Point) String() string {
 func (*Point) ProtoMessage() {}
 
 func (x *Point) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +996,7 @@ func (x *Point) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Point.ProtoReflect.Descriptor instead.
 func (*Point) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Point) GetService() string {
@@ -1211,7 +1278,7 @@ type PhaseResult struct {
 
 func (x *PhaseResult) Reset() {
 	*x = PhaseResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1290,7 @@ func (x *PhaseResult) String() string {
 func (*PhaseResult) ProtoMessage() {}
 
 func (x *PhaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1303,7 @@ func (x *PhaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseResult.ProtoReflect.Descriptor instead.
 func (*PhaseResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PhaseResult) GetName() string {
@@ -1319,7 +1386,7 @@ type Coverage struct {
 
 func (x *Coverage) Reset() {
 	*x = Coverage{}
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1398,7 @@ func (x *Coverage) String() string {
 func (*Coverage) ProtoMessage() {}
 
 func (x *Coverage) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1411,7 @@ func (x *Coverage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Coverage.ProtoReflect.Descriptor instead.
 func (*Coverage) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Coverage) GetService() string {
@@ -1429,7 +1496,7 @@ type AssertionResult struct {
 
 func (x *AssertionResult) Reset() {
 	*x = AssertionResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1508,7 @@ func (x *AssertionResult) String() string {
 func (*AssertionResult) ProtoMessage() {}
 
 func (x *AssertionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1521,7 @@ func (x *AssertionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssertionResult.ProtoReflect.Descriptor instead.
 func (*AssertionResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AssertionResult) GetName() string {
@@ -1562,7 +1629,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1641,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1654,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Comparison) GetSchema() string {
@@ -1680,7 +1747,7 @@ type SweepParameter struct {
 
 func (x *SweepParameter) Reset() {
 	*x = SweepParameter{}
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1759,7 @@ func (x *SweepParameter) String() string {
 func (*SweepParameter) ProtoMessage() {}
 
 func (x *SweepParameter) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1772,7 @@ func (x *SweepParameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepParameter.ProtoReflect.Descriptor instead.
 func (*SweepParameter) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SweepParameter) GetName() string {
@@ -1749,7 +1816,7 @@ type Variant struct {
 
 func (x *Variant) Reset() {
 	*x = Variant{}
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1828,7 @@ func (x *Variant) String() string {
 func (*Variant) ProtoMessage() {}
 
 func (x *Variant) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1841,7 @@ func (x *Variant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variant.ProtoReflect.Descriptor instead.
 func (*Variant) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Variant) GetName() string {
@@ -1842,7 +1909,7 @@ type Figure struct {
 
 func (x *Figure) Reset() {
 	*x = Figure{}
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1921,7 @@ func (x *Figure) String() string {
 func (*Figure) ProtoMessage() {}
 
 func (x *Figure) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1934,7 @@ func (x *Figure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Figure.ProtoReflect.Descriptor instead.
 func (*Figure) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Figure) GetName() string {
@@ -1934,7 +2001,7 @@ type Regressions struct {
 
 func (x *Regressions) Reset() {
 	*x = Regressions{}
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2013,7 @@ func (x *Regressions) String() string {
 func (*Regressions) ProtoMessage() {}
 
 func (x *Regressions) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2026,7 @@ func (x *Regressions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Regressions.ProtoReflect.Descriptor instead.
 func (*Regressions) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Regressions) GetSchema() string {
@@ -2050,7 +2117,7 @@ type RunReference struct {
 
 func (x *RunReference) Reset() {
 	*x = RunReference{}
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2129,7 @@ func (x *RunReference) String() string {
 func (*RunReference) ProtoMessage() {}
 
 func (x *RunReference) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2142,7 @@ func (x *RunReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReference.ProtoReflect.Descriptor instead.
 func (*RunReference) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunReference) GetPath() string {
@@ -2148,7 +2215,7 @@ type RegressionLimit struct {
 
 func (x *RegressionLimit) Reset() {
 	*x = RegressionLimit{}
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2227,7 @@ func (x *RegressionLimit) String() string {
 func (*RegressionLimit) ProtoMessage() {}
 
 func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2240,7 @@ func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegressionLimit.ProtoReflect.Descriptor instead.
 func (*RegressionLimit) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegressionLimit) GetMetric() string {
@@ -2247,7 +2314,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2326,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2339,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Change) GetVariant() string {
@@ -2414,7 +2481,7 @@ type Suite struct {
 
 func (x *Suite) Reset() {
 	*x = Suite{}
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2493,7 @@ func (x *Suite) String() string {
 func (*Suite) ProtoMessage() {}
 
 func (x *Suite) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2506,7 @@ func (x *Suite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suite.ProtoReflect.Descriptor instead.
 func (*Suite) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Suite) GetSchema() string {
@@ -2512,7 +2579,7 @@ type SuiteRun struct {
 
 func (x *SuiteRun) Reset() {
 	*x = SuiteRun{}
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2591,7 @@ func (x *SuiteRun) String() string {
 func (*SuiteRun) ProtoMessage() {}
 
 func (x *SuiteRun) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2604,7 @@ func (x *SuiteRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuiteRun.ProtoReflect.Descriptor instead.
 func (*SuiteRun) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SuiteRun) GetFile() string {
@@ -2683,14 +2750,18 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12!\n" +
 	"\tscheduled\x18\a \x01(\x01H\x00R\tscheduled\x88\x01\x01B\f\n" +
 	"\n" +
-	"_scheduled\"\xe0\x01\n" +
+	"_scheduled\"\x8b\x02\n" +
 	"\x04Tick\x12\f\n" +
 	"\x01t\x18\x01 \x01(\x01R\x01t\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12)\n" +
 	"\bservices\x18\x03 \x03(\v2\r.irs.v1.PointR\bservices\x12#\n" +
 	"\x05edges\x18\x04 \x03(\v2\r.irs.v1.PointR\x05edges\x122\n" +
 	"\rcontrol_plane\x18\x05 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\x120\n" +
-	"\fnode_proxies\x18\x06 \x01(\v2\r.irs.v1.PointR\vnodeProxies\"\xe3\n" +
+	"\fnode_proxies\x18\x06 \x01(\v2\r.irs.v1.PointR\vnodeProxies\x12)\n" +
+	"\amachine\x18\a \x01(\v2\x0f.irs.v1.MachineR\amachine\"O\n" +
+	"\aMachine\x12!\n" +
+	"\foversleep_ms\x18\x01 \x01(\x01R\voversleepMs\x12!\n" +
+	"\fcpu_pressure\x18\x02 \x01(\x01R\vcpuPressure\"\xe3\n" +
 	"\n" +
 	"\x05Point\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
@@ -2892,7 +2963,7 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
 	(*KillRecord)(nil),            // 1: irs.v1.KillRecord
@@ -2900,80 +2971,82 @@ var file_irs_v1_result_proto_goTypes = []any{
 	(*Environment)(nil),           // 3: irs.v1.Environment
 	(*RunEvent)(nil),              // 4: irs.v1.RunEvent
 	(*Tick)(nil),                  // 5: irs.v1.Tick
-	(*Point)(nil),                 // 6: irs.v1.Point
-	(*PhaseResult)(nil),           // 7: irs.v1.PhaseResult
-	(*Coverage)(nil),              // 8: irs.v1.Coverage
-	(*AssertionResult)(nil),       // 9: irs.v1.AssertionResult
-	(*Comparison)(nil),            // 10: irs.v1.Comparison
-	(*SweepParameter)(nil),        // 11: irs.v1.SweepParameter
-	(*Variant)(nil),               // 12: irs.v1.Variant
-	(*Figure)(nil),                // 13: irs.v1.Figure
-	(*Regressions)(nil),           // 14: irs.v1.Regressions
-	(*RunReference)(nil),          // 15: irs.v1.RunReference
-	(*RegressionLimit)(nil),       // 16: irs.v1.RegressionLimit
-	(*Change)(nil),                // 17: irs.v1.Change
-	(*Suite)(nil),                 // 18: irs.v1.Suite
-	(*SuiteRun)(nil),              // 19: irs.v1.SuiteRun
-	nil,                           // 20: irs.v1.WorkflowResult.ParametersEntry
-	nil,                           // 21: irs.v1.Point.StatusesEntry
-	nil,                           // 22: irs.v1.Point.ErrorsEntry
-	nil,                           // 23: irs.v1.Point.ProxyStatusesEntry
-	nil,                           // 24: irs.v1.Variant.ParametersEntry
-	(*Workflow)(nil),              // 25: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 27: irs.v1.Histogram
-	(*Mesh)(nil),                  // 28: irs.v1.Mesh
+	(*Machine)(nil),               // 6: irs.v1.Machine
+	(*Point)(nil),                 // 7: irs.v1.Point
+	(*PhaseResult)(nil),           // 8: irs.v1.PhaseResult
+	(*Coverage)(nil),              // 9: irs.v1.Coverage
+	(*AssertionResult)(nil),       // 10: irs.v1.AssertionResult
+	(*Comparison)(nil),            // 11: irs.v1.Comparison
+	(*SweepParameter)(nil),        // 12: irs.v1.SweepParameter
+	(*Variant)(nil),               // 13: irs.v1.Variant
+	(*Figure)(nil),                // 14: irs.v1.Figure
+	(*Regressions)(nil),           // 15: irs.v1.Regressions
+	(*RunReference)(nil),          // 16: irs.v1.RunReference
+	(*RegressionLimit)(nil),       // 17: irs.v1.RegressionLimit
+	(*Change)(nil),                // 18: irs.v1.Change
+	(*Suite)(nil),                 // 19: irs.v1.Suite
+	(*SuiteRun)(nil),              // 20: irs.v1.SuiteRun
+	nil,                           // 21: irs.v1.WorkflowResult.ParametersEntry
+	nil,                           // 22: irs.v1.Point.StatusesEntry
+	nil,                           // 23: irs.v1.Point.ErrorsEntry
+	nil,                           // 24: irs.v1.Point.ProxyStatusesEntry
+	nil,                           // 25: irs.v1.Variant.ParametersEntry
+	(*Workflow)(nil),              // 26: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 28: irs.v1.Histogram
+	(*Mesh)(nil),                  // 29: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	25, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	26, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
 	3,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	26, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	26, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
-	7,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
+	27, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	27, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	8,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
 	4,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
 	5,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
-	9,  // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
-	7,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
+	10, // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
+	8,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
 	2,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
 	1,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
-	14, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
-	20, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
-	6,  // 13: irs.v1.Tick.services:type_name -> irs.v1.Point
-	6,  // 14: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	6,  // 15: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	6,  // 16: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
-	21, // 17: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	22, // 18: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	27, // 19: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	23, // 20: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	6,  // 21: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	6,  // 22: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	6,  // 23: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	6,  // 24: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	8,  // 25: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	25, // 26: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	3,  // 27: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	12, // 28: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	11, // 29: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	14, // 30: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	28, // 31: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	24, // 32: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 33: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	13, // 34: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	15, // 35: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	15, // 36: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	16, // 37: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	17, // 38: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	26, // 39: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 40: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	26, // 41: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	26, // 42: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	19, // 43: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	15, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
+	21, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
+	7,  // 13: irs.v1.Tick.services:type_name -> irs.v1.Point
+	7,  // 14: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	7,  // 15: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	7,  // 16: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
+	6,  // 17: irs.v1.Tick.machine:type_name -> irs.v1.Machine
+	22, // 18: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	23, // 19: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	28, // 20: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	24, // 21: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	7,  // 22: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	7,  // 23: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	7,  // 24: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	7,  // 25: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	9,  // 26: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	26, // 27: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	3,  // 28: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	13, // 29: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	12, // 30: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	15, // 31: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	29, // 32: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	25, // 33: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 34: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	14, // 35: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	16, // 36: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	16, // 37: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	17, // 38: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	18, // 39: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	27, // 40: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 41: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	27, // 42: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	27, // 43: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	20, // 44: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -2986,14 +3059,14 @@ func file_irs_v1_result_proto_init() {
 	file_irs_v1_workflow_proto_init()
 	file_irs_v1_result_proto_msgTypes[1].OneofWrappers = []any{}
 	file_irs_v1_result_proto_msgTypes[4].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[9].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
