@@ -14,6 +14,7 @@ import (
 	"github.com/irs-sim/irs/internal/atomicfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/baseline"
+	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/report/junit"
 	"github.com/irs-sim/irs/workflows/report/markdown"
@@ -180,14 +181,15 @@ func parseReports(list []string) ([]string, error) {
 }
 
 func (a *app) newWorkflowReportCmd() *cobra.Command {
-	var format, out, base, limits string
+	var format, out, base, limits, phase string
 	cmd := &cobra.Command{
 		Use:   "report RESULT",
 		Short: "Render a run's result, a comparison or a suite (complete or partial) as text, JSON, HTML, JUnit or Markdown",
 		Long: `Render what irs workflow run wrote: a result.json, a comparison.json, a suite.json, or a run directory
 (its suite.json, comparison.json or result.json). --format html writes one self-contained page with the run's
 charts (it opens offline); junit writes a JUnit XML file for CI; markdown a summary for a pull request or a
-CI step summary. With --baseline the report includes what changed against the baseline.`,
+CI step summary. With --baseline the report includes what changed against the baseline. With --phase, a
+comparison's figures are taken again from another phase of its runs (or total: the whole run).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat("--format", format); err != nil {
@@ -197,12 +199,17 @@ CI step summary. With --baseline the report includes what changed against the ba
 			if err != nil {
 				return withExitCode(err, ExitInvalidConfig)
 			}
+			if phase != "" {
+				if err := reslice(f, phase); err != nil {
+					return withExitCode(err, ExitInvalidConfig)
+				}
+			}
 			if base != "" {
 				if err := attachRegressions(cmd.Context(), f, base, limits); err != nil {
 					return err
 				}
 			}
-			if st, err := os.Stat(f.Path); err == nil && st.Mode().IsRegular() && format == "json" && base == "" {
+			if st, err := os.Stat(f.Path); err == nil && st.Mode().IsRegular() && format == "json" && base == "" && phase == "" {
 				// The file, checked, as it is: rendered again it took 10 times its size in memory.
 				return copyFile(a.env.Stdout, out, f.Path)
 			}
@@ -215,8 +222,23 @@ CI step summary. With --baseline the report includes what changed against the ba
 	cmd.Flags().StringVarP(&format, "format", "f", "text", "text, json, html, junit or markdown")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
 	cmd.Flags().StringVar(&base, "baseline", "", "a result or comparison to compare with (the report shows what changed)")
+	cmd.Flags().StringVar(&phase, "phase", "", "a comparison: the phase its figures come from (total: the whole run)")
 	cmd.Flags().StringVar(&limits, "max-regression", baseline.DefaultLimits, "how much each metric may get worse: metric=10% or metric=+<value>, comma-separated")
 	return cmd
+}
+
+// reslice takes a comparison's figures again from another phase of its runs.
+func reslice(f *resultfile.File, phase string) error {
+	if f.Comparison == nil {
+		return errors.New("--phase: only a comparison's figures come from one phase (a result reports every phase)")
+	}
+	if phase != compare.TotalPhase && !slices.ContainsFunc(f.Comparison.GetWorkflow().GetPhases(),
+		func(p *irsv1.Phase) bool { return p.GetName() == phase }) {
+		return fmt.Errorf("--phase %q: the workflow has no such phase", phase)
+	}
+	f.Comparison.Phase = phase
+	compare.Figures(f.Comparison)
+	return nil
 }
 
 func reportErrorCode(err error) int {

@@ -103,7 +103,7 @@ interrupted (Ctrl-C; a second Ctrl-C stops the workers at once).`,
 	f.StringSliceVar(&opts.sidecars, "sidecars", nil, "sidecar placements for the envoy runs: both, server-only, client-only")
 	f.IntVar(&opts.repeat, "repeat", 1, "runs of each variant (interleaved); figures are medians ± standard deviations")
 	f.StringVar(&opts.discard, "discard", compare.DiscardNone, "leave the worst run of each variant (highest client p99) out of the figures: worst or none")
-	f.StringVar(&opts.phase, "compare-phase", "", "the phase the comparison's figures come from (default: the last; total: the whole run)")
+	f.StringVar(&opts.phase, "compare-phase", "", "the phase the comparison's figures come from (default: the last phase with actions, else the last; total: the whole run)")
 	f.StringArrayVar(&opts.sweep, "sweep", nil, "sweep a load setting: name=v1,v2,... (rate, connections, request_size, protocol, keepalive; services=a,b limits which generators); repeatable; replaces the workflow's sweep")
 	f.StringVar(&opts.baseline, "baseline", "", "a previous result, comparison or suite run directory to compare the run with")
 	f.StringVar(&opts.maxRegression, "max-regression", baseline.DefaultLimits, "with --baseline: how much each metric may get worse: metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), comma-separated")
@@ -549,8 +549,8 @@ func (r *runner) compare(ctx context.Context, meshes []*irsv1.Mesh, points []wor
 		out = filepath.Join(opts.runDir, "comparison.json")
 	}
 	phase := opts.phase
-	if phase == "" && len(r.tl.Phases) > 0 {
-		phase = r.tl.Phases[len(r.tl.Phases)-1].Name
+	if phase == "" {
+		phase = compare.DefaultPhase(r.wf)
 	}
 	env := environment("local")
 	env.Mesh = "compared"

@@ -29,6 +29,21 @@ const TotalPhase = "total"
 
 // Figures computes every figure of every variant, and which runs are left out. A run that did not complete
 // (no phases) gives no values.
+// DefaultPhase is the phase a comparison's figures come from when none is named: the last phase in which
+// something happens (a spike, kills, a fault: what a comparison of meshes is about), else the last phase.
+func DefaultPhase(wf *irsv1.Workflow) string {
+	phases := wf.GetPhases()
+	for i := len(phases) - 1; i >= 0; i-- {
+		if len(phases[i].GetActions()) > 0 {
+			return phases[i].GetName()
+		}
+	}
+	if len(phases) == 0 {
+		return TotalPhase
+	}
+	return phases[len(phases)-1].GetName()
+}
+
 func Figures(c *irsv1.Comparison) {
 	for _, v := range c.GetVariants() {
 		var perRun []map[string]float64
