@@ -40,6 +40,7 @@ type acc struct {
 	targetRate         float64
 	// A load generator's books, and how far behind its schedule it was (at worst).
 	due, sent, unsent, blocked, late int64
+	retries                          int64
 	lagMs                            float64
 	// Resource samples, one per tick: CPU and memory summed over the service's replicas, and its busiest and
 	// largest replica's.
@@ -109,6 +110,7 @@ func (a *acc) merge(b *acc) {
 		a.targetRate = b.targetRate
 	}
 	a.due, a.sent, a.unsent, a.blocked, a.late = a.due+b.due, a.sent+b.sent, a.unsent+b.unsent, a.blocked+b.blocked, a.late+b.late
+	a.retries += b.retries
 	a.lagMs = max(a.lagMs, b.lagMs)
 	a.replicas = max(a.replicas, b.replicas)
 	a.sidecars = max(a.sidecars, b.sidecars)
@@ -128,6 +130,9 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 		TargetRate: a.targetRate, Replicas: int32(a.replicas)}
 	if k.kind == kindLoad {
 		p.Due, p.Sent, p.Unsent, p.Blocked, p.Late, p.LagMs = a.due, a.sent, a.unsent, a.blocked, a.late, a.lagMs
+	}
+	if k.kind == kindEdge {
+		p.Retries = a.retries
 	}
 	if len(a.statuses) > 0 {
 		p.Statuses = a.statuses
@@ -219,6 +224,7 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 		}
 		a := get(key{service: service, callee: u.GetService(), kind: kindEdge})
 		a.addOutcomes(u.GetOutcomes())
+		a.retries += u.GetRetries()
 		addHist(&a.latency, u.GetLatency())
 		addHist(&a.hop, u.GetHop())
 	}

@@ -452,3 +452,23 @@ func TestMergeKeepsResourcesApart(t *testing.T) {
 		t.Errorf("replicas = %d, want 2 (the most seen)", a.replicas)
 	}
 }
+
+// TestRetriesPerEdge: the retries a worker counts per upstream reach its edge, summed over replicas and
+// intervals; the edge's failures are the calls that failed after every retry.
+func TestRetriesPerEdge(t *testing.T) {
+	b := map[key]*acc{}
+	for range 2 {
+		addSnapshot(b, "checkout", &irsv1.StatsSnapshot{Upstreams: []*irsv1.UpstreamStats{{Service: "payments",
+			Outcomes: outcomes(map[int32]int64{200: 90, 503: 4}, map[string]int64{"timeout": 1}), Retries: 7}}})
+	}
+	total := map[key]*acc{}
+	for k, a := range b {
+		total[k] = newAcc()
+		total[k].merge(a)
+	}
+	k := key{service: "checkout", callee: "payments", kind: kindEdge}
+	p := total[k].point(k, 1, false)
+	if p.GetRetries() != 14 || p.GetFailures() != 10 {
+		t.Errorf("edge: %d retries, %d failures; want 14 and 10 (after every retry)", p.GetRetries(), p.GetFailures())
+	}
+}

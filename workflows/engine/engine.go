@@ -328,6 +328,7 @@ func (e *engine) finish(status string) error {
 	total.Coverage = e.coverage(total, 0, e.end.Seconds())
 	e.res.Total = total
 	if e.res.Status != StatusError {
+		e.killDamage()
 		e.res.Assertions = e.assertions()
 		if status == StatusPassed {
 			for _, a := range e.res.Assertions {

@@ -251,13 +251,32 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 	if t := res.GetTotal(); t != nil && len(t.GetEdges()) > 0 {
 		fmt.Fprintln(w)
 		edges := table{header: []string{"EDGE (WHOLE RUN)", "REQ/S", "5XX %", "BY PROXY %", "P50 MS", "P99 MS", "MAX MS",
-			"HOP P50 MS", "HOP P99 MS", "FAILURES"}, align: "lrrrrrrrrl"}
+			"HOP P50 MS", "HOP P99 MS", "RETRIES", "FAILURES"}, align: "lrrrrrrrrrl"}
 		for _, e := range t.GetEdges() {
 			edges.add(e.GetService()+"->"+e.GetCallee(), fmt.Sprintf("%.1f", e.GetRps()),
 				fmt.Sprintf("%.2f", 100*e.GetFailureRate()), proxyRate(e), ms(e, e.GetP50Ms()), ms(e, e.GetP99Ms()),
-				ms(e, e.GetMaxMs()), hop(e, e.GetHopP50Ms()), hop(e, e.GetHopP99Ms()), failures(e))
+				ms(e, e.GetMaxMs()), hop(e, e.GetHopP50Ms()), hop(e, e.GetHopP99Ms()), fmt.Sprint(e.GetRetries()), failures(e))
 		}
 		edges.write(w)
+		fmt.Fprintln(w, "  (RETRIES: tries after a failed first try; FAILURES: calls that failed after every retry, by cause)")
+	}
+	if len(res.GetKills()) > 0 {
+		fmt.Fprintln(w)
+		kt := table{header: []string{"KILLED", "AT", "GONE AFTER", "REPLACED AFTER", "CLIENTS RECOVERED AFTER", "CLIENT ERRORS"}, align: "lrrrrr"}
+		for _, k := range res.GetKills() {
+			after := func(v *float64) string {
+				if v == nil {
+					return "-"
+				}
+				return fmt.Sprintf("%.2fs", *v-k.GetKilled())
+			}
+			recovery, errors := "-", "-" // not measured by the IRS that wrote the result
+			if k.Recovery != nil {
+				recovery, errors = fmt.Sprintf("%.1fs", k.GetRecovery()), fmt.Sprint(k.GetErrors())
+			}
+			kt.add(k.GetReplica(), fmt.Sprintf("%.2fs", k.GetKilled()), after(k.Gone), after(k.ReplacementReady), recovery, errors)
+		}
+		kt.write(w)
 	}
 	kills := 0
 	for _, ev := range res.GetEvents() {

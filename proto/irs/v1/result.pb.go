@@ -278,8 +278,13 @@ type KillRecord struct {
 	// The replica that replaced it and when that was ready (for a restart in place, the same replica).
 	Replacement      string   `protobuf:"bytes,8,opt,name=replacement,proto3" json:"replacement,omitempty"`
 	ReplacementReady *float64 `protobuf:"fixed64,9,opt,name=replacement_ready,json=replacementReady,proto3,oneof" json:"replacement_ready,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The damage the load generators saw: seconds from the kill until their 5xx rate stayed under 1 % (until the
+	// next kill or the end of the run; 0 when it never reached 1 %), and the requests that failed from the kill
+	// until then. Kills at the same time share theirs.
+	Recovery      *float64 `protobuf:"fixed64,10,opt,name=recovery,proto3,oneof" json:"recovery,omitempty"`
+	Errors        *int64   `protobuf:"varint,11,opt,name=errors,proto3,oneof" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KillRecord) Reset() {
@@ -371,6 +376,20 @@ func (x *KillRecord) GetReplacement() string {
 func (x *KillRecord) GetReplacementReady() float64 {
 	if x != nil && x.ReplacementReady != nil {
 		return *x.ReplacementReady
+	}
+	return 0
+}
+
+func (x *KillRecord) GetRecovery() float64 {
+	if x != nil && x.Recovery != nil {
+		return *x.Recovery
+	}
+	return 0
+}
+
+func (x *KillRecord) GetErrors() int64 {
+	if x != nil && x.Errors != nil {
+		return *x.Errors
 	}
 	return 0
 }
@@ -964,7 +983,10 @@ type Point struct {
 	Late    int64 `protobuf:"varint,36,opt,name=late,proto3" json:"late,omitempty"`
 	// For load: how far behind its schedule the generator was (its backlog over its rate) at the end of the
 	// interval; for a phase or the total, the most it was.
-	LagMs         float64 `protobuf:"fixed64,37,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
+	LagMs float64 `protobuf:"fixed64,37,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
+	// For an edge: the tries made after a failed first try (its failures are the calls that failed after every
+	// retry).
+	Retries       int64 `protobuf:"varint,38,opt,name=retries,proto3" json:"retries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1254,6 +1276,13 @@ func (x *Point) GetLate() int64 {
 func (x *Point) GetLagMs() float64 {
 	if x != nil {
 		return x.LagMs
+	}
+	return 0
+}
+
+func (x *Point) GetRetries() int64 {
+	if x != nil {
+		return x.Retries
 	}
 	return 0
 }
@@ -2695,7 +2724,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\ainvalid\x18\x16 \x03(\tR\ainvalid\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x03\n" +
 	"\n" +
 	"KillRecord\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
@@ -2706,10 +2735,15 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x04gone\x18\x06 \x01(\x01H\x00R\x04gone\x88\x01\x01\x12.\n" +
 	"\x10endpoint_removed\x18\a \x01(\x01H\x01R\x0fendpointRemoved\x88\x01\x01\x12 \n" +
 	"\vreplacement\x18\b \x01(\tR\vreplacement\x120\n" +
-	"\x11replacement_ready\x18\t \x01(\x01H\x02R\x10replacementReady\x88\x01\x01B\a\n" +
+	"\x11replacement_ready\x18\t \x01(\x01H\x02R\x10replacementReady\x88\x01\x01\x12\x1f\n" +
+	"\brecovery\x18\n" +
+	" \x01(\x01H\x03R\brecovery\x88\x01\x01\x12\x1b\n" +
+	"\x06errors\x18\v \x01(\x03H\x04R\x06errors\x88\x01\x01B\a\n" +
 	"\x05_goneB\x13\n" +
 	"\x11_endpoint_removedB\x14\n" +
-	"\x12_replacement_ready\"\xc3\x01\n" +
+	"\x12_replacement_readyB\v\n" +
+	"\t_recoveryB\t\n" +
+	"\a_errors\"\xc3\x01\n" +
 	"\n" +
 	"Saturation\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
@@ -2761,7 +2795,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\amachine\x18\a \x01(\v2\x0f.irs.v1.MachineR\amachine\"O\n" +
 	"\aMachine\x12!\n" +
 	"\foversleep_ms\x18\x01 \x01(\x01R\voversleepMs\x12!\n" +
-	"\fcpu_pressure\x18\x02 \x01(\x01R\vcpuPressure\"\xe3\n" +
+	"\fcpu_pressure\x18\x02 \x01(\x01R\vcpuPressure\"\xfd\n" +
 	"\n" +
 	"\x05Point\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
@@ -2806,7 +2840,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06unsent\x18\" \x01(\x03R\x06unsent\x12\x18\n" +
 	"\ablocked\x18# \x01(\x03R\ablocked\x12\x12\n" +
 	"\x04late\x18$ \x01(\x03R\x04late\x12\x15\n" +
-	"\x06lag_ms\x18% \x01(\x01R\x05lagMs\x1a;\n" +
+	"\x06lag_ms\x18% \x01(\x01R\x05lagMs\x12\x18\n" +
+	"\aretries\x18& \x01(\x03R\aretries\x1a;\n" +
 	"\rStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +

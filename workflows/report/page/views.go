@@ -46,7 +46,7 @@ type phaseView struct {
 }
 
 type killRow struct {
-	Replica, Signal, Scheduled, Killed, Gone, Removed, Replacement, Ready string
+	Replica, Signal, Scheduled, Killed, Gone, Removed, Replacement, Ready, Recovery, Errors string
 }
 
 type figureTable struct {
@@ -135,7 +135,11 @@ func killRows(ks []*irsv1.KillRecord) []killRow {
 	for _, k := range ks {
 		rows = append(rows, killRow{Replica: k.GetReplica(), Signal: k.GetSignal(), Scheduled: fmt.Sprintf("%.3fs", k.GetScheduled()),
 			Killed: fmt.Sprintf("%.3fs", k.GetKilled()), Gone: opt(k.Gone), Removed: opt(k.EndpointRemoved),
-			Replacement: orDash(k.GetReplacement()), Ready: opt(k.ReplacementReady)})
+			Replacement: orDash(k.GetReplacement()), Ready: opt(k.ReplacementReady),
+			Recovery: opt(k.Recovery), Errors: "-"})
+		if k.Errors != nil {
+			rows[len(rows)-1].Errors = fmt.Sprint(k.GetErrors())
+		}
 	}
 	return rows
 }
