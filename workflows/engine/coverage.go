@@ -34,7 +34,7 @@ type replicaReports struct {
 }
 
 // lifetimes returns, per replica, the spans (in seconds of the run) it was up: from each ready event to the
-// exit after it, or to the end of the run.
+// kill or exit after it (whichever came first), or to the end of the run.
 func lifetimes(events []*irsv1.RunEvent, end float64) map[string][][2]float64 {
 	out := map[string][][2]float64{}
 	open := map[string]float64{}
@@ -44,7 +44,7 @@ func lifetimes(events []*irsv1.RunEvent, end float64) map[string][][2]float64 {
 			if _, ok := open[ev.GetReplica()]; !ok {
 				open[ev.GetReplica()] = max(0, ev.GetT())
 			}
-		case workflows.EventExit:
+		case workflows.EventExit, "kill":
 			if start, ok := open[ev.GetReplica()]; ok {
 				out[ev.GetReplica()] = append(out[ev.GetReplica()], [2]float64{start, ev.GetT()})
 				delete(open, ev.GetReplica())
@@ -145,10 +145,12 @@ func (e *engine) serviceOf(replica string, rep *replicaReports) string {
 }
 
 // upWhole reports whether a replica was up for the whole interval [from, to), its first interval after it came
-// up excepted (its first window is partial, filed by its middle).
+// up excepted (its first window is partial, filed by its middle), and with time to send the window after its
+// end (a replica killed at the moment an interval ends dies sending it).
 func upWhole(spans [][2]float64, from, to, step float64) bool {
+	sendTime := min(step/2, 0.5)
 	for _, s := range spans {
-		if from >= s[0]+step-1e-9 && to <= s[1]+1e-9 {
+		if from >= s[0]+step-1e-9 && to <= s[1]-sendTime+1e-9 {
 			return true
 		}
 	}
