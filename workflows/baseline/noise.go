@@ -192,7 +192,7 @@ const power = 0.8
 // with two runs or more a side it is measured instead. Memory is judged apart (memoryAllowance).
 var singleRunDrift = map[workflows.Metric]float64{
 	workflows.MetricP50: 0.05, workflows.MetricP90: 0.05, workflows.MetricP99: 0.10, workflows.MetricP999: 0.20,
-	workflows.MetricMax: 0.50, workflows.MetricRPS: 0.01, workflows.MetricCPU: 0.10, workflows.MetricSidecarCPU: 0.10,
+	workflows.MetricMax: 0.50, workflows.MetricRPS: 0.01, workflows.MetricCPU: 0.15, workflows.MetricSidecarCPU: 0.15,
 }
 
 // judgeNoise sets a change's standard error, p-value, minimum detectable change and how its noise was measured.

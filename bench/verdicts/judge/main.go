@@ -52,12 +52,20 @@ func main() {
 	fmt.Println()
 	fmt.Println("| runs a side | case | pairs | regressed | inconclusive | passed | caught (the metric regressed) |")
 	fmt.Println("|---|---|---|---|---|---|---|")
-	for _, n := range []int{1, 3} {
+	for _, n := range []int{1, 2, 3} {
 		groups := group(rounds, n)
 		judge(n, "A/A (same workflow, same seed)", groups, func(r round) (*irsv1.WorkflowResult, *irsv1.WorkflowResult) { return r.a1, r.a2 }, limits, "")
 		judge(n, "server +20 % (p50)", groups, func(r round) (*irsv1.WorkflowResult, *irsv1.WorkflowResult) { return r.a1, r.slow }, limits, "loadgen p50 in steady")
 		judge(n, "server 4x for 5 s of 60 (p99)", groups, func(r round) (*irsv1.WorkflowResult, *irsv1.WorkflowResult) { return r.a2, r.stall }, limits, "loadgen p99 in steady")
 	}
+	// Three runs a side from every three consecutive rounds: more pairs, but they share runs (not independent).
+	var sliding [][]round
+	for i := 0; i+3 <= len(rounds); i++ {
+		sliding = append(sliding, rounds[i:i+3])
+	}
+	judge(3, "A/A (sliding windows)", sliding, func(r round) (*irsv1.WorkflowResult, *irsv1.WorkflowResult) { return r.a1, r.a2 }, limits, "")
+	judge(3, "server +20 % (sliding windows)", sliding, func(r round) (*irsv1.WorkflowResult, *irsv1.WorkflowResult) { return r.a1, r.slow }, limits, "loadgen p50 in steady")
+	judge(3, "server 4x for 5 s (sliding windows)", sliding, func(r round) (*irsv1.WorkflowResult, *irsv1.WorkflowResult) { return r.a2, r.stall }, limits, "loadgen p99 in steady")
 	fmt.Println()
 	drift(rounds)
 }
@@ -97,7 +105,8 @@ func load(dir string) ([]round, error) {
 	}
 	var out []round
 	for _, r := range byName {
-		if r.a1 != nil && r.a2 != nil && r.slow != nil && r.stall != nil {
+		// A round with an invalid run is left out: its verdict would be inconclusive by design, not by noise.
+		if r.a1 != nil && r.a2 != nil && r.slow != nil && r.stall != nil && len(r.invalid) == 0 {
 			out = append(out, *r)
 		}
 	}
