@@ -104,7 +104,7 @@ func (e *engine) killDamage() {
 			}
 		}
 		if i >= 0 {
-			r.Recovery, r.Errors = proto.Float64(byKill[i].recovery/e.o.Timeline.Scale), proto.Int64(byKill[i].errors)
+			r.Recovery, r.Errors = proto.Float64(byKill[i].recovery), proto.Int64(byKill[i].errors) // run seconds, as the record's other times
 		}
 	}
 }
