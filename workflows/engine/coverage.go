@@ -44,7 +44,7 @@ func lifetimes(events []*irsv1.RunEvent, end float64) map[string][][2]float64 {
 			if _, ok := open[ev.GetReplica()]; !ok {
 				open[ev.GetReplica()] = max(0, ev.GetT())
 			}
-		case workflows.EventExit, "kill":
+		case workflows.EventExit, workflows.EventRestart, "kill": // a restart in place: up again at its next ready
 			if start, ok := open[ev.GetReplica()]; ok {
 				out[ev.GetReplica()] = append(out[ev.GetReplica()], [2]float64{start, ev.GetT()})
 				delete(open, ev.GetReplica())
