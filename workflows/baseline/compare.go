@@ -371,8 +371,9 @@ type mkey struct {
 
 // measurement is a metric of a scope over the runs of one side.
 type measurement struct {
-	perRun   []float64 // the phase's value in each run
-	withinSE []float64 // each run's standard error of that value, from its own series (NaN: none)
+	perRun   []float64         // the phase's value in each run
+	series   [][]*irsv1.Point // each run's per-interval points of the scope in the phase
+	seed     string           // what seeds the bootstrap of a run's series
 	seconds  int       // intervals measured, over the runs
 	requests int64     // requests completed, over the runs
 	phaseLen float64   // the phase's length in seconds (of the first run)
@@ -443,11 +444,8 @@ func measurements(runs []*irsv1.WorkflowResult, phase string) map[mkey]measureme
 						}
 					}
 				}
-				se, ok := withinRunSE(series, m, fmt.Sprintf("%s|%s|%s|%d", sp.scope, phase, m, len(ms.perRun)))
-				if !ok {
-					se = math.NaN()
-				}
-				ms.withinSE = append(ms.withinSE, se)
+				ms.series = append(ms.series, series)
+				ms.seed = fmt.Sprintf("%s|%s|%s", sp.scope, phase, m)
 				if ms.phaseLen == 0 {
 					ms.phaseLen = min(end, r.GetTotal().GetEnd()) - max(start, 0)
 				}

@@ -31,6 +31,9 @@ var quantiles = map[workflows.Metric]float64{
 // terrible seconds weigh in the phase's p99 as they do in its histogram. The resampling is seeded by what is
 // measured, so the same two files always give the same verdict. ok is false with fewer than two intervals.
 func withinRunSE(series []*irsv1.Point, m workflows.Metric, seed string) (se float64, ok bool) {
+	if len(series) > maxBootstrapPoints {
+		series = coarsen(series, (len(series)+maxBootstrapPoints-1)/maxBootstrapPoints)
+	}
 	n := len(series)
 	if n < 2 {
 		return 0, false
@@ -61,6 +64,60 @@ func withinRunSE(series []*irsv1.Point, m workflows.Metric, seed string) (se flo
 	// are what the phase's tail is, and a minority of resamples without them says little of noise.
 	slices.Sort(figures)
 	return (stat.Quantile(0.84, stat.LinInterp, figures, nil) - stat.Quantile(0.16, stat.LinInterp, figures, nil)) / 2, true
+}
+
+// maxBootstrapPoints is the longest series the bootstrap resamples: a longer one (an hour of seconds) is first
+// cut into as many stretches of consecutive seconds, each one point, which keeps a comparison of hour-long runs
+// to a second or two; blocks of such points are blocks of seconds, as the bootstrap wants.
+const maxBootstrapPoints = 240
+
+// coarsen merges every k consecutive points of a series into one: requests and failures summed, latency
+// quantiles those of their mixture, the maximum the largest, rates and resources averaged over the points.
+func coarsen(series []*irsv1.Point, k int) []*irsv1.Point {
+	var out []*irsv1.Point
+	for i := 0; i < len(series); i += k {
+		group := series[i:min(i+k, len(series))]
+		idx := make([]int, len(group))
+		for j := range idx {
+			idx[j] = j
+		}
+		var p *irsv1.Point
+		n := 0.0
+		for _, q := range group {
+			if q == nil {
+				continue
+			}
+			if p == nil {
+				p = &irsv1.Point{Service: q.GetService(), Callee: q.GetCallee(), Kind: q.GetKind()}
+			}
+			n++
+			p.Requests += q.GetRequests()
+			p.Failures += q.GetFailures()
+			p.MaxMs = max(p.MaxMs, q.GetMaxMs())
+			p.Rps += q.GetRps()
+			p.CpuMcores += q.GetCpuMcores()
+			p.RssMb += q.GetRssMb()
+			p.SidecarCpuMcores += q.GetSidecarCpuMcores()
+			p.SidecarRssMb += q.GetSidecarRssMb()
+			p.Replicas = max(p.Replicas, q.GetReplicas())
+			p.Sidecars = max(p.Sidecars, q.GetSidecars())
+		}
+		if p == nil {
+			out = append(out, nil)
+			continue
+		}
+		p.Rps, p.CpuMcores, p.RssMb, p.SidecarCpuMcores, p.SidecarRssMb = p.Rps/n, p.CpuMcores/n, p.RssMb/n, p.SidecarCpuMcores/n, p.SidecarRssMb/n
+		if p.Requests > 0 {
+			p.FailureRate = float64(p.Failures) / float64(p.Requests)
+		}
+		for q, dst := range map[float64]*float64{0.5: &p.P50Ms, 0.9: &p.P90Ms, 0.99: &p.P99Ms, 0.999: &p.P999Ms} {
+			if v, ok := mixtureQuantile(group, idx, q); ok {
+				*dst = 1000 * v
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // figureOf computes a phase's figure from the intervals idx of its series (an index may repeat).
@@ -154,7 +211,7 @@ func mixtureQuantile(series []*irsv1.Point, idx []int, q float64) (float64, bool
 		return 0, false
 	}
 	lo := 0.0
-	for range 40 { // 2^-40 of the range: far below what a histogram resolves
+	for range 30 { // 2^-30 of the range: far below what a histogram resolves
 		mid := (lo + hi) / 2
 		var f float64
 		for _, pt := range parts {
@@ -190,10 +247,15 @@ const power = 0.8
 // frequency, where the scheduler put things). One run a side cannot measure it, so a comparison of single runs
 // assumes it, at the largest seen between identical runs on a busy 2-core machine (bench/verdicts, docs/reports.md);
 // with two runs or more a side it is measured instead. Memory is judged apart (memoryAllowance).
-var singleRunDrift = map[workflows.Metric]float64{
-	workflows.MetricP50: 0.05, workflows.MetricP90: 0.05, workflows.MetricP99: 0.10, workflows.MetricP999: 0.20,
-	workflows.MetricMax: 0.50, workflows.MetricRPS: 0.01, workflows.MetricCPU: 0.15, workflows.MetricSidecarCPU: 0.15,
-}
+// Part of CPU's drift is absolute (timers, the garbage collector, the scheduler: a worker at 13 millicores moved
+// by 3 between identical runs, 23 %, one at 46 by 8, 18 %): singleRunDriftFloor is added in quadrature.
+var (
+	singleRunDrift = map[workflows.Metric]float64{
+		workflows.MetricP50: 0.05, workflows.MetricP90: 0.05, workflows.MetricP99: 0.10, workflows.MetricP999: 0.20,
+		workflows.MetricMax: 0.50, workflows.MetricRPS: 0.01, workflows.MetricCPU: 0.10, workflows.MetricSidecarCPU: 0.10,
+	}
+	singleRunDriftFloor = map[workflows.Metric]float64{workflows.MetricCPU: 2, workflows.MetricSidecarCPU: 2}
+)
 
 // judgeNoise sets a change's standard error, p-value, minimum detectable change and how its noise was measured.
 // The noise of a side's value is its runs' spread when it has two runs or more (the honest noise: it holds
@@ -225,7 +287,11 @@ func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
 	} else {
 		ch.Noise = fmt.Sprintf("block bootstrap of each run's %d and %d intervals, one run on a side", b.seconds, c.seconds)
 		if d := singleRunDrift[m]; d > 0 {
-			ch.Noise += fmt.Sprintf(": a between-run drift of %g %% is assumed, not measured", 100*d)
+			ch.Noise += fmt.Sprintf(": a between-run drift of %g %%", 100*d)
+			if f := singleRunDriftFloor[m]; f > 0 {
+				ch.Noise += fmt.Sprintf(" and %s", workflows.FormatAmount(m, f))
+			}
+			ch.Noise += " is assumed, not measured"
 		}
 	}
 	// A rate of failures has a floor of its own: with none seen in n requests, anything under 3/n could have
@@ -262,26 +328,20 @@ func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
 	}
 }
 
-// sideNoise is the standard error of a side's value; measured is false when its runs' series were too short.
+// sideNoise is the standard error of a side's value; measured is false when its run's series was too short.
 func sideNoise(m workflows.Metric, s measurement) (se float64, measured bool) {
-	var within float64
-	count := 0
-	for _, w := range s.withinSE {
-		if !math.IsNaN(w) {
-			within += w * w
-			count++
-		}
-	}
-	if count == 0 {
-		return math.NaN(), false
-	}
-	within /= float64(count)
 	if n := float64(len(s.perRun)); n >= 2 {
 		// The runs' own spread, whatever its cause. Not floored by each run's bootstrap noise: that treats a
 		// stall as a chance event of its run, and a stall every run shows is no chance; too few runs to trust
 		// their spread are what the t test's degrees of freedom pay for.
 		return math.Sqrt(stat.Variance(s.perRun, nil) / n), true
 	}
+	// One run: its own seconds, bootstrapped (only here: with repeats the runs' spread is the noise).
+	within, ok := withinRunSE(s.series[0], m, s.seed)
+	if !ok {
+		return math.NaN(), false
+	}
 	drift := singleRunDrift[m] * math.Abs(s.value())
-	return math.Sqrt(within + drift*drift), true
+	floor := singleRunDriftFloor[m]
+	return math.Sqrt(within*within + drift*drift + floor*floor), true
 }
