@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-func readFixture(t *testing.T, name string) *irsv1.WorkflowResult {
+func readFixture(t testing.TB, name string) *irsv1.WorkflowResult {
 	t.Helper()
 	f, err := resultfile.Read(context.Background(), filepath.Join("..", "testdata", "results", name+".json"))
 	if err != nil {
@@ -183,8 +183,7 @@ func TestNoVerdictWithoutData(t *testing.T) {
 // BenchmarkCompareHour compares two one-hour runs, one a side (the bootstrap of every figure of every scope
 // and phase): 3.3 s on the 2-core development VM with both cores busy.
 func BenchmarkCompareHour(b *testing.B) {
-	t := &testing.T{}
-	base := readFixture(t, "base")
+	base := readFixture(b, "base")
 	long := proto.Clone(base).(*irsv1.WorkflowResult)
 	long.Series = nil
 	for i := range 100 {
