@@ -124,6 +124,13 @@ func (e *engine) closeBuckets(k int) {
 			place(k, b[k].point(k, secs.Seconds(), false), tickSlots(tick))
 		}
 		e.addToAggregates(phase, b)
+		var reqs, fails int64
+		for _, p := range tick.GetServices() {
+			if p.GetKind() == kindLoad {
+				reqs, fails = reqs+p.GetRequests(), fails+p.GetFailures()
+			}
+		}
+		e.errs.add(phase, tick.GetT(), reqs, fails)
 		e.res.Series = append(e.res.Series, tick)
 		e.lastTick = tick
 	}

@@ -90,6 +90,7 @@ type engine struct {
 	reports    map[string]*replicaReports   // replica → the intervals it reported
 	machine    map[int]*irsv1.Machine       // interval → how starved the machine was in it
 	pressure   pressureSampler
+	errs       phaseErrors // the phase's 5xx so far, for the progress line (under mu)
 	// end is when the timeline ended: its planned end, or when the run was interrupted.
 	end time.Duration
 }

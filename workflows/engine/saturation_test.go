@@ -193,3 +193,21 @@ func TestSaturationNamesItsCause(t *testing.T) {
 		})
 	}
 }
+
+// TestProgressShowsThePhasesErrors: the progress line shows the phase's 5xx so far and its worst interval, and
+// starts again at each phase; it showed only the last interval's, 0.00 % on every line of a phase that
+// measured 0.665 %.
+func TestProgressShowsThePhasesErrors(t *testing.T) {
+	var p phaseErrors
+	p.add("steady", 1, 100, 0)
+	p.add("spike", 11, 200, 0)
+	p.add("spike", 12, 200, 4)
+	p.add("spike", 13, 200, 0)
+	if got, want := p.line(), "5xx  0.67% (worst 2.0% at 12s)"; got != want {
+		t.Errorf("line %q, want %q", got, want)
+	}
+	p.add("cool-down", 21, 100, 0)
+	if got, want := p.line(), "5xx  0.00%"; got != want {
+		t.Errorf("a new phase: line %q, want %q", got, want)
+	}
+}
