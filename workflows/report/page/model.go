@@ -222,6 +222,10 @@ var figureKinds = []struct {
 	{suffix: " sidecar CPU max", chart: "sidecar-cpu-max", group: "Sidecars", title: "Sidecar CPU (the busiest sidecar's busiest second)"},
 	{suffix: " sidecar memory max", chart: "sidecar-mem", group: "Sidecars", title: "Sidecar memory (the largest)"},
 	{prefix: "control plane memory", chart: "cp-mem", group: "Control plane", title: "Control plane memory"},
+	{prefix: "node proxies CPU", chart: "np-cpu", group: "Node proxies", title: "Node proxies' CPU"},
+	{prefix: "node proxy CPU max", chart: "np-cpu", group: "Node proxies", title: "Node proxies' CPU"},
+	{prefix: "node proxies memory", chart: "np-mem", group: "Node proxies", title: "Node proxies' memory"},
+	{prefix: "node proxy memory max", chart: "np-mem", group: "Node proxies", title: "Node proxies' memory"},
 	{prefix: "control plane CPU", chart: "cp-cpu", group: "Control plane", title: "Control plane CPU"},
 	{suffix: " workers CPU", chart: "workers-cpu", group: "Workers", title: "Workers' CPU (a service's replicas together)"},
 	{suffix: " hop p50", chart: "hop-p50", group: "Hops", title: "Hop time p50 (the mesh's share of a call)"},
@@ -239,6 +243,8 @@ func classify(name string) figureKind {
 				cat = strings.TrimSpace(cat)
 			case k.chart == "cp-mem":
 				cat = "memory"
+			case k.chart == "np-cpu" || k.chart == "np-mem":
+				cat = map[bool]string{true: "busiest", false: "all"}[strings.HasSuffix(name, " max")]
 			case cat == "":
 				cat = k.suffix
 			}
@@ -257,20 +263,32 @@ func comparisonData(c *irsv1.Comparison) data {
 	charts := map[string]*chart{}
 	for _, name := range compare.Names(c) {
 		k := classify(name)
-		ch := charts[k.chart]
+		unit := ""
+		for _, v := range c.GetVariants() {
+			if f := compare.Find(v, name); f != nil && unit == "" {
+				unit = f.GetUnit()
+			}
+		}
+		// A chart holds one unit, its axis's: figures of another unit go in a chart of their own (the node
+		// proxies' CPU in millicores was drawn on the MB axis of "Other figures").
+		id := k.chart
+		if prev := charts[id]; prev != nil && prev.Unit != "" && unit != "" && prev.Unit != unit {
+			id, k.title = k.chart+"-"+unit, k.title+" ("+unit+")"
+		}
+		ch := charts[id]
 		if ch == nil {
-			ch = &chart{ID: k.chart, Group: k.group, Title: k.title, Kind: kindBars}
+			ch = &chart{ID: id, Group: k.group, Title: k.title, Kind: kindBars, Unit: unit}
 			for _, v := range c.GetVariants() {
 				ch.Series = append(ch.Series, series{Label: v.GetName()})
 			}
-			charts[k.chart] = ch
-			order = append(order, k.chart)
+			charts[id] = ch
+			order = append(order, id)
 		}
 		ch.XLabels = append(ch.XLabels, k.category)
 		for i, v := range c.GetVariants() {
 			val, spread := math.NaN(), math.NaN()
 			if f := compare.Find(v, name); f != nil {
-				val, spread, ch.Unit = f.GetMedian(), f.GetStddev(), f.GetUnit()
+				val, spread = f.GetMedian(), f.GetStddev()
 			}
 			ch.Series[i].Values = append(ch.Series[i].Values, val)
 			ch.Series[i].Spread = append(ch.Series[i].Spread, spread)
