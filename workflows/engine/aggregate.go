@@ -45,6 +45,8 @@ type acc struct {
 	// Resource samples, one per tick: CPU and memory summed over the service's replicas, and its busiest and
 	// largest replica's.
 	cpu, cpuMax, rss, rssMax []float64
+	// cpuMaxFresh, scCPUMaxFresh: the busiest values measured in an interval (not held from an earlier one).
+	cpuMaxFresh, scCPUMaxFresh []float64
 	replicas                 int
 	// The same for the service's sidecars, one per tick.
 	scCPU, scCPUMax, scRSS, scRSSMax []float64
@@ -119,6 +121,7 @@ func (a *acc) merge(b *acc) {
 // addUsage adds another accumulator's resource samples.
 func (a *acc) addUsage(b *acc) {
 	a.cpu, a.cpuMax = append(a.cpu, b.cpu...), append(a.cpuMax, b.cpuMax...)
+	a.cpuMaxFresh, a.scCPUMaxFresh = append(a.cpuMaxFresh, b.cpuMaxFresh...), append(a.scCPUMaxFresh, b.scCPUMaxFresh...)
 	a.rss, a.rssMax = append(a.rss, b.rss...), append(a.rssMax, b.rssMax...)
 	a.scCPU, a.scCPUMax = append(a.scCPU, b.scCPU...), append(a.scCPUMax, b.scCPUMax...)
 	a.scRSS, a.scRSSMax = append(a.scRSS, b.scRSS...), append(a.scRSSMax, b.scRSSMax...)
@@ -165,9 +168,9 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 		q := h.ValueAtPercentilesSlice([]float64{50, 99})
 		p.HopP50Ms, p.HopP99Ms = float64(q[0])/1000, float64(q[1])/1000
 	}
-	p.CpuMcores, p.CpuMcoresMax, p.RssMb, p.RssMbMax = meanOf(a.cpu), maxOf(a.cpuMax), maxOf(a.rss), maxOf(a.rssMax)
+	p.CpuMcores, p.CpuMcoresMax, p.RssMb, p.RssMbMax = meanOf(a.cpu), busiest(a.cpuMax, a.cpuMaxFresh), maxOf(a.rss), maxOf(a.rssMax)
 	if len(a.scCPU) > 0 {
-		p.SidecarCpuMcores, p.SidecarCpuMcoresMax = meanOf(a.scCPU), maxOf(a.scCPUMax)
+		p.SidecarCpuMcores, p.SidecarCpuMcoresMax = meanOf(a.scCPU), busiest(a.scCPUMax, a.scCPUMaxFresh)
 		p.SidecarRssMb, p.SidecarRssMbMax, p.Sidecars = maxOf(a.scRSS), maxOf(a.scRSSMax), int32(a.sidecars)
 		if p.Rps > 0 {
 			p.SidecarMcoresPerKrps = p.SidecarCpuMcores / (p.Rps / 1000)
@@ -228,6 +231,15 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 		addHist(&a.latency, u.GetLatency())
 		addHist(&a.hop, u.GetHop())
 	}
+}
+
+// busiest is the most CPU measured in a span: over the measurements made in it when there were any; otherwise
+// (a span shorter than the counters' refresh) the values held from the last one.
+func busiest(held, fresh []float64) float64 {
+	if len(fresh) > 0 {
+		return maxOf(fresh)
+	}
+	return maxOf(held)
 }
 
 func meanOf(xs []float64) float64 {

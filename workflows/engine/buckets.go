@@ -81,11 +81,17 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 				}
 				if uk.kind == workflows.UsageSidecar {
 					a.scCPU, a.scCPUMax = append(a.scCPU, u.mcores), append(a.scCPUMax, u.mcoresMax)
+					if u.fresh {
+						a.scCPUMaxFresh = append(a.scCPUMaxFresh, u.freshMax)
+					}
 					a.scRSS, a.scRSSMax = append(a.scRSS, u.rssMB), append(a.scRSSMax, u.rssMBMax)
 					a.sidecars = u.replicas
 					continue
 				}
 				a.cpu, a.cpuMax = append(a.cpu, u.mcores), append(a.cpuMax, u.mcoresMax)
+				if u.fresh {
+					a.cpuMaxFresh = append(a.cpuMaxFresh, u.freshMax)
+				}
 				a.rss, a.rssMax = append(a.rss, u.rssMB), append(a.rssMax, u.rssMBMax)
 				a.replicas = u.replicas
 			}

@@ -552,3 +552,45 @@ func TestSampleUsageStaleCounters(t *testing.T) {
 		}
 	}
 }
+
+// TestBusiestSecondStaysInItsPhase: a phase's busiest second counts only CPU measured in it. A cluster's
+// counter refreshed every few seconds holds its rates between refreshes; held into the next phase, the busy
+// phase's busiest second became the quiet phase's too (ztunnel's in a 120 req/s phase equalled the 300 req/s
+// phase's exactly).
+func TestBusiestSecondStaysInItsPhase(t *testing.T) {
+	var next []workflows.Usage
+	e := testEngine(t, shopYAML, 1, time.Second, &usageBackend{usage: func() []workflows.Usage { return next }})
+	k := usageKey{service: "storefront", kind: workflows.UsageWorker}
+	busy, quiet := map[key]*acc{}, map[key]*acc{}
+	ak := key{service: "storefront", kind: kindServed}
+	busy[ak], quiet[ak] = newAcc(), newAcc()
+	for _, st := range []struct {
+		sampled, measured time.Duration
+		cpu               float64
+		into              map[key]*acc
+	}{
+		{0, 0, 0, nil},
+		{time.Second, time.Second, 0.9, busy},          // 900 mcores
+		{2 * time.Second, 2 * time.Second, 1.8, busy},  // 900
+		{3 * time.Second, 2 * time.Second, 1.8, quiet}, // not refreshed: 900 held
+		{4 * time.Second, 4 * time.Second, 2.2, quiet}, // 200 mcores over the last 2 s
+		{5 * time.Second, 5 * time.Second, 2.3, quiet}, // 100
+	} {
+		next = []workflows.Usage{{Service: "storefront", Replica: "pod-a", Kind: workflows.UsageWorker, At: t0.Add(st.measured), CPUSeconds: st.cpu}}
+		u := e.sampleUsage(t0.Add(st.sampled))[k]
+		if st.into == nil {
+			continue
+		}
+		a := st.into[ak]
+		a.cpu, a.cpuMax = append(a.cpu, u.mcores), append(a.cpuMax, u.mcoresMax)
+		if u.fresh {
+			a.cpuMaxFresh = append(a.cpuMaxFresh, u.freshMax)
+		}
+	}
+	if got := busy[ak].point(ak, 2, false).GetCpuMcoresMax(); math.Abs(got-900) > 1e-6 {
+		t.Errorf("busy phase: busiest %.0f mcores, want 900", got)
+	}
+	if got := quiet[ak].point(ak, 3, false).GetCpuMcoresMax(); math.Abs(got-200) > 1e-6 {
+		t.Errorf("quiet phase: busiest %.0f mcores, want 200 (measured in it), not the 900 held from the busy phase", got)
+	}
+}

@@ -15,6 +15,11 @@ type serviceUsage struct {
 	// mcores is the service's CPU over the last interval, summed over replicas; mcoresMax the busiest replica's
 	// CPU over the last second (or interval, if longer).
 	mcores, mcoresMax float64
+	// freshMax is the busiest replica's CPU among the replicas whose counter was refreshed by this sample
+	// (fresh: any was). A counter not refreshed holds its rates for the series, but a phase's busiest second
+	// counts only measurements: held, the busiest second of the phase before carried over into the next.
+	freshMax float64
+	fresh    bool
 	// rssMB is the service's memory, summed over replicas; rssMBMax its largest replica's.
 	rssMB, rssMBMax float64
 	replicas        int
@@ -74,11 +79,16 @@ func (e *engine) sampleUsage(now time.Time) map[usageKey]serviceUsage {
 		rss := float64(u.RSSBytes) / (1 << 20)
 		s.rssMB += rss
 		s.rssMBMax = max(s.rssMBMax, rss)
+		refreshed := false
 		if n := len(h.points); n == 0 || at.After(h.points[n-1].at) {
+			refreshed = n > 0 // the first sample is a baseline: no rate yet
 			h.refresh(at, u.CPUSeconds, window)
 		}
 		s.mcores += h.rate
 		s.mcoresMax = max(s.mcoresMax, h.busiest)
+		if refreshed {
+			s.freshMax, s.fresh = max(s.freshMax, h.busiest), true
+		}
 		out[k] = s
 	}
 	for id, h := range e.procs {
