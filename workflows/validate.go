@@ -50,6 +50,17 @@ type validator struct {
 	phases   map[string]bool
 	// edges are the calls and load targets that actions add (caller → callees), for edge assertions.
 	edges map[string]map[string]bool
+	// calls are every call the workflow makes, by caller (static and set by actions), for the cycle check;
+	// scaled the most replicas a scale action gives each service; kills the kill actions with a count.
+	calls  map[string][]callEdge
+	scaled map[string]uint32
+	kills  []killRef
+}
+
+// killRef is a kill action with a count, where the workflow says it.
+type killRef struct {
+	service, path string
+	count         uint32
 }
 
 func (v *validator) validate() {
@@ -98,6 +109,8 @@ func (v *validator) validate() {
 	for i, a := range v.wf.GetAssertions() {
 		v.assertion(field.Index("assertions", i), a)
 	}
+	v.callCycles()
+	v.overKills()
 	v.sweep()
 }
 
@@ -158,6 +171,7 @@ func (v *validator) service(path string, s *irsv1.Service) {
 	for i, c := range w.GetCalls() {
 		v.callTargets(field.Index(field.Join(wpath, "calls"), i), c)
 	}
+	v.addCalls(s.GetName(), field.Join(wpath, "calls"), w.GetCalls())
 	if l := w.GetLoad(); l != nil {
 		v.target(field.Join(wpath, "load.target"), l.GetTarget(), l.GetEndpoints(), field.Join(wpath, "load.endpoints"))
 	}

@@ -128,6 +128,10 @@ func (v *validator) action(path string, a *irsv1.Action, depth int) {
 	if a.GetScale() != nil {
 		kinds++
 		v.serviceRef(field.Join(path, "scale.service"), a.GetScale().GetService())
+		if v.scaled == nil {
+			v.scaled = map[string]uint32{}
+		}
+		v.scaled[a.GetScale().GetService()] = max(v.scaled[a.GetScale().GetService()], a.GetScale().GetReplicas())
 		if a.GetScale().GetReplicas() > 1000 {
 			v.errs.Addf(field.Join(path, "scale.replicas"), "%d replicas is more than 1000", a.GetScale().GetReplicas())
 		}
@@ -202,6 +206,9 @@ func (v *validator) loadAction(path string, l *irsv1.LoadAction) {
 
 func (v *validator) killAction(path string, k *irsv1.KillAction) {
 	v.serviceRef(field.Join(path, "service"), k.GetService())
+	if k.GetCount() > 0 {
+		v.kills = append(v.kills, killRef{service: k.GetService(), path: field.Join(path, "count"), count: k.GetCount()})
+	}
 	if k.GetCount() > 0 && k.GetPercent() != "" {
 		v.errs.Addf(path, "count or percent, not both")
 	}
@@ -256,6 +263,7 @@ func (v *validator) configureAction(path string, c *irsv1.ConfigureAction) {
 		return
 	}
 	v.addEdges(s.GetName(), c.GetSet())
+	v.addCalls(s.GetName(), field.Join(path, "set.calls"), c.GetSet().GetCalls())
 	if v.compile == nil || badPath {
 		return
 	}

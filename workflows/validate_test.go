@@ -805,3 +805,88 @@ func TestInvalidErrorString(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }
+
+// TestValidateSilentMistakes: a cycle of calls and a kill of more replicas than exist validated, then ran into
+// 100 % 5xx blamed on connections, or a smaller failure than written; a workflow without load is warned of.
+func TestValidateSilentMistakes(t *testing.T) {
+	runValidateCases(t, []validateCase{
+		{
+			name: "a cycle of calls",
+			doc: `name: w
+services:
+  - name: gen
+    worker: {load: {target: cart, rate: 10}}
+  - name: cart
+    worker: {calls: [{service: payments}]}
+  - name: payments
+    worker: {calls: [{service: cart}]}
+phases:
+  - name: p
+    duration: 60s
+`,
+			want: []problem{{"8:32", "services[2].worker.calls[0].service", "calls form a cycle: cart → payments → cart"}},
+		},
+		{
+			name: "a service calling itself, in a parallel step",
+			doc: `name: w
+services:
+  - name: gen
+    worker: {load: {target: cart, rate: 10}}
+  - name: cart
+    worker: {calls: [{parallel: [{service: cart}]}]}
+phases:
+  - name: p
+    duration: 60s
+`,
+			want: []problem{{"6:44", "services[1].worker.calls[0].parallel[0].service", "calls form a cycle: cart → cart"}},
+		},
+		{
+			name: "a cycle set by a configure action",
+			doc: graph + `    actions:
+      - configure: {service: api, set: {calls: [{service: api}]}}
+`,
+			want: []problem{{"11:59", "phases[0].actions[0].configure.set.calls[0].service", "calls form a cycle: api → api"}},
+		},
+		{
+			name: "a kill of more replicas than exist",
+			doc:  head + "      - kill: {service: api, count: 3}\n",
+			want: []problem{{"11:37", "phases[0].actions[0].kill.count", "kills 3 replicas of api, which never has more than 1 (replicas: 1): the run would kill 1"}},
+		},
+	})
+	for name, doc := range map[string]string{
+		"a cycle broken by a probability": `name: w
+services:
+  - name: gen
+    worker: {load: {target: cart, rate: 10}}
+  - name: cart
+    worker: {calls: [{service: cart, probability: 50%}]}
+phases:
+  - name: p
+    duration: 60s
+`,
+		"a kill within a scale-up": head + "      - scale: {service: api, replicas: 4}\n      - {at: 10s, kill: {service: api, count: 3}}\n",
+	} {
+		if p := problems(t, doc); len(p) > 0 {
+			t.Errorf("%s: %v, want valid", name, p)
+		}
+	}
+	doc, err := workflows.Parse([]byte("name: idle\nservices: [{name: api}]\nphases: [{name: p, duration: 10s}]\n"), "w.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := workflows.Warnings(doc.Workflow); len(w) != 1 || !strings.Contains(w[0], "no service generates load") {
+		t.Errorf("warnings %q, want one: no load", w)
+	}
+	if w := workflows.Warnings(mustParse(t, graph).Workflow); len(w) != 0 {
+		t.Errorf("a workflow with load: warnings %q", w)
+	}
+}
+
+func mustParse(t *testing.T, src string) *workflows.Document {
+	t.Helper()
+	doc, err := workflows.Parse([]byte(src), "w.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}

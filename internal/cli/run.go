@@ -160,6 +160,9 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	if err != nil {
 		return err
 	}
+	for _, w := range workflows.Warnings(doc.Workflow) {
+		fmt.Fprintf(a.env.Stderr, "warning: %s\n", w)
+	}
 	wf := proto.Clone(doc.Workflow).(*irsv1.Workflow)
 	switch {
 	case opts.seed != 0:

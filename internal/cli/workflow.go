@@ -89,6 +89,9 @@ func (a *app) validateOne(ctx context.Context, file string) error {
 	}
 	fmt.Fprintf(a.env.Stdout, "%s: valid: %d services, %d phases, %v, %d actions%s\n", file,
 		len(doc.Workflow.GetServices()), len(doc.Workflow.GetPhases()), tl.Total, len(tl.Steps), sweep)
+	for _, w := range workflows.Warnings(doc.Workflow) {
+		fmt.Fprintf(a.env.Stderr, "%s: warning: %s\n", file, w)
+	}
 	return nil
 }
 
