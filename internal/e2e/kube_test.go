@@ -856,7 +856,7 @@ phases:
 	var marks []string
 	for _, ev := range res.GetEvents() {
 		if ev.GetKind() == "relay" || ev.GetKind() == "stats_stalled" {
-			marks = append(marks, fmt.Sprintf("%.1fs %s %s: %s", ev.GetT(), ev.GetKind(), ev.GetReplica(), ev.GetDetail()))
+			marks = append(marks, strings.TrimSpace(fmt.Sprintf("%.1fs %s %s", ev.GetT(), ev.GetKind(), ev.GetReplica()))+": "+ev.GetDetail())
 		}
 	}
 	if len(marks) == 0 {

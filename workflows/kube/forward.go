@@ -213,7 +213,9 @@ func (b *Backend) healRelay(conn *grpc.ClientConn, fw *forwarder) {
 		switch state {
 		case connectivity.Ready:
 			wasReady = true
-		case connectivity.TransientFailure, connectivity.Idle:
+		case connectivity.Connecting, connectivity.TransientFailure, connectivity.Idle:
+			// Leaving Ready: the keepalive closed a silent connection, or the forward broke. Reconnecting
+			// through a stalled forward would stall too (its local port still accepts).
 			if wasReady {
 				wasReady = false
 				b.cfg.Logger.Warn("the connection to the relay was lost; restarting its port-forward", "state", state.String())
