@@ -371,12 +371,12 @@ type mkey struct {
 
 // measurement is a metric of a scope over the runs of one side.
 type measurement struct {
-	perRun   []float64         // the phase's value in each run
+	perRun   []float64        // the phase's value in each run
 	series   [][]*irsv1.Point // each run's per-interval points of the scope in the phase
 	seed     string           // what seeds the bootstrap of a run's series
-	seconds  int       // intervals measured, over the runs
-	requests int64     // requests completed, over the runs
-	phaseLen float64   // the phase's length in seconds (of the first run)
+	seconds  int              // intervals measured, over the runs
+	requests int64            // requests completed, over the runs
+	phaseLen float64          // the phase's length in seconds (of the first run)
 }
 
 func (m measurement) value() float64 { return median(m.perRun) }

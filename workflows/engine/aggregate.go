@@ -47,7 +47,7 @@ type acc struct {
 	cpu, cpuMax, rss, rssMax []float64
 	// cpuMaxFresh, scCPUMaxFresh: the busiest values measured in an interval (not held from an earlier one).
 	cpuMaxFresh, scCPUMaxFresh []float64
-	replicas                 int
+	replicas                   int
 	// The same for the service's sidecars, one per tick.
 	scCPU, scCPUMax, scRSS, scRSSMax []float64
 	sidecars                         int
