@@ -376,7 +376,6 @@ type measurement struct {
 	seed     string           // what seeds the bootstrap of a run's series
 	seconds  int              // intervals measured, over the runs
 	requests int64            // requests completed, over the runs
-	phaseLen float64          // the phase's length in seconds (of the first run)
 }
 
 func (m measurement) value() float64 { return median(m.perRun) }
@@ -446,9 +445,6 @@ func measurements(runs []*irsv1.WorkflowResult, phase string) map[mkey]measureme
 				}
 				ms.series = append(ms.series, series)
 				ms.seed = fmt.Sprintf("%s|%s|%s", sp.scope, phase, m)
-				if ms.phaseLen == 0 {
-					ms.phaseLen = min(end, r.GetTotal().GetEnd()) - max(start, 0)
-				}
 				out[k] = ms
 			}
 		}
