@@ -53,7 +53,9 @@ func New(spec *Spec, logger *slog.Logger) *Worker {
 		seed = rand.Uint64()
 	}
 	reg := stats.NewRegistry(spec.Name, seed)
-	return &Worker{logger: logger, seed: seed, reg: reg, pool: upstream.NewPool(), srv: server.New(logger, reg)}
+	pool := upstream.NewPool()
+	pool.SetLogger(logger)
+	return &Worker{logger: logger, seed: seed, reg: reg, pool: pool, srv: server.New(logger, reg)}
 }
 
 // SetTracer makes the worker trace every request it serves and generates. Call it before Start.

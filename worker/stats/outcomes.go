@@ -19,12 +19,16 @@ const (
 	ErrReset
 	// ErrCanceled: the caller gave up.
 	ErrCanceled
-	// ErrOther: anything else (protocol errors, DNS).
+	// ErrOther: anything else (protocol errors).
 	ErrOther
+	// ErrDNS: the upstream's name did not resolve (no such host, no DNS server answering).
+	ErrDNS
+	// ErrTLS: the TLS handshake failed (a certificate not trusted, a plaintext peer, an alert).
+	ErrTLS
 	numErrorKinds
 )
 
-var errorKindNames = [numErrorKinds]string{"timeout", "refused", "reset", "canceled", "other"}
+var errorKindNames = [numErrorKinds]string{"timeout", "refused", "reset", "canceled", "other", "dns", "tls"}
 
 // String returns the name used in snapshots ("timeout").
 func (k ErrorKind) String() string { return errorKindNames[k] }

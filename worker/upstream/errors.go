@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -17,10 +19,24 @@ var ErrNoEndpoints = errors.New("no endpoints")
 
 // Classify sorts a transport error into the kinds that stats count.
 func Classify(err error) stats.ErrorKind {
-	var ne net.Error
+	var (
+		ne        net.Error
+		dns       *net.DNSError
+		record    tls.RecordHeaderError
+		verify    *tls.CertificateVerificationError
+		alert     tls.AlertError
+		authority x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
 	switch {
 	case errors.Is(err, context.Canceled):
 		return stats.ErrCanceled
+	case errors.As(err, &dns): // before timeouts: a resolver that timed out is a DNS failure
+		return stats.ErrDNS
+	case errors.As(err, &record), errors.As(err, &verify), errors.As(err, &alert), errors.As(err, &authority),
+		errors.As(err, &hostname), errors.As(err, &invalid):
+		return stats.ErrTLS
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return stats.ErrTimeout
 	case errors.As(err, &ne) && ne.Timeout():
@@ -35,6 +51,10 @@ func Classify(err error) stats.ErrorKind {
 	// Libraries that flatten errors into text (fasthttp, grpc transport) still say what happened.
 	msg := err.Error()
 	switch {
+	case strings.Contains(msg, "no such host"), strings.Contains(msg, "lookup "):
+		return stats.ErrDNS
+	case strings.Contains(msg, "tls: "), strings.Contains(msg, "x509: "), strings.Contains(msg, "HTTP response to HTTPS client"):
+		return stats.ErrTLS
 	case strings.Contains(msg, "connection refused"):
 		return stats.ErrRefused
 	case strings.Contains(msg, "timeout"), strings.Contains(msg, "timed out"), strings.Contains(msg, "deadline"):

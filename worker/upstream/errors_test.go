@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"syscall"
 	"testing"
 	"time"
@@ -109,6 +110,36 @@ func TestClassify(t *testing.T) {
 		{name: "http get on a closed port", want: stats.ErrRefused, err: func(t *testing.T) error {
 			return get(t.Context(), "http://"+closedAddr(t)+"/")
 		}},
+		{name: "a name that does not resolve", want: stats.ErrDNS, err: func(t *testing.T) error {
+			// The resolver asks a DNS server on loopback that answers NXDOMAIN to everything: the
+			// machine's own is elsewhere, and tests stay on loopback.
+			r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "udp", nxdomainServer(t))
+			}}
+			_, err := (&net.Dialer{Resolver: r}).DialContext(t.Context(), "tcp", "backend.nothing.invalid:80")
+			return err
+		}},
+		{name: "a TLS handshake with a plaintext peer", want: stats.ErrTLS, err: func(t *testing.T) error {
+			srv := &http.Server{Handler: http.NotFoundHandler()}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { _ = srv.Close() })
+			c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+			defer c.CloseIdleConnections()
+			_, err = c.Get("https://" + ln.Addr().String() + "/")
+			return err
+		}},
+		{name: "an untrusted certificate", want: stats.ErrTLS, err: func(t *testing.T) error {
+			srv := httptest.NewTLSServer(http.NotFoundHandler())
+			t.Cleanup(srv.Close)
+			c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+			defer c.CloseIdleConnections()
+			_, err := c.Get(srv.URL)
+			return err
+		}},
 		{name: "no endpoints, wrapped", want: stats.ErrRefused, err: func(*testing.T) error {
 			return fmt.Errorf("call svc: %w", upstream.ErrNoEndpoints)
 		}},
@@ -207,4 +238,32 @@ func TestFailureStatus(t *testing.T) {
 			t.Errorf("%+v counts as failed, want not", ok)
 		}
 	}
+}
+
+// nxdomainServer answers every DNS query on a loopback UDP port with NXDOMAIN (the name does not exist).
+func nxdomainServer(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if n < 12 {
+				continue
+			}
+			msg := append([]byte(nil), buf[:n]...)
+			msg[2] |= 0x80                                                      // a response
+			msg[3] = msg[3]&0xf0 | 3                                            // NXDOMAIN
+			msg[6], msg[7], msg[8], msg[9], msg[10], msg[11] = 0, 0, 0, 0, 0, 0 // no records
+			_, _ = pc.WriteTo(msg, from)
+		}
+	}()
+	return pc.LocalAddr().String()
 }

@@ -85,7 +85,7 @@ func (c *grpcClient) do(ctx context.Context, deadline time.Time, r *Request, pro
 	case st.Code() == codes.Canceled:
 		out.Err = stats.ErrCanceled
 	default:
-		out.Err = Classify(err)
+		out.Err, out.Cause = Classify(err), err
 		if out.Err == stats.ErrOther && st.Code() == codes.Unavailable {
 			out.Err = stats.ErrReset
 		}

@@ -96,7 +96,7 @@ func (c *http1Client) call(deadline time.Time, r *Request, prop *Propagation) Re
 	if hc == nil {
 		var err error
 		if hc, err = c.dial(deadline); err != nil {
-			return Response{Err: Classify(err)}
+			return Response{Err: Classify(err), Cause: err}
 		}
 	}
 	// No transparent retry (as net/http makes on a reused connection): a request in flight to a replica that
@@ -205,7 +205,7 @@ func (c *http1Client) dial(deadline time.Time) (*h1conn, error) {
 // request.
 func (c *http1Client) roundTrip(hc *h1conn, now, deadline time.Time, r *Request, prop *Propagation) (resp Response, reusable bool) {
 	if err := hc.arm(now, deadline); err != nil {
-		return Response{Err: Classify(err)}, false
+		return Response{Err: Classify(err), Cause: err}, false
 	}
 	body := Body(r.BodySize)
 	hc.wb = c.appendRequest(hc.wb[:0], r, len(body), prop)
@@ -218,11 +218,11 @@ func (c *http1Client) roundTrip(hc *h1conn, now, deadline time.Time, r *Request,
 		_, err = bufs.WriteTo(hc.c)
 	}
 	if err != nil {
-		return Response{Err: classifyHTTP1(err, deadline)}, false
+		return Response{Err: classifyHTTP1(err, deadline), Cause: err}, false
 	}
 	resp, reusable, err = readResponse(hc.br)
 	if err != nil {
-		return Response{Err: classifyHTTP1(err, deadline)}, false
+		return Response{Err: classifyHTTP1(err, deadline), Cause: err}, false
 	}
 	return resp, reusable
 }

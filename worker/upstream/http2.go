@@ -37,7 +37,7 @@ func (c *http2Client) do(ctx context.Context, deadline time.Time, r *Request, pr
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+r.Path, body)
 	if err != nil {
-		return Response{Err: Classify(err)}
+		return Response{Err: Classify(err), Cause: err}
 	}
 	req.Host = r.Service
 	if p := prop; p != nil {
@@ -48,12 +48,12 @@ func (c *http2Client) do(ctx context.Context, deadline time.Time, r *Request, pr
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return Response{Err: Classify(err)}
+		return Response{Err: Classify(err), Cause: err}
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return Response{Err: Classify(err)}
+		return Response{Err: Classify(err), Cause: err}
 	}
 	out := Response{Status: resp.StatusCode, FromWorker: resp.Header.Get(HeaderWorker) != ""}
 	out.ServerTime, out.HasServerTime = ParseServerTiming([]byte(resp.Header.Get(HeaderServerTiming)))

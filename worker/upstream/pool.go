@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -10,10 +11,14 @@ import (
 // version) that calls the same endpoint the same way, and are closed only after a grace period once nothing
 // uses them, so that requests still in flight under an old configuration finish normally.
 type Pool struct {
-	mu      sync.Mutex
-	entries map[poolKey]*poolEntry
-	closed  bool
+	mu       sync.Mutex
+	entries  map[poolKey]*poolEntry
+	closed   bool
+	failures failureLog
 }
+
+// SetLogger sets where failed calls are logged (by default nowhere).
+func (p *Pool) SetLogger(l *slog.Logger) { p.failures.logger.Store(l) }
 
 // poolKey identifies clients that can be shared.
 type poolKey struct {

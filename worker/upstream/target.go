@@ -142,7 +142,9 @@ func (t *Target) sendAvoiding(ctx context.Context, prop *Propagation, deadline t
 	if i < 64 {
 		bit = 1 << i
 	}
-	return t.clients[i].do(ctx, deadline, &t.request, prop), bit
+	resp := t.clients[i].do(ctx, deadline, &t.request, prop)
+	resp.Endpoint = t.keys[i].addr
+	return resp, bit
 }
 
 // Call makes the call with its retries and records it. skipped is true when the call's probability said no.
@@ -192,6 +194,9 @@ func (t *Target) invoke(ctx context.Context, prop *Propagation) (resp Response) 
 		t.stats.Outcomes.Status(resp.Status)
 	default:
 		t.stats.Outcomes.Error(resp.Err)
+		if resp.Err != stats.ErrCanceled {
+			t.pool.failures.log(t.cfg.Service, resp)
+		}
 	}
 	return resp
 }
