@@ -147,5 +147,5 @@ func sender(ctx context.Context, target *atomic.Pointer[upstream.Target], name s
 
 func loadResult(resp upstream.Response) loadgen.Result {
 	return loadgen.Result{Status: resp.Status, Err: resp.Err, FromProxy: resp.Status != 0 && !resp.FromWorker,
-		ServerTime: resp.ServerTime, HasServerTime: resp.HasServerTime}
+		ServerTime: resp.ServerTime, HasServerTime: resp.HasServerTime, ProxyFlags: resp.ProxyFlags, ProxyError: resp.ProxyError}
 }

@@ -670,3 +670,40 @@ func TestMeshCommandsRefuseBadFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyFailuresNameTheirCause: while the only server replica is dead, the client's Envoy answers 503s
+// itself; each is counted with Envoy's response flag (UF: the connection failed; UH: no healthy upstream once
+// discovery emptied the cluster), where before they only said "a proxy".
+func TestProxyFailuresNameTheirCause(t *testing.T) {
+	envoyBinary(t)
+	run := startWorkflow(t, `name: proxy-causes
+platform: {restart_delay: 4s, discovery_delay: 1s}
+mesh: {type: envoy}
+services:
+  - name: gen
+    worker: {load: {target: api, rate: 50, timeout: 1s}}
+  - name: api
+    worker: {serve: {delay: 1ms}}
+phases:
+  - name: steady
+    duration: 2s
+  - name: down
+    duration: 6s
+    actions:
+      - {at: 0s, kill: {service: api}}
+`)
+	if code := run.exitCode(2 * time.Minute); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, run.stderr)
+	}
+	res := readResult(t, run.result)
+	gen := point(phaseResult(t, res, "down").GetServices(), "gen", "", "load")
+	byProxy := gen.GetProxyStatuses()[503]
+	var caused int64
+	for _, n := range gen.GetProxyCauses() {
+		caused += n
+	}
+	if byProxy < 10 || caused != byProxy || gen.GetProxyCauses()["UF"]+gen.GetProxyCauses()["UH"] == 0 {
+		t.Errorf("gen in down: %d 503s made by the proxy, causes %v; want every one with its Envoy flag (UF, UH)", byProxy, gen.GetProxyCauses())
+	}
+	t.Logf("the proxy's 503s while the server was dead: %d, causes %v", byProxy, gen.GetProxyCauses())
+}

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	accesslog "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -292,6 +293,10 @@ func (b *builder) outboundCluster(svc *irsv1.MeshService, up *irsv1.MeshUpstream
 	return c, nil
 }
 
+// ProxyFlagsHeader carries Envoy's response flags on a response it made itself (the worker's
+// upstream.HeaderProxyFlags).
+const ProxyFlagsHeader = "x-irs-proxy-flags"
+
 // httpManager is an HTTP connection manager (HTTP/1.1 and h2c alike) whose one route sends everything to action.
 func httpManager(name string, action *route.RouteAction) (*listener.Filter, error) {
 	routerCfg, err := anypb.New(&router.Router{})
@@ -314,6 +319,15 @@ func httpManager(name string, action *route.RouteAction) (*listener.Filter, erro
 		}},
 		HttpFilters: []*hcm.HttpFilter{{Name: "envoy.filters.http.router",
 			ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: routerCfg}}},
+		// A response Envoy makes itself (no healthy upstream, connect failure, retries exhausted) says why, in
+		// its response flags: the caller's worker counts them (its 503s otherwise only say "a proxy").
+		LocalReplyConfig: &hcm.LocalReplyConfig{Mappers: []*hcm.ResponseMapper{{
+			Filter: &accesslog.AccessLogFilter{FilterSpecifier: &accesslog.AccessLogFilter_ResponseFlagFilter{
+				ResponseFlagFilter: &accesslog.ResponseFlagFilter{}}},
+			HeadersToAdd: []*core.HeaderValueOption{{
+				Header:       &core.HeaderValue{Key: ProxyFlagsHeader, Value: "%RESPONSE_FLAGS%"},
+				AppendAction: core.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}},
+		}}},
 	})
 	if err != nil {
 		return nil, err

@@ -15,8 +15,10 @@ import (
 type Result struct {
 	Status int
 	Err    stats.ErrorKind
-	// FromProxy is set when the status did not come from an IRS worker (see stats.Outcomes.ProxyStatus).
-	FromProxy bool
+	// FromProxy is set when the status did not come from an IRS worker (see stats.Outcomes.ProxyStatus);
+	// ProxyFlags and ProxyError are why the proxy made it, where it said (see stats.Outcomes.ProxyCause).
+	FromProxy              bool
+	ProxyFlags, ProxyError string
 	// ServerTime is the service time the target reported, when HasServerTime.
 	ServerTime    time.Duration
 	HasServerTime bool
@@ -373,6 +375,9 @@ func (g *Generator) sendAt(ctx context.Context, intended, sent time.Time) {
 	switch {
 	case res.Status != 0 && res.FromProxy:
 		g.rec.Outcomes.ProxyStatus(res.Status)
+		if res.Status >= 500 {
+			g.rec.Outcomes.ProxyCause(res.ProxyFlags, res.ProxyError)
+		}
 	case res.Status != 0:
 		g.rec.Outcomes.Status(res.Status)
 	default:

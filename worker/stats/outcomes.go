@@ -1,6 +1,8 @@
 package stats
 
 import (
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -39,6 +41,44 @@ type Outcomes struct {
 	errors   [numErrorKinds]atomic.Int64
 	// proxy counts the 5xx responses that did not come from a worker (index: status - 500).
 	proxy [100]atomic.Int64
+	// causes counts why proxies made them, where they said (index: ProxyCauses).
+	causes [numProxyCauses]atomic.Int64
+}
+
+// ProxyCauses are the causes a proxy gives for a response it made: Envoy's response flags (its first, for a
+// response with several), Linkerd's error header sorted into four, and other.
+var ProxyCauses = [...]string{"UH", "UF", "URX", "UT", "UO", "UC", "UR", "NR", "LR", "RL", "DC",
+	"linkerd:connect", "linkerd:timeout", "linkerd:unavailable", "linkerd:other", "other"}
+
+const numProxyCauses = len(ProxyCauses)
+
+// ProxyCause counts why a proxy made a response: envoyFlags is its x-irs-proxy-flags header (Envoy's
+// %RESPONSE_FLAGS%), linkerdError its l5d-proxy-error header; neither given, nothing is counted.
+func (o *Outcomes) ProxyCause(envoyFlags, linkerdError string) {
+	cause := ""
+	switch {
+	case envoyFlags != "" && envoyFlags != "-":
+		cause, _, _ = strings.Cut(envoyFlags, ",")
+	case linkerdError != "":
+		e := strings.ToLower(linkerdError)
+		switch {
+		case strings.Contains(e, "timed out"), strings.Contains(e, "timeout"):
+			cause = "linkerd:timeout"
+		case strings.Contains(e, "connect"), strings.Contains(e, "refused"):
+			cause = "linkerd:connect"
+		case strings.Contains(e, "unavailable"), strings.Contains(e, "fail-fast"), strings.Contains(e, "failfast"):
+			cause = "linkerd:unavailable"
+		default:
+			cause = "linkerd:other"
+		}
+	default:
+		return
+	}
+	i := slices.Index(ProxyCauses[:], cause)
+	if i < 0 {
+		i = numProxyCauses - 1
+	}
+	o.causes[i].Add(1)
 }
 
 // Status counts a response. Codes outside 100-599 are counted as 500.
@@ -69,6 +109,7 @@ type outcomeCounts struct {
 	statuses [500]int64
 	errors   [numErrorKinds]int64
 	proxy    [100]int64
+	causes   [numProxyCauses]int64
 }
 
 func (o *Outcomes) read(into *outcomeCounts) {
@@ -80,6 +121,9 @@ func (o *Outcomes) read(into *outcomeCounts) {
 	}
 	for i := range o.proxy {
 		into.proxy[i] = o.proxy[i].Load()
+	}
+	for i := range o.causes {
+		into.causes[i] = o.causes[i].Load()
 	}
 }
 
@@ -128,6 +172,18 @@ func (c *outcomeCounts) since(prev *outcomeCounts) *irsv1.Outcomes {
 			out.ProxyStatuses = map[int32]int64{}
 		}
 		out.ProxyStatuses[int32(i+500)] = n
+	}
+	for i, n := range c.causes {
+		if prev != nil {
+			n -= prev.causes[i]
+		}
+		if n == 0 {
+			continue
+		}
+		if out.ProxyCauses == nil {
+			out.ProxyCauses = map[string]int64{}
+		}
+		out.ProxyCauses[ProxyCauses[i]] = n
 	}
 	return out
 }

@@ -441,3 +441,23 @@ func TestRegistrySeriesCreatedOnce(t *testing.T) {
 		t.Errorf("snapshot series = %q, want %q in creation order", names, want)
 	}
 }
+
+// TestProxyCauses: a proxy's own 5xx is counted by its cause: Envoy's first response flag, Linkerd's error
+// header sorted into four; nothing when the proxy said nothing.
+func TestProxyCauses(t *testing.T) {
+	var o Outcomes
+	for _, c := range []struct{ flags, l5d string }{
+		{"UH", ""}, {"UF,URX", ""}, {"-", ""}, {"", ""}, {"XYZ", ""},
+		{"", "connect timed out after 1s"}, {"", "error trying to connect: Connection refused (os error 111)"},
+		{"", "Service Unavailable: HTTP Logical service in fail-fast"}, {"", "something else"},
+	} {
+		o.ProxyCause(c.flags, c.l5d)
+	}
+	var counts outcomeCounts
+	o.read(&counts)
+	got := counts.since(nil).GetProxyCauses()
+	want := map[string]int64{"UH": 1, "UF": 1, "other": 1, "linkerd:timeout": 1, "linkerd:connect": 1, "linkerd:unavailable": 1, "linkerd:other": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("causes %v, want %v", got, want)
+	}
+}

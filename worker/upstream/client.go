@@ -58,6 +58,9 @@ type Response struct {
 	// ServerTime is the service time the upstream reported; HasServerTime is false when it reported none.
 	ServerTime    time.Duration
 	HasServerTime bool
+	// ProxyFlags and ProxyError are why a proxy made the response, where it said (HeaderProxyFlags,
+	// HeaderLinkerdError).
+	ProxyFlags, ProxyError string
 	// Cause is the transport error behind Err, and Endpoint the address tried: what the failure log says.
 	Cause    error
 	Endpoint string

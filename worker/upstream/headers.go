@@ -15,6 +15,10 @@ const (
 	HeaderHops         = "x-irs-hops"
 	HeaderWorker       = "x-irs-worker"
 	HeaderServerTiming = "server-timing"
+	// HeaderProxyFlags carries Envoy's response flags on a response it made itself (IRS's Envoy configuration
+	// adds it to local replies); HeaderLinkerdError is linkerd2-proxy's own error header.
+	HeaderProxyFlags   = "x-irs-proxy-flags"
+	HeaderLinkerdError = "l5d-proxy-error"
 	// TrailerServiceTime is the gRPC trailer carrying the server-observed service time in microseconds.
 	TrailerServiceTime = "irs-service-time-us"
 )

@@ -21,7 +21,8 @@ func readResponse(br *bufio.Reader) (resp Response, reusable bool, err error) {
 		if h.status >= 100 && h.status < 200 && h.status != 101 {
 			continue // an informational response precedes the real one
 		}
-		resp = Response{Status: h.status, FromWorker: h.fromWorker, ServerTime: h.serverTime, HasServerTime: h.hasServerTime}
+		resp = Response{Status: h.status, FromWorker: h.fromWorker, ServerTime: h.serverTime, HasServerTime: h.hasServerTime,
+			ProxyFlags: h.proxyFlags, ProxyError: h.proxyError}
 		untilClose, err := discardBody(br, h)
 		if err != nil {
 			return Response{}, false, err
@@ -35,6 +36,8 @@ func readResponse(br *bufio.Reader) (resp Response, reusable bool, err error) {
 type responseHead struct {
 	status        int
 	fromWorker    bool
+	proxyFlags    string // only on a proxy's own response: no allocation otherwise
+	proxyError    string
 	serverTime    time.Duration
 	hasServerTime bool
 	close         bool  // the connection ends after this response
@@ -96,6 +99,10 @@ func readHead(br *bufio.Reader) (h responseHead, err error) {
 			}
 		case equalFold(name, HeaderWorker):
 			h.fromWorker = true
+		case equalFold(name, HeaderProxyFlags):
+			h.proxyFlags = string(value)
+		case equalFold(name, HeaderLinkerdError):
+			h.proxyError = string(value[:min(len(value), 200)])
 		case equalFold(name, HeaderServerTiming):
 			if !h.hasServerTime {
 				h.serverTime, h.hasServerTime = ParseServerTiming(value)

@@ -55,7 +55,8 @@ func (c *http2Client) do(ctx context.Context, deadline time.Time, r *Request, pr
 	if err != nil {
 		return Response{Err: Classify(err), Cause: err}
 	}
-	out := Response{Status: resp.StatusCode, FromWorker: resp.Header.Get(HeaderWorker) != ""}
+	out := Response{Status: resp.StatusCode, FromWorker: resp.Header.Get(HeaderWorker) != "",
+		ProxyFlags: resp.Header.Get(HeaderProxyFlags), ProxyError: resp.Header.Get(HeaderLinkerdError)}
 	out.ServerTime, out.HasServerTime = ParseServerTiming([]byte(resp.Header.Get(HeaderServerTiming)))
 	return out
 }

@@ -190,6 +190,9 @@ func (t *Target) invoke(ctx context.Context, prop *Propagation) (resp Response) 
 	switch {
 	case resp.Status != 0 && !resp.FromWorker:
 		t.stats.Outcomes.ProxyStatus(resp.Status)
+		if resp.Status >= 500 {
+			t.stats.Outcomes.ProxyCause(resp.ProxyFlags, resp.ProxyError)
+		}
 	case resp.Status != 0:
 		t.stats.Outcomes.Status(resp.Status)
 	default:

@@ -34,7 +34,8 @@ type acc struct {
 	requests, failures int64
 	statuses           map[int32]int64
 	errors             map[string]int64
-	proxy              map[int32]int64 // 5xx no worker made
+	proxy              map[int32]int64  // 5xx no worker made
+	causes             map[string]int64 // why proxies made them
 	latency            *hdrhistogram.Histogram
 	hop                *hdrhistogram.Histogram
 	targetRate         float64
@@ -54,7 +55,7 @@ type acc struct {
 }
 
 func newAcc() *acc {
-	return &acc{statuses: map[int32]int64{}, errors: map[string]int64{}, proxy: map[int32]int64{}}
+	return &acc{statuses: map[int32]int64{}, errors: map[string]int64{}, proxy: map[int32]int64{}, causes: map[string]int64{}}
 }
 
 func (a *acc) addOutcomes(o *irsv1.Outcomes) {
@@ -68,6 +69,9 @@ func (a *acc) addOutcomes(o *irsv1.Outcomes) {
 	}
 	for k, v := range o.GetProxyStatuses() {
 		a.proxy[k] += v
+	}
+	for k, v := range o.GetProxyCauses() {
+		a.causes[k] += v
 	}
 }
 
@@ -98,6 +102,9 @@ func (a *acc) merge(b *acc) {
 	}
 	for k, v := range b.proxy {
 		a.proxy[k] += v
+	}
+	for k, v := range b.causes {
+		a.causes[k] += v
 	}
 	for _, pair := range [][2]**hdrhistogram.Histogram{{&a.latency, &b.latency}, {&a.hop, &b.hop}} {
 		if *pair[1] == nil {
@@ -142,6 +149,9 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 	}
 	if len(a.errors) > 0 {
 		p.Errors = a.errors
+	}
+	if len(a.causes) > 0 {
+		p.ProxyCauses = a.causes
 	}
 	if len(a.proxy) > 0 {
 		p.ProxyStatuses = a.proxy

@@ -5,7 +5,9 @@ package report
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -445,6 +447,14 @@ func failures(p *irsv1.Point) string {
 	out := make([]string, len(all))
 	for i, e := range all {
 		out[i] = fmt.Sprintf("%s:%d", e.k, e.n)
+	}
+	// Why the proxies made theirs, where they said: "503(proxy):12 (UH:10 UF:2)".
+	var causes []string
+	for _, c := range slices.Sorted(maps.Keys(p.GetProxyCauses())) {
+		causes = append(causes, fmt.Sprintf("%s:%d", c, p.GetProxyCauses()[c]))
+	}
+	if len(causes) > 0 {
+		out = append(out, "("+strings.Join(causes, " ")+")")
 	}
 	return strings.Join(out, " ")
 }

@@ -986,7 +986,9 @@ type Point struct {
 	LagMs float64 `protobuf:"fixed64,37,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
 	// For an edge: the tries made after a failed first try (its failures are the calls that failed after every
 	// retry).
-	Retries       int64 `protobuf:"varint,38,opt,name=retries,proto3" json:"retries,omitempty"`
+	Retries int64 `protobuf:"varint,38,opt,name=retries,proto3" json:"retries,omitempty"`
+	// For callers and load generators: why proxies made their 5xx, where they said (see stats Outcomes).
+	ProxyCauses   map[string]int64 `protobuf:"bytes,39,rep,name=proxy_causes,json=proxyCauses,proto3" json:"proxy_causes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1285,6 +1287,13 @@ func (x *Point) GetRetries() int64 {
 		return x.Retries
 	}
 	return 0
+}
+
+func (x *Point) GetProxyCauses() map[string]int64 {
+	if x != nil {
+		return x.ProxyCauses
+	}
+	return nil
 }
 
 // PhaseResult is what was measured during a phase.
@@ -2795,8 +2804,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\amachine\x18\a \x01(\v2\x0f.irs.v1.MachineR\amachine\"O\n" +
 	"\aMachine\x12!\n" +
 	"\foversleep_ms\x18\x01 \x01(\x01R\voversleepMs\x12!\n" +
-	"\fcpu_pressure\x18\x02 \x01(\x01R\vcpuPressure\"\xfd\n" +
-	"\n" +
+	"\fcpu_pressure\x18\x02 \x01(\x01R\vcpuPressure\"\x80\f\n" +
 	"\x05Point\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06callee\x18\x02 \x01(\tR\x06callee\x12\x12\n" +
@@ -2841,7 +2849,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\ablocked\x18# \x01(\x03R\ablocked\x12\x12\n" +
 	"\x04late\x18$ \x01(\x03R\x04late\x12\x15\n" +
 	"\x06lag_ms\x18% \x01(\x01R\x05lagMs\x12\x18\n" +
-	"\aretries\x18& \x01(\x03R\aretries\x1a;\n" +
+	"\aretries\x18& \x01(\x03R\aretries\x12A\n" +
+	"\fproxy_causes\x18' \x03(\v2\x1e.irs.v1.Point.ProxyCausesEntryR\vproxyCauses\x1a;\n" +
 	"\rStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
@@ -2850,6 +2859,9 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
 	"\x12ProxyStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a>\n" +
+	"\x10ProxyCausesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xad\x02\n" +
 	"\vPhaseResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -2998,7 +3010,7 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
 	(*KillRecord)(nil),            // 1: irs.v1.KillRecord
@@ -3025,17 +3037,18 @@ var file_irs_v1_result_proto_goTypes = []any{
 	nil,                           // 22: irs.v1.Point.StatusesEntry
 	nil,                           // 23: irs.v1.Point.ErrorsEntry
 	nil,                           // 24: irs.v1.Point.ProxyStatusesEntry
-	nil,                           // 25: irs.v1.Variant.ParametersEntry
-	(*Workflow)(nil),              // 26: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 28: irs.v1.Histogram
-	(*Mesh)(nil),                  // 29: irs.v1.Mesh
+	nil,                           // 25: irs.v1.Point.ProxyCausesEntry
+	nil,                           // 26: irs.v1.Variant.ParametersEntry
+	(*Workflow)(nil),              // 27: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 29: irs.v1.Histogram
+	(*Mesh)(nil),                  // 30: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	26, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	27, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
 	3,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	27, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	27, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	28, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	28, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
 	8,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
 	4,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
 	5,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
@@ -3052,36 +3065,37 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	6,  // 17: irs.v1.Tick.machine:type_name -> irs.v1.Machine
 	22, // 18: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
 	23, // 19: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	28, // 20: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	29, // 20: irs.v1.Point.latency:type_name -> irs.v1.Histogram
 	24, // 21: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	7,  // 22: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	7,  // 23: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	7,  // 24: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	7,  // 25: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	9,  // 26: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	26, // 27: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	3,  // 28: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	13, // 29: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	12, // 30: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	15, // 31: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	29, // 32: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	25, // 33: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 34: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	14, // 35: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	16, // 36: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	16, // 37: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	17, // 38: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	18, // 39: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	27, // 40: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 41: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	27, // 42: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	27, // 43: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	20, // 44: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	25, // 22: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
+	7,  // 23: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	7,  // 24: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	7,  // 25: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	7,  // 26: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	9,  // 27: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	27, // 28: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	3,  // 29: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	13, // 30: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	12, // 31: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	15, // 32: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	30, // 33: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	26, // 34: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 35: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	14, // 36: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	16, // 37: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	16, // 38: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	17, // 39: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	18, // 40: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	28, // 41: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	3,  // 42: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	28, // 43: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	28, // 44: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	20, // 45: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -3101,7 +3115,7 @@ func file_irs_v1_result_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

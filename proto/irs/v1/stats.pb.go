@@ -264,6 +264,10 @@ type Outcomes struct {
 	// 5xx responses that carried no x-irs-worker header (also counted in statuses): made not by the upstream worker
 	// but by something between, typically a proxy (Envoy's 503 when no upstream host answers). Callers only.
 	ProxyStatuses map[int32]int64 `protobuf:"bytes,5,rep,name=proxy_statuses,json=proxyStatuses,proto3" json:"proxy_statuses,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Why a proxy made the 5xx it made, where it said: Envoy's response flag ("UH": no healthy upstream, "UF": the
+	// upstream connection failed, "URX": retries exhausted, "UT": timeout, "UO": circuit breaker, ...), or
+	// Linkerd's error header ("linkerd:connect", "linkerd:timeout", "linkerd:unavailable", "linkerd:other").
+	ProxyCauses   map[string]int64 `protobuf:"bytes,6,rep,name=proxy_causes,json=proxyCauses,proto3" json:"proxy_causes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,6 +333,13 @@ func (x *Outcomes) GetFailures() int64 {
 func (x *Outcomes) GetProxyStatuses() map[int32]int64 {
 	if x != nil {
 		return x.ProxyStatuses
+	}
+	return nil
+}
+
+func (x *Outcomes) GetProxyCauses() map[string]int64 {
+	if x != nil {
+		return x.ProxyCauses
 	}
 	return nil
 }
@@ -681,13 +692,14 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"\x06p90_ms\x18\x06 \x01(\x01R\x05p90Ms\x12\x15\n" +
 	"\x06p99_ms\x18\a \x01(\x01R\x05p99Ms\x12\x17\n" +
 	"\ap999_ms\x18\b \x01(\x01R\x06p999Ms\x12\x15\n" +
-	"\x06max_ms\x18\t \x01(\x01R\x05maxMs\"\xba\x03\n" +
+	"\x06max_ms\x18\t \x01(\x01R\x05maxMs\"\xc0\x04\n" +
 	"\bOutcomes\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\v2\x1e.irs.v1.Outcomes.StatusesEntryR\bstatuses\x124\n" +
 	"\x06errors\x18\x03 \x03(\v2\x1c.irs.v1.Outcomes.ErrorsEntryR\x06errors\x12\x1a\n" +
 	"\bfailures\x18\x04 \x01(\x03R\bfailures\x12J\n" +
-	"\x0eproxy_statuses\x18\x05 \x03(\v2#.irs.v1.Outcomes.ProxyStatusesEntryR\rproxyStatuses\x1a;\n" +
+	"\x0eproxy_statuses\x18\x05 \x03(\v2#.irs.v1.Outcomes.ProxyStatusesEntryR\rproxyStatuses\x12D\n" +
+	"\fproxy_causes\x18\x06 \x03(\v2!.irs.v1.Outcomes.ProxyCausesEntryR\vproxyCauses\x1a;\n" +
 	"\rStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
@@ -696,6 +708,9 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a@\n" +
 	"\x12ProxyStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a>\n" +
+	"\x10ProxyCausesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x9a\x01\n" +
 	"\n" +
 	"RouteStats\x12\x14\n" +
@@ -740,7 +755,7 @@ func file_irs_v1_stats_proto_rawDescGZIP() []byte {
 	return file_irs_v1_stats_proto_rawDescData
 }
 
-var file_irs_v1_stats_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_irs_v1_stats_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_irs_v1_stats_proto_goTypes = []any{
 	(*StatsSnapshot)(nil),         // 0: irs.v1.StatsSnapshot
 	(*Histogram)(nil),             // 1: irs.v1.Histogram
@@ -751,32 +766,34 @@ var file_irs_v1_stats_proto_goTypes = []any{
 	nil,                           // 6: irs.v1.Outcomes.StatusesEntry
 	nil,                           // 7: irs.v1.Outcomes.ErrorsEntry
 	nil,                           // 8: irs.v1.Outcomes.ProxyStatusesEntry
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	nil,                           // 9: irs.v1.Outcomes.ProxyCausesEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_irs_v1_stats_proto_depIdxs = []int32{
-	9,  // 0: irs.v1.StatsSnapshot.window_start:type_name -> google.protobuf.Timestamp
-	9,  // 1: irs.v1.StatsSnapshot.window_end:type_name -> google.protobuf.Timestamp
+	10, // 0: irs.v1.StatsSnapshot.window_start:type_name -> google.protobuf.Timestamp
+	10, // 1: irs.v1.StatsSnapshot.window_end:type_name -> google.protobuf.Timestamp
 	3,  // 2: irs.v1.StatsSnapshot.inbound:type_name -> irs.v1.RouteStats
 	4,  // 3: irs.v1.StatsSnapshot.upstreams:type_name -> irs.v1.UpstreamStats
 	5,  // 4: irs.v1.StatsSnapshot.load:type_name -> irs.v1.LoadStats
-	9,  // 5: irs.v1.StatsSnapshot.config_changed_at:type_name -> google.protobuf.Timestamp
+	10, // 5: irs.v1.StatsSnapshot.config_changed_at:type_name -> google.protobuf.Timestamp
 	6,  // 6: irs.v1.Outcomes.statuses:type_name -> irs.v1.Outcomes.StatusesEntry
 	7,  // 7: irs.v1.Outcomes.errors:type_name -> irs.v1.Outcomes.ErrorsEntry
 	8,  // 8: irs.v1.Outcomes.proxy_statuses:type_name -> irs.v1.Outcomes.ProxyStatusesEntry
-	2,  // 9: irs.v1.RouteStats.outcomes:type_name -> irs.v1.Outcomes
-	1,  // 10: irs.v1.RouteStats.latency:type_name -> irs.v1.Histogram
-	2,  // 11: irs.v1.UpstreamStats.outcomes:type_name -> irs.v1.Outcomes
-	1,  // 12: irs.v1.UpstreamStats.latency:type_name -> irs.v1.Histogram
-	1,  // 13: irs.v1.UpstreamStats.hop:type_name -> irs.v1.Histogram
-	2,  // 14: irs.v1.LoadStats.outcomes:type_name -> irs.v1.Outcomes
-	1,  // 15: irs.v1.LoadStats.latency:type_name -> irs.v1.Histogram
-	1,  // 16: irs.v1.LoadStats.uncorrected:type_name -> irs.v1.Histogram
-	1,  // 17: irs.v1.LoadStats.hop:type_name -> irs.v1.Histogram
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	9,  // 9: irs.v1.Outcomes.proxy_causes:type_name -> irs.v1.Outcomes.ProxyCausesEntry
+	2,  // 10: irs.v1.RouteStats.outcomes:type_name -> irs.v1.Outcomes
+	1,  // 11: irs.v1.RouteStats.latency:type_name -> irs.v1.Histogram
+	2,  // 12: irs.v1.UpstreamStats.outcomes:type_name -> irs.v1.Outcomes
+	1,  // 13: irs.v1.UpstreamStats.latency:type_name -> irs.v1.Histogram
+	1,  // 14: irs.v1.UpstreamStats.hop:type_name -> irs.v1.Histogram
+	2,  // 15: irs.v1.LoadStats.outcomes:type_name -> irs.v1.Outcomes
+	1,  // 16: irs.v1.LoadStats.latency:type_name -> irs.v1.Histogram
+	1,  // 17: irs.v1.LoadStats.uncorrected:type_name -> irs.v1.Histogram
+	1,  // 18: irs.v1.LoadStats.hop:type_name -> irs.v1.Histogram
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_stats_proto_init() }
@@ -790,7 +807,7 @@ func file_irs_v1_stats_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_stats_proto_rawDesc), len(file_irs_v1_stats_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
