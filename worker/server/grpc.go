@@ -50,8 +50,11 @@ func (g *simService) Call(ctx context.Context, in *irsv1.CallRequest) (*irsv1.Ca
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(
 		upstream.TrailerServiceTime, strconv.FormatInt(res.ServiceTime.Microseconds(), 10),
 		upstream.HeaderWorker, string(res.Worker)))
-	if res.Message != "" {
+	if res.Message != "" && res.Status.HTTP == 400 {
 		return nil, status.Error(codes.InvalidArgument, res.Message)
+	}
+	if res.Message != "" && res.Status.GRPC != 0 {
+		return nil, status.Error(codes.Code(res.Status.GRPC), "irs: "+string(res.Worker)+": "+res.Message)
 	}
 	if res.Status.GRPC != 0 {
 		return nil, status.Errorf(codes.Code(res.Status.GRPC), "irs: %s answered %d", res.Worker, res.Status.HTTP)

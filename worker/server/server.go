@@ -99,7 +99,7 @@ type result struct {
 	behavior.Outcome
 	// Canceled is set when the caller went away: nothing is sent.
 	Canceled bool
-	// Message explains a 400 (a bad override).
+	// Message explains a 400 (a bad override), or names the failed call behind a 502, 503 or 504.
 	Message     string
 	ServiceTime time.Duration
 	// Hops is the path of the request, this worker included; RequestID the id it travelled with.
@@ -154,8 +154,9 @@ func (s *Server) handle(ctx context.Context, req *request, route *stats.Route, s
 		if req.conn != nil {
 			callCtx = context.Background()
 		}
-		if failed := st.Calls.Run(callCtx, req.rng, &req.prop); failed != 0 && out.Status == behavior.OK {
+		if failed, why := st.Calls.Run(callCtx, req.rng, &req.prop); failed != 0 && out.Status == behavior.OK {
 			res.Status = behavior.StatusFromHTTP(failed)
+			res.Message = why
 		}
 		if ctx.Err() != nil {
 			return s.canceled(route, start, res)

@@ -62,25 +62,54 @@ func (p *Plan) Release() {
 }
 
 // Run makes the script's calls for one inbound request. It returns 0 when the request may succeed, or the
-// inbound status that reports the first failed call (in script order) that is not ignored. A failure ends the
-// script: later steps are not called, as a service would give up.
-func (p *Plan) Run(ctx context.Context, r *rand.Rand, prop *Propagation) int {
+// inbound status that reports the first failed call (in script order) that is not ignored, with what failed (for
+// the answer's body). A failure ends the script: later steps are not called, as a service would give up.
+func (p *Plan) Run(ctx context.Context, r *rand.Rand, prop *Propagation) (int, string) {
 	for _, step := range p.steps {
 		if len(step) == 1 {
 			resp, skipped := step[0].Call(ctx, r, prop)
 			if !skipped && resp.Failed() && !step[0].cfg.IgnoreErrors {
-				return FailureStatus(resp)
+				return FailureStatus(resp), Why(step[0].cfg.Service, resp)
 			}
 			continue
 		}
-		if st := runParallel(ctx, r, prop, step); st != 0 {
-			return st
+		if st, why := runParallel(ctx, r, prop, step); st != 0 {
+			return st, why
 		}
 	}
-	return 0
+	return 0, ""
 }
 
-func runParallel(ctx context.Context, r *rand.Rand, prop *Propagation, step []*Target) int {
+// Why says in a line what failed in a call: "upstream backend (10.0.0.7:8080): dns: lookup backend: no such
+// host", "upstream backend: answered 503 (made by a proxy: UH)".
+func Why(service string, r Response) string {
+	where := "upstream " + service
+	if r.Endpoint != "" {
+		where += " (" + r.Endpoint + ")"
+	}
+	switch {
+	case r.Status != 0 && !r.FromWorker:
+		cause := r.ProxyFlags
+		if cause == "" {
+			cause = r.ProxyError
+		}
+		if cause != "" {
+			cause = ": " + cause
+		}
+		return fmt.Sprintf("%s: answered %d (made by a proxy%s)", where, r.Status, cause)
+	case r.Status != 0:
+		return fmt.Sprintf("%s: answered %d", where, r.Status)
+	case r.Cause != nil:
+		msg := r.Cause.Error()
+		if len(msg) > 300 {
+			msg = msg[:300] + "…"
+		}
+		return fmt.Sprintf("%s: %s: %s", where, r.Err, msg)
+	}
+	return fmt.Sprintf("%s: %s", where, r.Err)
+}
+
+func runParallel(ctx context.Context, r *rand.Rand, prop *Propagation, step []*Target) (int, string) {
 	// Probabilities are drawn here, in order, so that a seeded run does not depend on goroutine scheduling.
 	var buf [8]bool
 	called := buf[:0]
@@ -97,8 +126,8 @@ func runParallel(ctx context.Context, r *rand.Rand, prop *Propagation, step []*T
 	wg.Wait()
 	for i, t := range step {
 		if called[i] && resps[i].Failed() && !t.cfg.IgnoreErrors {
-			return FailureStatus(resps[i])
+			return FailureStatus(resps[i]), Why(t.cfg.Service, resps[i])
 		}
 	}
-	return 0
+	return 0, ""
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,7 +88,7 @@ func TestPlanFailureStatus(t *testing.T) {
 				reg := stats.NewRegistry("t", 1)
 				plan := newPlan(t, newPool(t), []upstream.CallConfig{cfg}, reg)
 				start := time.Now()
-				if got := plan.Run(t.Context(), rand.New(rand.NewPCG(1, 2)), nil); got != tt.want {
+				if got, _ := plan.Run(t.Context(), rand.New(rand.NewPCG(1, 2)), nil); got != tt.want {
 					t.Errorf("Run = %d, want %d", got, tt.want)
 				}
 				if took := time.Since(start); took > cfg.Timeout+300*time.Millisecond {
@@ -107,7 +108,7 @@ func TestPlanEmpty(t *testing.T) {
 	if !nilPlan.Empty() || !plan.Empty() {
 		t.Errorf("Empty() = %v for nil, %v for no calls; want true, true", nilPlan.Empty(), plan.Empty())
 	}
-	if got := plan.Run(t.Context(), nil, nil); got != 0 {
+	if got, _ := plan.Run(t.Context(), nil, nil); got != 0 {
 		t.Errorf("Run of an empty plan = %d, want 0", got)
 	}
 }
@@ -120,8 +121,13 @@ func TestPlanStopsAtFailure(t *testing.T) {
 		call("first", upstream.HTTP1, closedAddr(t)),
 		call("after", upstream.HTTP1, after.addr),
 	}, reg)
-	if got := plan.Run(t.Context(), nil, nil); got != 503 {
+	got, why := plan.Run(t.Context(), nil, nil)
+	if got != 503 {
 		t.Errorf("Run = %d, want 503 from the first call", got)
+	}
+	// The answer says which call failed and how: before, a 502 or 503 with an empty body.
+	if want := "upstream first (" + closedAddr0(why) + "): refused: "; !strings.HasPrefix(why, want) || !strings.Contains(why, "connection refused") {
+		t.Errorf("why %q, want it to start %q and name the error", why, want)
 	}
 	if n := after.requests(server.RouteHTTP1); n != 0 {
 		t.Errorf("the step after a failure was called %d times, want 0", n)
@@ -138,7 +144,7 @@ func TestRetries(t *testing.T) {
 			plan := newPlan(t, newPool(t), []upstream.CallConfig{cfg}, reg)
 			const calls = 12
 			for i := range calls {
-				if got := plan.Run(t.Context(), nil, nil); got != 0 {
+				if got, _ := plan.Run(t.Context(), nil, nil); got != 0 {
 					t.Fatalf("call %d: Run = %d, want 0", i, got)
 				}
 			}
@@ -167,7 +173,7 @@ func TestRetries(t *testing.T) {
 		for range callers {
 			wg.Go(func() {
 				for range calls {
-					if plan.Run(t.Context(), nil, nil) != 0 {
+					if st, _ := plan.Run(t.Context(), nil, nil); st != 0 {
 						failed.Add(1)
 					}
 				}
@@ -184,7 +190,7 @@ func TestRetries(t *testing.T) {
 		cfg.Retries, cfg.RetryOn = 3, upstream.Retry5xx
 		reg := stats.NewRegistry("t", 1)
 		plan := newPlan(t, newPool(t), []upstream.CallConfig{cfg}, reg)
-		if got := plan.Run(t.Context(), nil, nil); got != 503 {
+		if got, _ := plan.Run(t.Context(), nil, nil); got != 503 {
 			t.Errorf("Run = %d, want 503", got)
 		}
 		if _, retries, _ := upstreamOf(t, reg, "svc"); retries != 0 {
@@ -198,7 +204,7 @@ func TestRetries(t *testing.T) {
 		cfg.Retries, cfg.RetryOn = 3, upstream.Retry5xx
 		reg := stats.NewRegistry("t", 1)
 		plan := newPlan(t, newPool(t), []upstream.CallConfig{cfg}, reg)
-		if got := plan.Run(t.Context(), nil, nil); got != 502 {
+		if got, _ := plan.Run(t.Context(), nil, nil); got != 502 {
 			t.Errorf("Run = %d, want 502", got)
 		}
 		if _, retries, _ := upstreamOf(t, reg, "svc"); retries != 3 || sick.requests(server.RouteHTTP1) != 4 {
@@ -211,7 +217,7 @@ func TestRetries(t *testing.T) {
 		cfg := call("svc", upstream.HTTP1, sick.addr)
 		cfg.Retries, cfg.RetryOn = 3, upstream.RetryTimeout
 		plan := newPlan(t, newPool(t), []upstream.CallConfig{cfg}, stats.NewRegistry("t", 1))
-		if got := plan.Run(t.Context(), nil, nil); got != 502 || sick.requests(server.RouteHTTP1) != 1 {
+		if got, _ := plan.Run(t.Context(), nil, nil); got != 502 || sick.requests(server.RouteHTTP1) != 1 {
 			t.Errorf("Run = %d after %d tries, want 502 after 1", got, sick.requests(server.RouteHTTP1))
 		}
 	})
@@ -223,7 +229,7 @@ func TestRetries(t *testing.T) {
 		reg := stats.NewRegistry("t", 1)
 		plan := newPlan(t, newPool(t), []upstream.CallConfig{cfg}, reg)
 		start := time.Now()
-		got := plan.Run(t.Context(), nil, nil)
+		got, _ := plan.Run(t.Context(), nil, nil)
 		took := time.Since(start)
 		if got != 503 || took < retries*backoff || took > retries*backoff+time.Second {
 			t.Errorf("Run = %d after %v, want 503 after at least %v", got, took, retries*backoff)
@@ -240,7 +246,7 @@ func TestRetries(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		if got := plan.Run(ctx, nil, nil); got != 503 {
+		if got, _ := plan.Run(ctx, nil, nil); got != 503 {
 			t.Errorf("Run = %d, want 503 from the last try", got)
 		}
 		if took := time.Since(start); took > time.Second {
@@ -297,7 +303,7 @@ func TestParallelDrawsInOrder(t *testing.T) {
 		plan := newPlan(t, newPool(t), []upstream.CallConfig{{Parallel: group}}, reg)
 		r := rand.New(rand.NewPCG(7, 8))
 		for i := range runs {
-			if got := plan.Run(t.Context(), r, nil); got != 0 {
+			if got, _ := plan.Run(t.Context(), r, nil); got != 0 {
 				t.Fatalf("run %d: Run = %d, want 0", i, got)
 			}
 		}
@@ -336,7 +342,7 @@ func TestParallelGroup(t *testing.T) {
 			call("a", upstream.HTTP1, a.addr), call("b", upstream.HTTP2, b.addr),
 		}}}, stats.NewRegistry("t", 1))
 		start := time.Now()
-		got := plan.Run(t.Context(), nil, nil)
+		got, _ := plan.Run(t.Context(), nil, nil)
 		took := time.Since(start)
 		if got != 0 || a.requests(server.RouteHTTP1) != 1 || b.requests(server.RouteHTTP2) != 1 {
 			t.Fatalf("Run = %d with %d and %d calls served, want 0 with 1 each", got,
@@ -379,7 +385,7 @@ func TestParallelGroup(t *testing.T) {
 				group = append(group, c)
 			}
 			plan := newPlan(t, newPool(t), []upstream.CallConfig{{Parallel: group}}, stats.NewRegistry("t", 1))
-			if got := plan.Run(t.Context(), nil, nil); got != tt.want {
+			if got, _ := plan.Run(t.Context(), nil, nil); got != tt.want {
 				t.Errorf("Run = %d, want %d", got, tt.want)
 			}
 		})
@@ -399,7 +405,7 @@ func TestReleasedPlanStillServesRequestsInFlight(t *testing.T) {
 		}
 		plan.Release()
 		plan.Release() // twice is harmless
-		if got := plan.Run(t.Context(), nil, nil); got != 0 {
+		if got, _ := plan.Run(t.Context(), nil, nil); got != 0 {
 			t.Errorf("protocol %v: Run after Release = %d, want 0 (the call succeeded)", proto, got)
 		}
 		if n := peer.requests(routeOf(proto)); n != 1 {
@@ -455,4 +461,11 @@ func plainServer(t *testing.T, code int) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
+}
+
+// closedAddr0 is the endpoint a failure message names (between its parentheses).
+func closedAddr0(why string) string {
+	_, rest, _ := strings.Cut(why, "(")
+	addr, _, _ := strings.Cut(rest, ")")
+	return addr
 }
