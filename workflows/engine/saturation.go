@@ -23,6 +23,7 @@ type lagDiagnosis struct {
 	oversleepMs float64 // the runner's machine: the worst oversleep of a 10 ms sleep in those intervals
 	pressure    float64 // and the most CPU pressure (-1: unknown)
 	intervals   int     // how many intervals were beyond maxLagMs
+	sentBefore  bool    // the generator sent requests before the phase: its start was not cold
 }
 
 // lagged reads a generator's lag and the machine from the phase's ticks. Callers hold e.mu.
@@ -32,7 +33,13 @@ func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
 		return d
 	}
 	for _, tick := range e.res.GetSeries() {
-		if tick.GetT() <= start+1e-9 || tick.GetT() > end+1e-9 {
+		if tick.GetT() <= start+1e-9 {
+			if p := findPoint(tick.GetServices(), k.service, kindLoad); p != nil && p.GetRequests() > 0 {
+				d.sentBefore = true
+			}
+			continue
+		}
+		if tick.GetT() > end+1e-9 {
 			continue
 		}
 		for _, p := range tick.GetServices() {
@@ -54,6 +61,16 @@ func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
 	return d
 }
 
+// findPoint returns the point of a service's kind among points, or nil.
+func findPoint(ps []*irsv1.Point, service, kind string) *irsv1.Point {
+	for _, p := range ps {
+		if p.GetService() == service && p.GetKind() == kind {
+			return p
+		}
+	}
+	return nil
+}
+
 // saturation reports a load generator that fell behind its schedule in a phase (nil otherwise), with its
 // cause: the machine starving it (a reference sleeper on the runner's machine overslept as long), a cold start
 // (behind only in the phase's first seconds), too few connections (requests waited for a free one), or its own
@@ -73,7 +90,7 @@ func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 		s.Detail = fmt.Sprintf("the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by "+
 			"up to %.0f ms%s. More connections or replicas would not help; run on a quieter machine (or give IRS more CPUs)",
 			d.oversleepMs, pressure)
-	case d.intervals > 0 && d.last <= coldStart:
+	case d.intervals > 0 && d.last <= coldStart && !d.sentBefore:
 		s.Detail = fmt.Sprintf("a cold start: it was behind only in the phase's first %.0f s (connections opening, proxies "+
 			"warming up). Put a warm-up phase before it", d.last)
 	case a.blocked > 0:

@@ -164,7 +164,7 @@ func TestALowRateRequestAboutToBeSentIsNotSaturation(t *testing.T) {
 func TestSaturationNamesItsCause(t *testing.T) {
 	e := &engine{res: &irsv1.WorkflowResult{}}
 	tick := func(at, lag, oversleep float64) *irsv1.Tick {
-		return &irsv1.Tick{T: at, Services: []*irsv1.Point{{Service: "gen", Kind: kindLoad, LagMs: lag}},
+		return &irsv1.Tick{T: at, Services: []*irsv1.Point{{Service: "gen", Kind: kindLoad, LagMs: lag, Requests: 20}},
 			Machine: &irsv1.Machine{OversleepMs: oversleep, CpuPressure: 0.7}}
 	}
 	gen := key{service: "gen", kind: kindLoad}
@@ -178,6 +178,8 @@ func TestSaturationNamesItsCause(t *testing.T) {
 			"the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by up to 180 ms, and tasks waited for a CPU 70 % of the time"},
 		{"a cold start", []*irsv1.Tick{tick(11, 400, 3), tick(12, 150, 2), tick(13, 5, 1), tick(14, 3, 1)}, 30,
 			"a cold start: it was behind only in the phase's first 2 s"},
+		{"not a cold start: it sent before the phase", []*irsv1.Tick{tick(9, 5, 1), tick(11, 400, 3), tick(12, 150, 2)}, 30,
+			"30 requests became due while every connection was busy"},
 		{"too few connections", []*irsv1.Tick{tick(11, 5, 1), tick(15, 300, 3), tick(16, 350, 2)}, 40,
 			"40 requests became due while every connection was busy"},
 		{"its own CPU", []*irsv1.Tick{tick(15, 300, 3)}, 0, "its worker could not send fast enough (CPU) while the machine was not starved"},
