@@ -14,7 +14,7 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(TAGS) -ldflags "$(LDFLAGS
 TOOL    := $(GO) tool -modfile=$(CURDIR)/tools.mod
 
 .DEFAULT_GOAL := help
-.PHONY: help build assets demo test deps helm chart unit e2e e2e-kube image envoy-image meshes linkerd-image ztunnel-image testnode-up testnode-down lint check-generated proto bench clean
+.PHONY: help build assets demo test deps helm chart unit e2e e2e-kube image envoy-image meshes linkerd-image ztunnel-image testnode-up testnode-down lint check-generated proto bench bench-verdicts clean
 
 ## help: list the targets
 help:
@@ -168,6 +168,14 @@ bench: build image deps
 	$(GO) run ./bench -irs $(BIN)
 	IRS_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -run '^$$' -bench LargeReportInChromium -benchtime 3x -v ./internal/e2e/ | grep -E 'Benchmark|page of'
 	hack/testnode/bench.sh
+	$(MAKE) bench-verdicts
+
+## bench-verdicts: how often comparisons call noise a regression and catch real ones: VERDICT_ROUNDS rounds (default 20, about 4 minutes each) of real runs with both cores busy, then the table of docs/reports.md
+VERDICT_ROUNDS ?= 20
+VERDICT_DIR ?= bin/verdicts
+bench-verdicts: build
+	hack/loaded.sh bench/verdicts/run.sh generate $(VERDICT_DIR) $(VERDICT_ROUNDS)
+	bench/verdicts/run.sh judge $(VERDICT_DIR)
 
 ## clean: remove build output
 clean:

@@ -2,7 +2,8 @@
 # run.sh - the verdict benchmark: how often `irs workflow compare` calls noise a regression, and how often it
 # catches real ones, from real runs on this machine with both cores kept busy (hack/loaded.sh).
 #
-#   bench/verdicts/run.sh generate DIR [ROUNDS]   run ROUNDS rounds (default 20) into DIR, about 4.5 minutes each
+#   bench/verdicts/run.sh generate DIR [ROUNDS]   run ROUNDS rounds (default 20) into DIR, about 4 minutes each
+#                                                 (rounds already in DIR are kept: an interrupted bench resumes)
 #   bench/verdicts/run.sh judge DIR               compare the runs and print the table of docs/reports.md
 #
 # Each round runs, interleaved so that drift in the machine favours no one: steady.yaml twice (an A/A pair: the
@@ -14,7 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 irs=${IRS:-$here/../../bin/irs}
 cmd=${1:?usage: run.sh generate DIR [ROUNDS] | judge DIR}
-dir=${2:?usage: run.sh generate DIR [ROUNDS] | judge DIR}
+dir=$(realpath -m "${2:?usage: run.sh generate DIR [ROUNDS] | judge DIR}")
 
 run() { # workflow out-dir
 	[ -s "$2/result.json" ] && return 0
@@ -35,7 +36,7 @@ generate)
 	done
 	;;
 judge)
-	exec "$irs" bench-verdicts "$dir" 2>/dev/null || exec go run "$here/judge" "$dir"
+	cd "$here/../.." && exec go run ./bench/verdicts/judge "$dir"
 	;;
 *) echo "run.sh: unknown command $cmd" >&2; exit 2 ;;
 esac
