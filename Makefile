@@ -170,7 +170,7 @@ bench: build image deps
 	hack/testnode/bench.sh
 	$(MAKE) bench-verdicts
 
-## bench-verdicts: how often comparisons call noise a regression and catch real ones: VERDICT_ROUNDS rounds (default 20, about 4 minutes each) of real runs with both cores busy, then the table of docs/reports.md
+## bench-verdicts: how often comparisons call noise a regression and catch real ones, from VERDICT_ROUNDS rounds (default 20, about 4 minutes each) of real runs with both cores busy, then the table of docs/reports.md
 VERDICT_ROUNDS ?= 20
 VERDICT_DIR ?= bin/verdicts
 bench-verdicts: build
