@@ -155,6 +155,9 @@ func judge(n int, label string, groups [][]round, pick func(round) (*irsv1.Workf
 				if ch.GetVerdict() == baseline.VerdictRegressed {
 					caught++
 				}
+				if os.Getenv("JUDGE_DEBUG") != "" {
+					fmt.Fprintf(os.Stderr, "n=%d %s: %s base %.4f cur %.4f rel %+.1f%% se %.5f q %.4f mdc %.5f\n", n, label, ch.GetVerdict(), ch.GetBase(), ch.GetCurrent(), 100*ch.GetRelative(), ch.GetStandardError(), ch.GetPValue(), ch.GetMinimumDetectable())
+				}
 				mdcs = append(mdcs, ch.GetMinimumDetectable()/math.Max(ch.GetBase(), 1e-12))
 			}
 		}
