@@ -262,7 +262,7 @@ func method(bs, cs []side) string {
 		runs = runs && len(s.runs) >= 2
 	}
 	if runs {
-		return fmt.Sprintf("Welch's t test (two-sided, alpha %g) on the runs' figures; values are medians over the runs", Alpha)
+		return fmt.Sprintf("Welch's t test (two-sided, alpha %g) on the runs' figures; values are means over the runs", Alpha)
 	}
 	return fmt.Sprintf("z test (two-sided, alpha %g) of each phase's figure, its noise from a block bootstrap of each run's intervals plus an assumed between-run drift (one run a side)", Alpha)
 }
