@@ -192,7 +192,7 @@ func (v *validator) loadAction(path string, l *irsv1.LoadAction) {
 	v.target(field.Join(path, "set.target"), merged.GetTarget(), l.GetSet().GetEndpoints(), field.Join(path, "set.endpoints"))
 	v.addEdge(s.GetName(), merged.GetTarget())
 	if v.compile != nil {
-		probe := proto.Clone(s.GetWorker()).(*irsv1.WorkerConfig)
+		probe := Resolve(s, func(string) []string { return []string{"127.0.0.1:1"} }) // a service may have no worker
 		probe.Load = merged
 		probe.Load.Endpoints = []string{"127.0.0.1:1"}
 		for _, e := range field.Flatten(v.compile(probe)) {

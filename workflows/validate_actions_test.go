@@ -1,6 +1,9 @@
 package workflows_test
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestValidateActions covers what Validate checks in the phases' actions: the services they act on, their
 // schedules and what each kind of action needs. The actions are appended to head, so the first is on line 11.
@@ -215,6 +218,12 @@ func TestValidateActions(t *testing.T) {
 			name: "load set negative rate",
 			doc:  head + "      - load: {service: gen, set: {rate: -5}}\n",
 			want: []problem{{"11:42", "phases[0].actions[0].load.set.rate", "invalid rate -5"}},
+		},
+		{
+			// Validate panicked: the probe it compiled the load in was the service's missing worker.
+			name: "load set on a service without a worker",
+			doc:  strings.Replace(head, "    worker: {serve: {delay: 5ms}}\n", "", 1) + "      - load: {service: api, set: {target: gen, rate: -5}}\n",
+			want: []problem{{"10:55", "phases[0].actions[0].load.set.rate", "invalid rate -5"}},
 		},
 		{
 			name: "configure without set or clear",
