@@ -404,10 +404,19 @@ func sweepData(c *irsv1.Comparison) data {
 		if strings.HasPrefix(name, "client-side ") {
 			id, title, perCategory = name, name, false // the sweep's main plots: one each
 		}
+		unit := ""
+		for _, v := range c.GetVariants() {
+			if f := compare.Find(v, name); f != nil && unit == "" {
+				unit = f.GetUnit()
+			}
+		}
+		if prev := charts[id]; prev != nil && prev.Unit != "" && unit != "" && prev.Unit != unit {
+			id, title = id+"-"+unit, title+" ("+unit+")" // a chart holds one unit, its axis's
+		}
 		ch := charts[id]
 		if ch == nil {
 			ch = &chart{ID: "sweep-" + strings.ReplaceAll(id, " ", "-"), Group: k.group, Title: title + " vs " + first.GetName(),
-				Kind: kindSweep, X: x, XName: first.GetName(), Log: logX}
+				Kind: kindSweep, X: x, XName: first.GetName(), Log: logX, Unit: unit}
 			if !numeric {
 				ch.XLabels = first.GetValues()
 			}
@@ -425,7 +434,6 @@ func sweepData(c *irsv1.Comparison) data {
 					s.Values, s.Spread = append(s.Values, math.NaN()), append(s.Spread, math.NaN())
 					continue
 				}
-				ch.Unit = f.GetUnit()
 				s.Values, s.Spread = append(s.Values, f.GetMedian()), append(s.Spread, f.GetStddev())
 			}
 			ch.Series = append(ch.Series, s)
