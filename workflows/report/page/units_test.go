@@ -52,3 +52,26 @@ func TestChartsHoldOneUnit(t *testing.T) {
 		t.Errorf("other figures not split by unit: %v", d.Charts)
 	}
 }
+
+// TestSweepChartsHoldOneUnit: on a sweep's page too, figures of another unit than a chart's go in a chart of
+// their own; each figure overwrote the chart's unit.
+func TestSweepChartsHoldOneUnit(t *testing.T) {
+	variant := func(rate string) *irsv1.Variant {
+		return &irsv1.Variant{Name: "ambient rate=" + rate, MeshName: "ambient", Parameters: map[string]string{"rate": rate},
+			Figures: []*irsv1.Figure{
+				{Name: "something new", Unit: "MB", Median: 5},
+				{Name: "something else", Unit: "mcores", Median: 7},
+			}}
+	}
+	c := &irsv1.Comparison{Sweep: []*irsv1.SweepParameter{{Name: "rate", Values: []string{"10", "100"}, Numeric: true}},
+		Variants: []*irsv1.Variant{variant("10"), variant("100")}}
+	units := map[string]string{}
+	for _, ch := range sweepData(c).Charts {
+		for _, s := range ch.Series {
+			units[s.Label] = ch.Unit
+		}
+	}
+	if units["something new · ambient"] != "MB" || units["something else · ambient"] != "mcores" {
+		t.Errorf("sweep charts' units by series: %v", units)
+	}
+}
