@@ -37,21 +37,8 @@ func (w *flakyWorker) StreamStats(_ *irsv1.StreamStatsRequest, srv grpc.ServerSt
 // TestCollectorReopensFailedStreams: a replica whose stream fails at first, and breaks later, is still streamed
 // from while it is there; once it is gone, the collector stops trying.
 func TestCollectorReopensFailedStreams(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := &flakyWorker{}
-	g := grpc.NewServer()
-	irsv1.RegisterWorkerControlServiceServer(g, w)
-	go func() { _ = g.Serve(ln) }()
-	defer g.Stop()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := irsv1.NewWorkerControlServiceClient(conn)
+	client := serveControl(t, w)
 
 	var mu sync.Mutex
 	alive := true
@@ -114,21 +101,8 @@ func (w *silentWorker) StreamStats(_ *irsv1.StreamStatsRequest, srv grpc.ServerS
 // liveness deadline and opened again, and the stall is reported; before, it waited in Recv for the rest of the
 // run, and the replica was missing from every figure after.
 func TestCollectorReopensSilentStreams(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := &silentWorker{}
-	g := grpc.NewServer()
-	irsv1.RegisterWorkerControlServiceServer(g, w)
-	go func() { _ = g.Serve(ln) }()
-	defer g.Stop()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := irsv1.NewWorkerControlServiceClient(conn)
+	client := serveControl(t, w)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	interval := 100 * time.Millisecond // silent after 3 intervals and 2 s
@@ -160,4 +134,23 @@ func TestCollectorReopensSilentStreams(t *testing.T) {
 	}
 	cancel()
 	col.stop()
+}
+
+// serveControl serves w's control API on a loopback port for the test and returns a client of it.
+func serveControl(t *testing.T, w irsv1.WorkerControlServiceServer) irsv1.WorkerControlServiceClient {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	irsv1.RegisterWorkerControlServiceServer(g, w)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return irsv1.NewWorkerControlServiceClient(conn)
 }
