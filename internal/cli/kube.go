@@ -13,9 +13,9 @@ import (
 	"github.com/irs-sim/irs/internal/buildinfo"
 	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/mesh/ambient"
+	"github.com/irs-sim/irs/mesh/dataplane"
 	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/linkerd"
-	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/kube"
@@ -134,20 +134,15 @@ func (r *runner) kubeBackend(wf *irsv1.Workflow, mesh *irsv1.Mesh, env *irsv1.En
 	b, err := kube.New(kube.Config{
 		Access:    kube.Access{Kubeconfig: r.kube.kubeconfig, Context: r.kube.context},
 		Namespace: ns, RunID: id, Workflow: wf.GetName(), Platform: platform, Image: r.kube.image, Mesh: mesh,
-		ReadyTimeout: r.kubeReadyTimeout(wf), ControlToken: token.New(), EnvoyImage: r.kube.envoyImage,
-		LinkerdImage: r.kube.linkerdImage,
-		ZtunnelImage: r.kube.ztunnelImage,
-		Expires:      time.Now().Add(r.tl.Total + r.kubeReadyTimeout(wf) + time.Hour),
-		WorkerArgs:   []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh},
-		Logger:       r.app.logger,
+		ReadyTimeout: r.kubeReadyTimeout(wf), ControlToken: token.New(), Planes: r.planes,
+		Expires:    time.Now().Add(r.tl.Total + r.kubeReadyTimeout(wf) + time.Hour),
+		WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh},
+		Logger:     r.app.logger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	env.Namespace, env.Image = ns, r.kube.image
-	if policy.Enabled(mesh) {
-		env.EnvoyVersion = b.EnvoyImage()
-	}
 	return b, nil
 }
 
@@ -249,9 +244,11 @@ every namespace IRS made, runs in progress included.`,
 	return cmd
 }
 
-// meshForBackend refuses a mesh the backend cannot run.
-func meshForBackend(m *irsv1.Mesh, backend string) error {
-	if policy.Installed(m) && backend != backendKubernetes {
+// meshForBackend refuses a mesh the backend cannot run: on this machine, a data plane of IRS's own that runs
+// locally, or none.
+func meshForBackend(planes *dataplane.Registry, m *irsv1.Mesh, backend string) error {
+	t := m.GetType()
+	if backend != backendKubernetes && (planes.Installed(t) != nil || (planes.Own(t) != nil && planes.Own(t).Local() == nil)) {
 		return fmt.Errorf("--mesh %s needs --backend kubernetes: the cluster's installed mesh or, for linkerd, linkerd2-proxy "+
 			"with IRS's control plane in pods (locally: none or envoy)", m.GetType())
 	}

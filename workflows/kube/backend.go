@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/token"
-	"github.com/irs-sim/irs/mesh/policy"
+	"github.com/irs-sim/irs/mesh/dataplane"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/relay"
@@ -43,14 +43,8 @@ type Config struct {
 	Expires time.Time
 	// WorkerArgs are added to every worker's command line (telemetry tags).
 	WorkerArgs []string
-	// EnvoyImage is the sidecars' image under --mesh envoy (default: the workflow's, then envoy.DefaultImage).
-	EnvoyImage string
-	// LinkerdImage is the proxies' image under --mesh linkerd without Linkerd installed (default:
-	// linkerd.DefaultProxyImage, which make linkerd-image builds).
-	LinkerdImage string
-	// ZtunnelImage is the node proxies' image under --mesh ambient without Istio installed (default:
-	// ambient.DefaultZtunnelImage, which make ztunnel-image builds).
-	ZtunnelImage string
+	// Planes are the data planes the run may use, by mesh type: IRS's own and the installed ones.
+	Planes *dataplane.Registry
 	// InPlaceKills says that the workflow kills processes inside pods (pods/exec is then needed).
 	InPlaceKills bool
 	Logger       *slog.Logger
@@ -76,7 +70,12 @@ type Backend struct {
 	created  bool             // the namespace is ours: Stop deletes it
 	checked  bool             // Check passed
 	usage    *usageReader
-	mesh     *envoyMesh // under --mesh envoy, or linkerd or ambient with IRS's control plane
+	mesh     *ownMesh // a data plane of IRS's own, with IRS's control plane (mesh.go)
+	// enrol is the cluster's installed mesh the pods enrol in; fallback IRS's own plane of the same type, which
+	// Check takes instead when the cluster has not installed it.
+	enrol    dataplane.Installed
+	fallback dataplane.Plane
+	proxies  []string // the containers of the mesh's proxies
 	// meshListed are the pods the mesh's last state listed as endpoints (pod → service).
 	meshListed map[string]string
 	stopBeat   context.CancelFunc
@@ -130,9 +129,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, c: c, services: map[string]*service{}, pods: map[string]*pod{},
 		events: workflows.NewEmitter(4096, cfg.Logger), endpoints: map[string]map[string]bool{}}
-	if policy.Enabled(cfg.Mesh) {
-		b.mesh = newOwnMesh(cfg.Mesh, dataPlaneEnvoy)
-	}
+	b.selectPlanes()
 	return b, nil
 }
 
@@ -325,9 +322,6 @@ func (b *Backend) heartbeat(ctx context.Context) {
 
 // AnnotationHeartbeat is when the run's runner last said it is alive (RFC 3339), every 10 s.
 const AnnotationHeartbeat = "irs.dev/heartbeat"
-
-// meshType is the run's mesh type.
-func (b *Backend) meshType() string { return policy.Resolve(b.cfg.Mesh).GetType() }
 
 // NewToken makes a control token (the CLI passes it in Config).
 func NewToken() string { return token.New() }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/irs-sim/irs/mesh/linkerd"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"google.golang.org/protobuf/proto"
@@ -34,8 +33,8 @@ func (b *Backend) runLabels() map[string]string {
 
 func (b *Backend) createNamespace(ctx context.Context) error {
 	labels := b.runLabels()
-	if b.mesh == nil { // enrolment in an installed mesh
-		maps.Copy(labels, namespaceMeshLabels(b.meshType()))
+	if b.enrol != nil {
+		maps.Copy(labels, b.enrol.NamespaceLabels())
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.cfg.Namespace, Labels: labels,
 		Annotations: map[string]string{AnnotationExpires: b.cfg.Expires.UTC().Format(time.RFC3339),
@@ -146,9 +145,9 @@ func (b *Backend) objects(name string) (Objects, error) {
 		annotations = map[string]string{}
 	}
 	labels := b.runLabels()
-	if b.mesh == nil { // enrolment in an installed mesh
-		maps.Copy(annotations, podMeshAnnotations(b.meshType()))
-		maps.Copy(labels, podMeshLabels(b.meshType()))
+	if b.enrol != nil {
+		maps.Copy(annotations, b.enrol.PodAnnotations())
+		maps.Copy(labels, b.enrol.PodLabels())
 	}
 	params := ServiceParams{Namespace: b.cfg.Namespace, Name: name, Replicas: replicas, Config: cfg,
 		Labels: labels, Annotations: annotations, Image: b.cfg.Image, PullPolicy: b.pullPolicy(), Resources: rr,
@@ -157,20 +156,12 @@ func (b *Backend) objects(name string) (Objects, error) {
 	b.mu.Lock()
 	sidecars, serves := b.placement()
 	b.mu.Unlock()
-	if sidecars[name] && b.mesh.dataPlane == dataPlaneLinkerd {
-		var init *corev1.Container
-		params.Sidecar, init, params.Volumes = b.linkerdParts(name)
-		params.InitContainers = []corev1.Container{*init}
-		params.WorkerArgs = append(slices.Clone(params.WorkerArgs), "--ready-requires",
-			"http://127.0.0.1:"+strconv.Itoa(linkerd.AdminPort)+"/ready")
-	} else if sidecars[name] && b.mesh.dataPlane == dataPlaneAmbient {
-		init, vol := b.ambientInit(name)
-		params.InitContainers, params.Volumes = []corev1.Container{*init}, []corev1.Volume{vol}
-	} else if sidecars[name] {
-		params.Sidecar, params.Volumes = b.sidecarParts(name, serves[name])
-		params.WorkerArgs = append(slices.Clone(params.WorkerArgs), "--ready-requires", "http://"+envoyAdmin+"/ready")
-		if serves[name] {
-			params.ServicePort = inboundPort
+	if sidecars[name] {
+		parts := b.mesh.cluster.Pod(b.run(), name, serves[name])
+		params.Sidecar, params.InitContainers, params.Volumes = parts.Sidecar, parts.InitContainers, parts.Volumes
+		params.WorkerArgs = append(slices.Clone(params.WorkerArgs), parts.WorkerArgs...)
+		if parts.ServicePort != 0 {
+			params.ServicePort = parts.ServicePort
 		}
 	}
 	return ServiceObjects(params)
@@ -187,8 +178,8 @@ func (b *Backend) resolved(s *service) *irsv1.WorkerConfig {
 		cfg.Load = proto.Clone(s.load).(*irsv1.Load)
 	}
 	sidecars, serves := b.placement()
-	envoySidecar := sidecars[s.spec.Name] && b.mesh.dataPlane == dataPlaneEnvoy // Linkerd's and ambient's capture is transparent
-	if envoySidecar && serves[s.spec.Name] {
+	explicit := sidecars[s.spec.Name] && b.explicit() // a transparent capture changes nothing here
+	if explicit && serves[s.spec.Name] {
 		cfg.Listen = "127.0.0.1:" + strconv.Itoa(DataPort) // reached through its sidecar only
 	}
 	workflows.FillEndpoints(cfg, func(name string) []string {
@@ -196,7 +187,7 @@ func (b *Backend) resolved(s *service) *irsv1.WorkerConfig {
 		switch {
 		case !ok:
 			return nil
-		case envoySidecar: // through its own sidecar's outbound listener for the service
+		case explicit: // through its own proxy's outbound listener for the service
 			return []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(int(b.outboundPort(name))))}
 		case t.clusterIP != "":
 			return []string{net.JoinHostPort(t.clusterIP, strconv.Itoa(DataPort))}

@@ -6,66 +6,64 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/irs-sim/irs/mesh/dataplane"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The meshes a cluster may have installed, which a run enrols its pods in (policy.TypeEnvoy is IRS's own).
-const (
-	MeshIstio   = "istio"
-	MeshLinkerd = "linkerd"
-	MeshAmbient = "ambient"
-)
+// A run's mesh is a data plane (package dataplane): IRS's own, with IRS's control plane in a pod of the run
+// (b.mesh: meshown.go), or the mesh installed on the cluster, which the run only enrols its pods in (b.enrol).
+// For a mesh type with both (linkerd, ambient), Check chooses: the installed one when its control plane or node
+// proxies run (or the workflow names its pods), IRS's otherwise.
 
-// controlPlaneName is the Deployment (and Service) of IRS's own control plane, under --mesh envoy.
-const controlPlaneName = "irs-control-plane"
-
-// sidecarContainers are the names of the sidecar proxies a pod may have: their CPU and memory are the
-// sidecar's, apart from the worker's.
-var sidecarContainers = []string{"istio-proxy", "linkerd-proxy", ContainerEnvoy}
-
-// namespaceMeshLabels enrol the run's namespace: Istio's injection webhook (sidecars), or ambient mode.
-func namespaceMeshLabels(mesh string) map[string]string {
-	switch mesh {
-	case MeshIstio:
-		return map[string]string{"istio-injection": "enabled"}
-	case MeshAmbient:
-		return map[string]string{"istio.io/dataplane-mode": "ambient"}
+// selectPlanes takes the run's planes from the registry: IRS's own at once when the type has no installed one
+// (envoy), the installed one until Check has looked at the cluster otherwise.
+func (b *Backend) selectPlanes() {
+	if b.cfg.Planes == nil {
+		return
 	}
-	return nil
+	t := b.meshType()
+	own, inst := b.cfg.Planes.Own(t), b.cfg.Planes.Installed(t)
+	switch {
+	case inst != nil:
+		b.enrol, b.fallback = inst.Installed(), own
+		b.proxies = inst.Installed().ProxyContainers()
+	case own != nil && own.Cluster() != nil:
+		b.useOwn(own)
+	}
 }
 
-// podMeshLabels and podMeshAnnotations enrol each pod too, where the mesh reads the pod's own.
-func podMeshLabels(mesh string) map[string]string {
-	if mesh == MeshIstio {
-		return map[string]string{"sidecar.istio.io/inject": "true"}
-	}
-	return nil
+// useOwn makes the run bring plane's proxies with IRS's control plane.
+func (b *Backend) useOwn(plane dataplane.Plane) {
+	b.mesh = newOwnMesh(b.cfg.Mesh, plane)
+	b.enrol, b.fallback = nil, nil
+	b.proxies = b.mesh.cluster.ProxyContainers()
 }
 
-func podMeshAnnotations(mesh string) map[string]string {
-	if mesh == MeshLinkerd {
-		return map[string]string{"linkerd.io/inject": "enabled"}
+// chooseOwnMesh decides, for a mesh type a cluster may have installed and IRS can bring, between the two: the
+// installed one when its control plane or node proxies run (or the workflow names its pods), IRS's otherwise.
+func (b *Backend) chooseOwnMesh(ctx context.Context) error {
+	if b.enrol == nil || b.fallback == nil || b.fallback.Cluster() == nil {
+		return nil
 	}
-	return nil
-}
-
-// defaultInstalled are where each mesh's standard install runs its control plane and node proxies.
-func defaultInstalled(mesh string) *irsv1.InstalledMesh {
-	switch mesh {
-	case MeshIstio:
-		return &irsv1.InstalledMesh{ControlPlane: []*irsv1.PodSelector{{Namespace: "istio-system", Labels: map[string]string{"app": "istiod"}}}}
-	case MeshAmbient:
-		return &irsv1.InstalledMesh{
-			ControlPlane: []*irsv1.PodSelector{{Namespace: "istio-system", Labels: map[string]string{"app": "istiod"}}},
-			NodeProxies:  []*irsv1.PodSelector{{Namespace: "istio-system", Labels: map[string]string{"app": "ztunnel"}}},
+	if m := b.cfg.Platform.GetMesh(); len(m.GetControlPlane())+len(m.GetNodeProxies()) > 0 {
+		return nil
+	}
+	def := b.enrol.Defaults()
+	for _, sel := range append(def.GetControlPlane(), def.GetNodeProxies()...) {
+		pods, err := b.selectPods(ctx, sel)
+		if err != nil {
+			return err
 		}
-	case MeshLinkerd:
-		return &irsv1.InstalledMesh{ControlPlane: []*irsv1.PodSelector{{Namespace: "linkerd",
-			Labels: map[string]string{"linkerd.io/control-plane-ns": "linkerd"}}}}
+		if len(pods) > 0 {
+			return nil
+		}
 	}
+	b.useOwn(b.fallback)
+	b.cfg.Logger.Info(fmt.Sprintf("no %s installed: the run brings its data plane with IRS's control plane", b.meshType()),
+		"data_plane", b.mesh.cluster.Describe(b.run()).DataPlane)
 	return nil
 }
 
@@ -74,37 +72,49 @@ func (b *Backend) installed() *irsv1.InstalledMesh {
 	if m := b.cfg.Platform.GetMesh(); len(m.GetControlPlane())+len(m.GetNodeProxies()) > 0 {
 		return m
 	}
-	return defaultInstalled(b.meshType())
-}
-
-// checkMesh checks, once the replicas are up, that the mesh asked for really is around them: each pod has the
-// mesh's sidecar, or is redirected to ambient's node proxy, and the mesh's control plane (and node proxies)
-// run. A mesh that is not there is an environment error.
-func (b *Backend) checkMesh(ctx context.Context) error {
-	mesh := b.meshType()
-	if mesh == policy.TypeNone || b.mesh != nil { // no mesh, or the run's own
+	if b.enrol == nil {
 		return nil
 	}
+	return b.enrol.Defaults()
+}
+
+// Describe names the data plane and the control plane of the run's mesh (empty without one); known after Check.
+func (b *Backend) Describe() dataplane.Description {
+	switch {
+	case b.mesh != nil:
+		return b.mesh.cluster.Describe(b.run())
+	case b.enrol != nil:
+		var where []string
+		for _, sel := range b.installed().GetControlPlane() {
+			where = append(where, "namespace "+sel.GetNamespace())
+		}
+		return dataplane.Description{DataPlane: "installed (injected by the cluster's " + b.meshType() + ")",
+			ControlPlane: "installed: " + strings.Join(where, ", ")}
+	}
+	return dataplane.Description{}
+}
+
+// checkMesh checks, once the replicas are up, that the installed mesh asked for really is around them: each
+// pod is enrolled (has the mesh's sidecar, or is redirected to its node proxy), and the mesh's control plane
+// (and node proxies) run. A mesh that is not there is an environment error.
+func (b *Backend) checkMesh(ctx context.Context) error {
+	if b.enrol == nil { // no mesh, or the run's own
+		return nil
+	}
+	mesh := b.meshType()
 	list := &corev1.PodList{}
 	if err := b.c.list(ctx, b.c.core, b.cfg.Namespace, "pods", metav1.ListOptions{LabelSelector: LabelName + "=irs-worker"}, list); err != nil {
 		return err
 	}
 	var without []string
 	for _, p := range list.Items {
-		if !enrolled(&p, mesh) {
+		if !b.enrol.Enrolled(&p) {
 			without = append(without, p.Name)
 		}
 	}
-	hint := map[string]string{
-		MeshIstio:   "is Istio installed, with its sidecar injector (istioctl install)?",
-		MeshLinkerd: "is Linkerd installed, with its proxy injector (linkerd install)?",
-		MeshAmbient: "is Istio installed in ambient mode, with istio-cni and ztunnel (istioctl install --set profile=ambient)?",
-	}[mesh]
 	if len(without) > 0 {
-		what := map[string]string{MeshIstio: "istio-proxy sidecar", MeshLinkerd: "linkerd-proxy sidecar",
-			MeshAmbient: "ambient redirection (annotation ambient.istio.io/redirection: enabled)"}[mesh]
 		return &EnvironmentError{Err: fmt.Errorf("mesh %s: %d of %d pods have no %s (%s): %s", mesh, len(without),
-			len(list.Items), what, strings.Join(without, ", "), hint)}
+			len(list.Items), b.enrol.Missing(), strings.Join(without, ", "), b.enrol.Hint())}
 	}
 	for _, sel := range append(b.installed().GetControlPlane(), b.installed().GetNodeProxies()...) {
 		pods, err := b.selectPods(ctx, sel)
@@ -113,31 +123,10 @@ func (b *Backend) checkMesh(ctx context.Context) error {
 		}
 		if len(pods) == 0 {
 			return &EnvironmentError{Err: fmt.Errorf("mesh %s: no pod in namespace %s with labels %v (%s; or set "+
-				"platform.kubernetes.mesh)", mesh, sel.GetNamespace(), sel.GetLabels(), hint)}
+				"platform.kubernetes.mesh)", mesh, sel.GetNamespace(), sel.GetLabels(), b.enrol.Hint())}
 		}
 	}
 	return nil
-}
-
-// enrolled reports whether a pod is in the mesh.
-func enrolled(p *corev1.Pod, mesh string) bool {
-	has := func(name string) bool {
-		for _, c := range append(append([]corev1.Container(nil), p.Spec.Containers...), p.Spec.InitContainers...) {
-			if c.Name == name {
-				return true
-			}
-		}
-		return false
-	}
-	switch mesh {
-	case MeshIstio:
-		return has("istio-proxy")
-	case MeshLinkerd:
-		return has("linkerd-proxy")
-	case MeshAmbient:
-		return p.Annotations["ambient.istio.io/redirection"] == "enabled"
-	}
-	return true
 }
 
 // selectPods lists the pods a selector names.
@@ -155,5 +144,9 @@ func (b *Backend) selectPods(ctx context.Context, sel *irsv1.PodSelector) ([]cor
 	return list.Items, err
 }
 
-// isSidecar reports whether a container is a sidecar proxy.
-func isSidecar(container string) bool { return slices.Contains(sidecarContainers, container) }
+// isProxy reports whether a container is the run's mesh's proxy: its CPU and memory are the sidecar's, apart
+// from the worker's.
+func (b *Backend) isProxy(container string) bool { return slices.Contains(b.proxies, container) }
+
+// meshType is the run's mesh type.
+func (b *Backend) meshType() string { return policy.Resolve(b.cfg.Mesh).GetType() }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/irs-sim/irs/mesh/dataplane"
 	"slices"
 	"strings"
 	"sync"
@@ -260,14 +261,17 @@ func (u *usageReader) classify(ns, pod, container string) *workflows.Usage {
 		switch {
 		case p != nil && container == ContainerWorker:
 			return &workflows.Usage{Service: p.service, Replica: pod, Kind: workflows.UsageWorker}
-		case p != nil && isSidecar(container):
+		case p != nil: // a worker's pod holds the worker and what its mesh adds: a proxy
 			return &workflows.Usage{Service: p.service, Replica: pod, Kind: workflows.UsageSidecar}
-		case p == nil && strings.HasPrefix(pod, controlPlaneName+"-"): // IRS's own (--mesh envoy)
+		case p == nil && strings.HasPrefix(pod, controlPlaneName+"-"): // IRS's own control plane
 			return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageControlPlane}
-		case p == nil && strings.HasPrefix(pod, ztunnelName+"-") && container == "ztunnel": // IRS's ambient
-			return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageNodeProxy}
-		case p == nil && strings.HasPrefix(pod, ztunnelName+"-"): // its node agent: istio-cni's part, per node
-			return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageControlPlane}
+		case p == nil && b.mesh != nil: // the plane's own pods (node proxies)
+			switch b.mesh.cluster.Classify(pod, container) {
+			case dataplane.NodeProxy:
+				return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageNodeProxy}
+			case dataplane.ControlComponent:
+				return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageControlPlane}
+			}
 		}
 		return nil
 	}

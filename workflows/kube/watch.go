@@ -89,7 +89,7 @@ func (b *Backend) onPod(o any, deleted bool) {
 		}
 	}
 	p.ip, p.node = kp.Status.PodIP, kp.Spec.NodeName
-	p.measured = measuredContainers(kp)
+	p.measured = b.measuredContainers(kp)
 	p.why = stuck(kp)
 	if kp.DeletionTimestamp != nil {
 		p.deleting = true
@@ -191,11 +191,11 @@ func (p *pod) problem() string {
 
 // measuredContainers names the pod's containers the run measures: the worker and any sidecar proxy (a native
 // sidecar is an init container).
-func measuredContainers(p *corev1.Pod) []string {
+func (b *Backend) measuredContainers(p *corev1.Pod) []string {
 	var out []string
 	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, c := range cs {
-			if c.Name == ContainerWorker || isSidecar(c.Name) {
+			if c.Name == ContainerWorker || b.isProxy(c.Name) {
 				out = append(out, c.Name)
 			}
 		}

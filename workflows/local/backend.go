@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/irs-sim/irs/mesh/dataplane"
 	"log/slog"
 	"net"
 	"os"
@@ -37,8 +38,9 @@ type Config struct {
 	Logger     *slog.Logger
 	// Mesh is the mesh policy, defaults applied (policy.Resolve); of type none or nil, no sidecars.
 	Mesh *irsv1.Mesh
-	// Envoy is the Envoy binary the sidecars run (when Mesh has them).
-	Envoy string
+	// Plane is the mesh's data plane (nil without one): it must run locally (dataplane.Plane.Local), its
+	// Prepare done.
+	Plane dataplane.Plane
 	// ControlToken is required of every call to the workers' control APIs (the backend's own calls carry it).
 	ControlToken string
 }
@@ -121,7 +123,7 @@ type replica struct {
 // endpoint is where callers send to the replica: its sidecar's inbound listener, or its worker.
 func (r *replica) endpoint() string {
 	if r.sidecar != nil && r.svc.serves {
-		return net.JoinHostPort(r.ip, strconv.Itoa(inboundPort))
+		return net.JoinHostPort(r.ip, strconv.Itoa(r.sidecar.inbound))
 	}
 	return r.data
 }
@@ -159,15 +161,16 @@ func New(cfg Config) (*Backend, error) {
 	if err := token.Write(b.tokenFile(), cfg.ControlToken); err != nil {
 		return nil, err
 	}
-	if policy.Enabled(cfg.Mesh) {
-		if cfg.Envoy == "" {
-			return nil, errors.New("local backend: a mesh needs the Envoy binary")
+	if p := cfg.Plane; p != nil {
+		if p.Local() == nil || !p.Capture().Explicit {
+			return nil, fmt.Errorf("local backend: mesh %s runs on a cluster only (--backend kubernetes)", p.Type())
 		}
 		control, err := ca.NewControl(filepath.Join(b.secrets, "mesh"))
 		if err != nil {
 			return nil, err
 		}
-		b.mesh = &meshRuntime{policy: cfg.Mesh, envoy: cfg.Envoy, ips: newIPBlock(), control: control}
+		b.mesh = &meshRuntime{policy: policy.Resolve(cfg.Mesh), plane: p, local: p.Local(), capture: p.Capture(),
+			ips: newIPBlock(p.Capture().InboundPort), control: control}
 	}
 	return b, nil
 }

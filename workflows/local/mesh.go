@@ -4,22 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/controlplane"
-	"github.com/irs-sim/irs/mesh/envoy"
+	"github.com/irs-sim/irs/mesh/dataplane"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -27,18 +24,16 @@ import (
 	"google.golang.org/grpc/credentials"
 )
 
-// Ports of a replica's sidecar on the replica's own loopback address, as Istio's on a pod IP.
-const (
-	adminPort    = 15000
-	inboundPort  = 15006
-	outboundBase = 15100 // + the index of the service called
-)
-
-// meshRuntime is the mesh of a run: its control plane process, the address block of the replicas, and the
-// version of the state last set.
+// meshRuntime is the mesh of a run: its data plane, its control plane process, the address block of the
+// replicas ("pod IPs", on which the proxies' fixed ports do not collide), and the version of the state last set.
+// A local data plane's capture is explicit (dataplane.Capture): the worker listens on its address behind its
+// proxy's inbound listener and calls through an outbound listener per upstream; a transparent one needs a
+// network namespace per replica, which a local run does not make.
 type meshRuntime struct {
-	policy *irsv1.Mesh
-	envoy  string
+	policy  *irsv1.Mesh
+	plane   dataplane.Plane
+	local   dataplane.Local
+	capture dataplane.Capture
 
 	cp       *exec.Cmd
 	cpExited chan struct{}
@@ -53,12 +48,14 @@ type meshRuntime struct {
 	control *ca.Control
 }
 
-// sidecar is a replica's Envoy.
+// sidecar is a replica's proxy.
 type sidecar struct {
-	cmd    *exec.Cmd
-	pid    int
-	admin  string // its admin interface's Unix socket
-	exited chan struct{}
+	cmd  *exec.Cmd
+	pid  int
+	spec dataplane.LocalProxy
+	// inbound is its inbound listener's port (on the replica's address).
+	inbound int
+	exited  chan struct{}
 }
 
 // startControlPlane starts `irs mesh control-plane` and connects to it.
@@ -84,7 +81,7 @@ func (b *Backend) startControlPlane(ctx context.Context) error {
 		logf.Close()
 		return err
 	}
-	m.cp = exec.Command(b.cfg.Executable, "mesh", "control-plane", "--listen", "127.0.0.1:0", "--ready-file", ready,
+	m.cp = exec.Command(b.cfg.Executable, "mesh", "control-plane", "--data-plane", m.plane.Type(), "--listen", "127.0.0.1:0", "--ready-file", ready,
 		"--credentials", m.control.Dir(), "--log-format", "json")
 	m.cp.Stdout, m.cp.Stderr = logf, logf
 	if err := b.spawn.start(m.cp); err != nil {
@@ -123,7 +120,7 @@ func (b *Backend) startControlPlane(ctx context.Context) error {
 	return nil
 }
 
-// startSidecar starts a replica's Envoy, configured by the control plane. Callers hold b.mu.
+// startSidecar starts a replica's proxy, configured by the control plane. Callers hold b.mu.
 func (b *Backend) startSidecar(r *replica) error {
 	host, port, err := net.SplitHostPort(b.cpAddr)
 	if err != nil {
@@ -138,27 +135,23 @@ func (b *Backend) startSidecar(r *replica) error {
 	if err != nil {
 		return err
 	}
-	boot, err := envoy.Bootstrap(envoy.Sidecar{Node: r.id, Cluster: r.svc.spec.Name, AdminPipe: admin,
-		ControlHost: host, ControlPort: uint32(cpPort),
-		ControlCA: b.mesh.control.CAFile(), Cert: cert.Cert, Key: cert.Key})
+	spec := dataplane.LocalProxy{ID: r.id, Service: r.svc.spec.Name, Dir: b.cfg.Dir, Admin: admin,
+		ControlHost: host, ControlPort: uint32(cpPort), CA: b.mesh.control.CAFile(), Cert: cert.Cert, Key: cert.Key,
+		Concurrency: b.mesh.policy.GetConcurrency()}
+	cmd, err := b.mesh.local.Command(spec)
 	if err != nil {
 		return err
 	}
-	base := filepath.Join(b.cfg.Dir, r.id)
-	if err := os.WriteFile(base+".envoy.json", boot, 0o644); err != nil {
-		return fmt.Errorf("write %s sidecar bootstrap: %w", r.id, err)
-	}
-	out, err := os.Create(base + ".envoy.out")
+	out, err := os.Create(filepath.Join(b.cfg.Dir, r.id+"."+b.mesh.plane.Type()+".out"))
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(b.mesh.envoy, envoy.Args(base+".envoy.json", base+".envoy.log", b.mesh.policy.GetConcurrency())...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := b.spawn.start(cmd); err != nil {
 		out.Close()
 		return fmt.Errorf("start %s sidecar: %w", r.id, err)
 	}
-	sc := &sidecar{cmd: cmd, pid: cmd.Process.Pid, admin: admin, exited: make(chan struct{})}
+	sc := &sidecar{cmd: cmd, pid: cmd.Process.Pid, spec: spec, inbound: b.mesh.capture.InboundPort, exited: make(chan struct{})}
 	r.sidecar = sc
 	b.wg.Go(func() {
 		_ = cmd.Wait()
@@ -184,7 +177,7 @@ func (b *Backend) sidecarExited(r *replica) {
 // gets a private directory of its own under the system's temporary one, removed when the backend stops.
 func (b *Backend) adminPipe(id string) (string, error) {
 	dir := filepath.Join(b.secrets, "admin")
-	if len(filepath.Join(dir, id+".sock")) > envoy.MaxPipePath {
+	if len(filepath.Join(dir, id+".sock")) > dataplane.MaxSocketPath {
 		if b.shortAdminDir == "" {
 			d, err := os.MkdirTemp("", "irs-admin-") // 0700
 			if err != nil {
@@ -198,28 +191,22 @@ func (b *Backend) adminPipe(id string) (string, error) {
 		return "", fmt.Errorf("sidecar admin sockets: %w", err)
 	}
 	path := filepath.Join(dir, id+".sock")
-	if len(path) > envoy.MaxPipePath {
-		return "", fmt.Errorf("sidecar admin socket %s: longer than %d bytes", path, envoy.MaxPipePath)
+	if len(path) > dataplane.MaxSocketPath {
+		return "", fmt.Errorf("sidecar admin socket %s: longer than %d bytes", path, dataplane.MaxSocketPath)
 	}
 	_ = os.Remove(path) // a replacement replica's sidecar takes over its predecessor's name
 	return path, nil
 }
 
-// awaitSidecar waits until a replica's Envoy has its configuration and listens (admin /ready says LIVE).
+// awaitSidecar waits until a replica's proxy has its configuration and serves.
 func (b *Backend) awaitSidecar(ctx context.Context, r *replica, deadline time.Time) error {
-	client := envoy.AdminClient(r.sidecar.admin, time.Second)
-	defer client.CloseIdleConnections()
 	for {
-		if resp, err := client.Get("http://envoy/ready"); err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.TrimSpace(string(body)) == "LIVE" {
-				return nil
-			}
+		if b.mesh.local.Ready(ctx, r.sidecar.spec) {
+			return nil
 		}
 		select {
 		case <-r.sidecar.exited:
-			return fmt.Errorf("%s sidecar exited before it was ready (see %s)", r.id, filepath.Join(b.cfg.Dir, r.id+".envoy.log"))
+			return fmt.Errorf("%s sidecar exited before it was ready (see %s)", r.id, b.mesh.local.Logs(r.sidecar.spec))
 		case <-r.exited:
 			return fmt.Errorf("%s exited before its sidecar was ready", r.id)
 		case <-ctx.Done():
@@ -227,7 +214,7 @@ func (b *Backend) awaitSidecar(ctx context.Context, r *replica, deadline time.Ti
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s sidecar not ready after %v (see %s)", r.id, b.cfg.ReadyTimeout, filepath.Join(b.cfg.Dir, r.id+".envoy.log"))
+			return fmt.Errorf("%s sidecar not ready after %v (see %s)", r.id, b.cfg.ReadyTimeout, b.mesh.local.Logs(r.sidecar.spec))
 		}
 	}
 }
@@ -250,7 +237,7 @@ func (b *Backend) meshState() *irsv1.MeshState {
 			}
 			n := &irsv1.MeshNode{Id: r.id, Service: name, Ip: r.ip, AppAddress: r.data, Upstreams: ups}
 			if s.serves {
-				n.InboundPort = inboundPort
+				n.InboundPort = uint32(b.mesh.capture.InboundPort)
 			}
 			st.Nodes = append(st.Nodes, n)
 		}
@@ -277,13 +264,13 @@ func (b *Backend) upstreams(s *service) []*irsv1.MeshUpstream {
 func (b *Backend) outboundPort(service string) uint32 {
 	for i, name := range b.order {
 		if name == service {
-			return uint32(outboundBase + i)
+			return b.mesh.capture.OutboundPort(i)
 		}
 	}
 	return 0
 }
 
-// syncMesh gives the control plane the mesh as it is now and, with wait, waits until every connected sidecar
+// syncMesh gives the control plane the mesh as it is now and, with wait, waits until every connected proxy
 // has acknowledged it (or until timeout); it returns how long that took.
 func (b *Backend) syncMesh(ctx context.Context, timeout time.Duration, wait bool) (time.Duration, error) {
 	m := b.mesh
@@ -295,39 +282,21 @@ func (b *Backend) syncMesh(ctx context.Context, timeout time.Duration, wait bool
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := m.client.SetState(ctx, &irsv1.SetStateRequest{State: st}); err != nil {
-		return 0, fmt.Errorf("mesh control plane: %w", err)
-	}
-	if !wait {
-		return time.Since(start), nil
-	}
-	for {
-		status, err := m.client.GetStatus(ctx, &irsv1.GetStatusRequest{})
-		if err != nil {
-			return time.Since(start), fmt.Errorf("mesh control plane: %w", err)
-		}
-		if controlplane.Acked(status, st.GetVersion()) {
-			return time.Since(start), nil
-		}
-		if err := controlplane.Rejected(status, st.GetVersion()); err != nil {
-			return time.Since(start), fmt.Errorf("the sidecars refused the mesh's configuration: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(start), fmt.Errorf("sidecars did not acknowledge version %d within %v", st.GetVersion(), timeout)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+	err := controlplane.Push(ctx, m.client, st, wait, 2*time.Millisecond)
+	return time.Since(start), err
 }
 
 // ipBlock hands out the replicas' own loopback addresses ("pod IPs") from a /16 picked at random per run, so
 // that the fixed sidecar ports of many replicas, and of concurrent runs, do not collide.
 type ipBlock struct {
-	second int
-	next   int
+	second      int
+	next        int
+	inboundPort int // a proxy's fixed port, which must be free on an address
 }
 
-func newIPBlock() ipBlock { return ipBlock{second: 100 + rand.IntN(100)} }
+func newIPBlock(inboundPort int) ipBlock {
+	return ipBlock{second: 100 + rand.IntN(100), inboundPort: inboundPort}
+}
 
 // alloc returns the next address whose sidecar ports are free.
 func (p *ipBlock) alloc() (string, error) {
@@ -335,15 +304,15 @@ func (p *ipBlock) alloc() (string, error) {
 		n := p.next
 		p.next++
 		ip := fmt.Sprintf("127.%d.%d.%d", p.second, n/250%250, n%250+1)
-		if portsFree(ip) {
+		if p.portsFree(ip) {
 			return ip, nil
 		}
 	}
 	return "", fmt.Errorf("no free loopback address in 127.%d.0.0/16", p.second)
 }
 
-func portsFree(ip string) bool {
-	for _, port := range []int{inboundPort} {
+func (p *ipBlock) portsFree(ip string) bool {
+	for _, port := range []int{p.inboundPort} {
 		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 		if err != nil {
 			return false
@@ -358,8 +327,11 @@ func portsFree(ip string) bool {
 func (b *Backend) placeSidecars() {
 	called := map[string]bool{}
 	for _, s := range b.services {
-		for _, up := range b.upstreams(s) {
-			called[up.GetService()] = true
+		for _, c := range workflows.Callees(s.config) {
+			called[c] = true
+		}
+		if s.load != nil {
+			called[s.load.GetTarget()] = true
 		}
 		if s.spec.Load != nil {
 			called[s.spec.Load.GetTarget()] = true

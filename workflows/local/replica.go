@@ -136,7 +136,7 @@ func (b *Backend) ready(ctx context.Context, r *replica, rf readyFile, deadline 
 		if err := b.awaitSidecar(ctx, r, deadline); err != nil {
 			return err
 		}
-		detail += fmt.Sprintf(", sidecar pid %d on %s, admin %s", r.sidecar.pid, r.ip, r.sidecar.admin)
+		detail += fmt.Sprintf(", sidecar pid %d on %s, admin %s", r.sidecar.pid, r.ip, r.sidecar.spec.Admin)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,4 +1,4 @@
-package controlplane
+package xds
 
 import (
 	"log/slog"
@@ -8,6 +8,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/irs-sim/irs/mesh/controlplane"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/genproto/googleapis/rpc/status"
 )
@@ -30,7 +31,7 @@ func state(version uint64, mtls bool) *irsv1.MeshState {
 // TestStatusTracksAcknowledgements drives the xDS callbacks as Envoy's requests would and checks what
 // GetStatus and Acked make of them: an acknowledgement is a request naming the version without an error.
 func TestStatusTracksAcknowledgements(t *testing.T) {
-	s, err := New(t.Context(), slog.New(slog.DiscardHandler), "")
+	s, err := NewServer(t.Context(), slog.New(slog.DiscardHandler), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
-	if st.GetVersion() != 1 || len(st.GetNodes()) != 2 || !Acked(st, 1) {
+	if st.GetVersion() != 1 || len(st.GetNodes()) != 2 || !controlplane.Acked(st, 1) {
 		t.Fatalf("before any sidecar connects: %v; want version 1, two nodes, acked (nobody connected)", st)
 	}
 	ack := func(stream int64, node, typ, version string, nack bool) {
@@ -60,7 +61,7 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 	ack(7, "client-0", resource.ListenerType, "", false)
 	ack(7, "", resource.ListenerType, "1", false)
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
-	if Acked(st, 1) {
+	if controlplane.Acked(st, 1) {
 		t.Errorf("acked while client-0 has acknowledged listeners only: %v", st.GetNodes())
 	}
 	ack(7, "", resource.ClusterType, "1", false)
@@ -71,24 +72,24 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 	respond(7, resource.EndpointType, "1", "stale")
 	ack(7, "", resource.EndpointType, "", true)
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
-	if err := Rejected(st, 1); err != nil {
+	if err := controlplane.Rejected(st, 1); err != nil {
 		t.Errorf("Rejected after a rejection of a response not sent last: %v, want nil", err)
 	}
 	respond(7, resource.EndpointType, "1", "n-"+resource.EndpointType)
 	ack(7, "", resource.EndpointType, "", true) // a rejection acknowledges nothing
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
-	if Acked(st, 1) {
+	if controlplane.Acked(st, 1) {
 		t.Errorf("acked although client-0 rejected its endpoints")
 	}
-	if err := Rejected(st, 1); err == nil || !strings.Contains(err.Error(), "client-0 rejected version 1") || !strings.Contains(err.Error(), "bad") {
+	if err := controlplane.Rejected(st, 1); err == nil || !strings.Contains(err.Error(), "client-0 rejected version 1") || !strings.Contains(err.Error(), "bad") {
 		t.Errorf("Rejected after client-0 rejected its endpoints: %v, want client-0, version 1 and its reason", err)
 	}
 	ack(7, "", resource.EndpointType, "1", false)
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
-	if !Acked(st, 1) {
+	if !controlplane.Acked(st, 1) {
 		t.Errorf("not acked after every kind was acknowledged: %v", st.GetNodes())
 	}
-	if err := Rejected(st, 1); err != nil {
+	if err := controlplane.Rejected(st, 1); err != nil {
 		t.Errorf("Rejected once client-0 acknowledged version 1 after all: %v, want nil", err)
 	}
 	for _, n := range st.GetNodes() {
@@ -101,12 +102,12 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
-	if Acked(st, 2) {
+	if controlplane.Acked(st, 2) {
 		t.Error("version 2 acked before anyone acknowledged it")
 	}
 	s.onClosed(7, nil)
 	st, _ = s.GetStatus(t.Context(), &irsv1.GetStatusRequest{})
-	if !Acked(st, 2) {
+	if !controlplane.Acked(st, 2) {
 		t.Error("a disconnected sidecar holds up the acknowledgement")
 	}
 }
@@ -116,7 +117,7 @@ func TestStatusTracksAcknowledgements(t *testing.T) {
 // server's snapshot, server's private key included; a stream that changed its node mid-way could speak for
 // another; and the incremental protocol was served without any certificate check.
 func TestStreamBoundToItsCertificate(t *testing.T) {
-	s, err := New(t.Context(), slog.New(slog.DiscardHandler), "")
+	s, err := NewServer(t.Context(), slog.New(slog.DiscardHandler), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestStreamBoundToItsCertificate(t *testing.T) {
 
 // TestSetStateRejects: versions only go forward, and a state that does not build is refused whole.
 func TestSetStateRejects(t *testing.T) {
-	s, err := New(t.Context(), slog.New(slog.DiscardHandler), "irs.test")
+	s, err := NewServer(t.Context(), slog.New(slog.DiscardHandler), "irs.test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,7 @@
-// Package controlplane is the mesh control plane a run starts (`irs mesh control-plane`), in its own process
-// so that its CPU and memory are measured apart, as istiod's would be. The runner tells it what the mesh is
-// (irs.v1.MeshControlService/SetState); it makes every sidecar's configuration (package xds) and serves it over
-// ADS with go-control-plane, certificates included (SDS, from a CA it makes at start), and it reports which
-// version each sidecar has acknowledged (GetStatus), so the runner knows when an endpoint change has landed.
-package controlplane
+package xds
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -22,17 +16,18 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	server "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/irs-sim/irs/mesh/ca"
+	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/policy"
-	"github.com/irs-sim/irs/mesh/xds"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
-// Server serves xDS to sidecars and the mesh control API to the runner.
+// Server is IRS's control plane for Envoy sidecars: the runner tells it what the mesh is
+// (irs.v1.MeshControlService/SetState); it makes every sidecar's configuration (Build) and serves it over ADS
+// with go-control-plane, certificates included (SDS, from a CA it makes at start), and it reports which version
+// each sidecar has acknowledged (GetStatus), so the runner knows when an endpoint change has landed.
 type Server struct {
 	irsv1.UnimplementedMeshControlServiceServer
 	logger *slog.Logger
@@ -40,8 +35,8 @@ type Server struct {
 	cache  cache.SnapshotCache
 	xds    server.Server
 
+	guard    controlplane.StateGuard
 	mu       sync.Mutex
-	version  uint64
 	known    map[string][]string              // the nodes of the current state → the resource types they have
 	nodes    map[string]*nodeStatus           // every node seen or known
 	streams  map[int64]string                 // ADS stream → node id
@@ -65,8 +60,8 @@ type sentVersion struct {
 	version uint64
 }
 
-// New returns a server whose certificates have trustDomain.
-func New(ctx context.Context, logger *slog.Logger, trustDomain string) (*Server, error) {
+// NewServer returns a server whose certificates have trustDomain.
+func NewServer(ctx context.Context, logger *slog.Logger, trustDomain string) (*Server, error) {
 	if trustDomain == "" {
 		trustDomain = policy.DefaultTrustDomain
 	}
@@ -104,15 +99,20 @@ func (s *Server) SetState(ctx context.Context, req *irsv1.SetStateRequest) (*irs
 	if errs := policy.Validate(state.GetPolicy()); len(errs) > 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "policy: %v", errs.Err())
 	}
-	snaps, err := xds.Build(state, s.ca)
+	snaps, err := Build(state, s.ca)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "state: %v", err)
 	}
+	if err := s.guard.Apply(state.GetVersion(), func() error { return s.apply(ctx, state, snaps) }); err != nil {
+		return nil, err
+	}
+	return &irsv1.SetStateResponse{}, nil
+}
+
+// apply sets every node's snapshot and forgets the nodes the state no longer has.
+func (s *Server) apply(ctx context.Context, state *irsv1.MeshState, snaps map[string]*cache.Snapshot) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if state.GetVersion() <= s.version && s.version > 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "version %d is not after %d", state.GetVersion(), s.version)
-	}
 	// A node's snapshot is kept under its service and id (serviceNodeHash): a stream, whose certificate decides
 	// its service, only ever reaches its own service's nodes, whatever node id it claims.
 	owner := map[string]string{}
@@ -126,7 +126,7 @@ func (s *Server) SetState(ctx context.Context, req *irsv1.SetStateRequest) (*irs
 	snaps = keyed
 	for id, snap := range snaps {
 		if err := s.cache.SetSnapshot(ctx, id, snap); err != nil {
-			return nil, status.Errorf(codes.Internal, "node %s: %v", id, err)
+			return status.Errorf(codes.Internal, "node %s: %v", id, err)
 		}
 	}
 	for id := range s.known {
@@ -147,15 +147,14 @@ func (s *Server) SetState(ctx context.Context, req *irsv1.SetStateRequest) (*irs
 			s.nodes[id] = &nodeStatus{acked: map[string]uint64{}}
 		}
 	}
-	s.version = state.GetVersion()
-	return &irsv1.SetStateResponse{}, nil
+	return nil
 }
 
 // GetStatus implements irsv1.MeshControlServiceServer.
 func (s *Server) GetStatus(context.Context, *irsv1.GetStatusRequest) (*irsv1.GetStatusResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := &irsv1.GetStatusResponse{Version: s.version}
+	out := &irsv1.GetStatusResponse{Version: s.guard.Version()}
 	ids := make([]string, 0, len(s.known))
 	for id := range s.known {
 		ids = append(ids, id)
@@ -176,34 +175,9 @@ func (s *Server) GetStatus(context.Context, *irsv1.GetStatusRequest) (*irsv1.Get
 	return out, nil
 }
 
-// Authorize returns the server option that admits only the runner to the mesh control API. (Sidecars are
-// admitted to ADS by onOpen.) The server must require verified client certificates of the run's control
-// authority (ca.ServerTLS).
-func Authorize() grpc.ServerOption {
-	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if id, ok := identity(ctx); !ok || !id.Runner {
-			return nil, status.Error(codes.PermissionDenied, "the mesh control API is the runner's: present its certificate")
-		}
-		return h(ctx, req)
-	})
-}
-
-// identity is who the peer's verified certificate says it is.
-func identity(ctx context.Context) (ca.Identity, bool) {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return ca.Identity{}, false
-	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
-		return ca.Identity{}, false
-	}
-	return ca.IdentityOf(info.State.VerifiedChains[0][0])
-}
-
 // onOpen admits an ADS stream from a sidecar's certificate, and remembers its service.
 func (s *Server) onOpen(ctx context.Context, stream int64, _ string) error {
-	id, ok := identity(ctx)
+	id, ok := controlplane.Identity(ctx)
 	if !ok || id.Service == "" {
 		return status.Error(codes.PermissionDenied, "xDS is for the run's sidecars: present a sidecar certificate")
 	}
@@ -307,30 +281,4 @@ func nodeKey(service, id string) string { return service + "/" + id }
 func splitKey(key string) (service, id string) {
 	service, id, _ = strings.Cut(key, "/")
 	return service, id
-}
-
-// Rejected returns an error naming every connected node of the current state that rejected version v or a
-// later one without acknowledging a version as recent since: it keeps what it had, so waiting for it is in vain.
-func Rejected(st *irsv1.GetStatusResponse, v uint64) error {
-	var errs []error
-	for _, n := range st.GetNodes() {
-		if n.GetConnected() && n.GetRejected() >= v && n.GetRejected() > n.GetAcked() {
-			errs = append(errs, fmt.Errorf("%s rejected version %d: %s", n.GetId(), n.GetRejected(), n.GetRejectedBecause()))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// Acked reports whether every connected node of the current state has acknowledged all of its configuration at
-// version v or later. A node not connected yet (its Envoy still starting) will get the latest when it connects.
-func Acked(st *irsv1.GetStatusResponse, v uint64) bool {
-	if st.GetVersion() < v {
-		return false
-	}
-	for _, n := range st.GetNodes() {
-		if n.GetConnected() && n.GetAcked() < v {
-			return false
-		}
-	}
-	return true
 }

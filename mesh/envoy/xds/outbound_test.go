@@ -13,7 +13,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpopts "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/irs-sim/irs/mesh/xds"
+	"github.com/irs-sim/irs/mesh/envoy/xds"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/proto"
 )
