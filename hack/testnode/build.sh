@@ -31,7 +31,7 @@ done
 if [ ! -f "$IMAGES/pause.tar" ] || [ "$HERE/pause/main.go" -nt "$IMAGES/pause.tar" ]; then
   tmp=$(mktemp -d "$IMAGES/.pause.XXXXXX")
   (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/pause" ./hack/testnode/pause &&
-    go run ./internal/imagebuild -o "$tmp/pause.tar" -name localhost/irs/pause:3.10 -entrypoint /pause "$tmp/pause=/pause") ||
+    go run ./hack/imagebuild -o "$tmp/pause.tar" -name localhost/irs/pause:3.10 -entrypoint /pause "$tmp/pause=/pause") ||
     { rm -rf "$tmp"; exit 1; }
   mv "$tmp/pause.tar" "$IMAGES/pause.tar"
   rm -rf "$tmp"

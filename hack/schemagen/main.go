@@ -1,7 +1,7 @@
 // Command schemagen writes the JSON Schema of workflow documents (irs.v1.Workflow) from a buf image (the
 // protobuf descriptors with their comments) read on stdin:
 //
-//	buf build -o - | go run ./internal/schemagen > workflows/schema.json
+//	buf build -o - | go run ./hack/schemagen > workflows/schema.json
 //
 // `make proto` runs it; CI checks that the committed schema is what it generates. Editors that know JSON
 // Schema (VS Code with the YAML extension, JetBrains IDEs) use it to complete and check workflow files.

@@ -1,7 +1,7 @@
 // Command openapigen writes the OpenAPI document of the worker's REST control API. It reads a buf image (the
 // protobuf descriptors with their comments) on stdin and writes JSON on stdout:
 //
-//	buf build -o - | go run ./internal/openapigen > worker/control/rest/openapi.json
+//	buf build -o - | go run ./hack/openapigen > worker/control/rest/openapi.json
 //
 // `make proto` runs it; CI checks that the committed document is what it generates.
 package main

@@ -7,7 +7,7 @@
 // manifest.json naming the same blobs, as `docker save` writes since Docker 25; the image is assembled with
 // go-containerregistry.
 //
-//	go run ./internal/imagebuild -o bin/irs-image.tar -name ghcr.io/irs-sim/irs:v1 -entrypoint /irs bin/irs=/irs
+//	go run ./hack/imagebuild -o bin/irs-image.tar -name ghcr.io/irs-sim/irs:v1 -entrypoint /irs bin/irs=/irs
 package main
 
 import (
