@@ -1,5 +1,5 @@
-// Package ambient is what IRS serves Istio ambient's node proxy (ztunnel, built from source) where no Istio is
-// installed: the control plane (the workloads and services ztunnel routes by, over delta xDS, and the CA that
+// Package ambient is Istio ambient's data plane with IRS's control plane (Plane, a dataplane.Plane: ztunnel,
+// built from source, on each node, where no Istio is installed), and what IRS serves it: the control plane (the workloads and services ztunnel routes by, over delta xDS, and the CA that
 // signs each workload's certificate, as istiod serves them) and the node agent (istio-cni's part: it hands
 // ztunnel each meshed pod's network namespace over the ZDS socket). Istio's own control plane cannot be
 // built here; ztunnel's protos can, and this speaks them.

@@ -1,6 +1,8 @@
-// Package envoy finds the Envoy binary and writes the bootstrap of a sidecar: its node identity, an admin
-// interface on the replica's loopback address, and one ADS stream to the run's control plane (mutual TLS with
-// the service's sidecar certificate), from which everything else comes.
+// Package envoy is IRS's Envoy data plane (Plane, a dataplane.Plane): a sidecar per meshed pod on a cluster or
+// beside each local worker, served by IRS's xDS control plane (package xds). It finds the Envoy binary and
+// writes a sidecar's bootstrap: its node identity, an admin interface (the pod's loopback, or a Unix socket of
+// the runner's), and one ADS stream to the run's control plane (mutual TLS with the service's sidecar
+// certificate), from which everything else comes.
 package envoy
 
 import (

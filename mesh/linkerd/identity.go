@@ -1,5 +1,5 @@
-// Package linkerd is the control plane IRS serves to Linkerd's data-plane proxy (linkerd2-proxy) where no
-// Linkerd control plane is installed: identity (a certificate per proxy, from the run's CA) and destination
+// Package linkerd is Linkerd's data plane with IRS's control plane (Plane, a dataplane.Plane: linkerd2-proxy
+// in each meshed pod, where no Linkerd is installed), and that control plane: identity (a certificate per proxy, from the run's CA) and destination
 // (endpoints and their TLS identities). The real control plane cannot be built here (its Go module is refused by
 // the module proxy); the proxy's API module can, and this speaks it.
 package linkerd

@@ -8,7 +8,8 @@
 //     the service's sidecars (mutual TLS, SPIFFE identity checked) or workers;
 //   - the service's certificate and the root, over SDS.
 //
-// Everything a sidecar needs comes over one ADS stream, so a snapshot is consistent by construction.
+// Everything a sidecar needs comes over one ADS stream, so a snapshot is consistent by construction. Server
+// serves the snapshots (the control plane of `irs mesh control-plane --data-plane envoy`).
 package xds
 
 import (
