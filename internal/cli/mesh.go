@@ -1,23 +1,19 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"github.com/irs-sim/irs/internal/inputfile"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/irs-sim/irs/mesh/ambient"
-	"github.com/irs-sim/irs/mesh/capture"
 	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/dataplane"
 	"github.com/irs-sim/irs/mesh/envoy"
-	"github.com/irs-sim/irs/mesh/linkerd"
+	"github.com/irs-sim/irs/mesh/podinit"
 	zdspb "github.com/irs-sim/irs/proto/ztunnel/zds"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func (a *app) newMeshCmd() *cobra.Command {
@@ -141,12 +137,7 @@ keeps a record of each pod there, so that the agent started again still holds th
 }
 
 func (a *app) newMeshInitCmd() *cobra.Command {
-	var r capture.Redirect
-	var proxyUID uint32
-	var skipIn, skipOut []uint
-	var identityDir, identityName, tokenFrom, enrol string
-	var enrolAs zdspb.AddWorkload
-	enrolAs.WorkloadInfo = &zdspb.WorkloadInfo{}
+	o := podinit.Options{EnrolAs: &zdspb.AddWorkload{WorkloadInfo: &zdspb.WorkloadInfo{}}}
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Prepare a pod for its proxy: redirect its TCP traffic to the proxy (nftables), and make the proxy's key",
@@ -161,88 +152,37 @@ hands the pod's network namespace to the node agent on that socket (irs mesh nod
 --pod-name, --pod-namespace and --service-account, returning once ztunnel has made the pod's listeners.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r.ProxyUID = proxyUID
-			if r.ProxyMark != 0 && !cmd.Flags().Changed("proxy-uid") {
-				r.ProxyUID = 0
-			}
-			for flag, ports := range map[string][]uint{"--skip-inbound-ports": skipIn, "--skip-outbound-ports": skipOut} {
-				for _, p := range ports {
-					if p == 0 || p > 65535 {
-						return withExitCode(fmt.Errorf("%s: %d is not a port", flag, p), ExitInvalidConfig)
-					}
-				}
-			}
-			for _, p := range skipIn {
-				r.SkipInbound = append(r.SkipInbound, uint16(p))
-			}
-			for _, p := range skipOut {
-				r.SkipOutbound = append(r.SkipOutbound, uint16(p))
-			}
-			if err := r.Validate(); err != nil {
+			o.ProxyUIDSet = cmd.Flags().Changed("proxy-uid")
+			err := podinit.Run(cmd.Context(), o, a.logger)
+			var ee *podinit.EnvironmentError
+			switch {
+			case dataplane.IsInvalidOption(err):
 				return withExitCode(err, ExitInvalidConfig)
-			}
-			if identityDir != "" {
-				if identityName == "" {
-					return withExitCode(errors.New("--identity: required with --identity-dir"), ExitInvalidConfig)
-				}
-				if err := linkerd.WriteProxyIdentity(identityDir, identityName, int(proxyUID)); err != nil {
-					return fmt.Errorf("--identity-dir: %w", err)
-				}
-				if tokenFrom != "" {
-					if err := copyOwned(tokenFrom, filepath.Join(identityDir, "token"), int(proxyUID)); err != nil {
-						return fmt.Errorf("--token-from: %w", err)
-					}
-				}
-			}
-			if enrol != "" && (enrolAs.GetUid() == "" || enrolAs.GetWorkloadInfo().GetName() == "" ||
-				enrolAs.GetWorkloadInfo().GetNamespace() == "" || enrolAs.GetWorkloadInfo().GetServiceAccount() == "") {
-				return withExitCode(errors.New("--enrol: --pod-uid, --pod-name, --pod-namespace and --service-account are required"), ExitInvalidConfig)
-			}
-			if err := capture.Apply(r); err != nil {
+			case errors.As(err, &ee):
 				return withExitCode(err, ExitInvalidEnvironment)
 			}
-			a.logger.Info("traffic redirected to the proxy", "inbound", r.InboundPort, "outbound", r.OutboundPort,
-				"proxy_uid", r.ProxyUID, "proxy_mark", r.ProxyMark, "skip_inbound", r.SkipInbound, "skip_outbound", r.SkipOutbound)
-			if enrol != "" {
-				if err := ambient.Enrol(cmd.Context(), enrol, &enrolAs); err != nil {
-					return withExitCode(err, ExitInvalidEnvironment)
-				}
-				a.logger.Info("pod enrolled with the node proxy", "pod", enrolAs.GetWorkloadInfo().GetName())
-			}
-			return nil
+			return err
 		},
 	}
-	f := cmd.Flags()
-	f.Uint32Var(&proxyUID, "proxy-uid", 2102, "the proxy's user id: its own connections are not redirected")
-	f.Uint16Var(&r.InboundPort, "inbound-port", 4143, "where connections to the pod go")
-	f.Uint16Var(&r.OutboundPort, "outbound-port", 4140, "where connections from the pod go")
-	f.UintSliceVar(&skipIn, "skip-inbound-ports", []uint{4190, 4191}, "ports reached directly (the proxy's admin, for probes)")
-	f.UintSliceVar(&skipOut, "skip-outbound-ports", nil, "destination ports not redirected")
-	f.StringVar(&identityDir, "identity-dir", "", "write the proxy's key.p8 and csr.der here")
-	f.StringVar(&identityName, "identity", "", "the proxy's identity (with --identity-dir)")
-	f.StringVar(&tokenFrom, "token-from", "", "copy this `file` (the proxy's identity token) into --identity-dir, for the proxy only")
-	f.Uint32Var(&r.ProxyMark, "proxy-mark", 0, "instead of --proxy-uid: the node proxy's packet mark (ambient's ztunnel: 0x539)")
-	f.StringVar(&enrol, "enrol", "", "hand the pod to the node agent on this `socket` (ambient)")
-	f.StringVar(&enrolAs.Uid, "pod-uid", "", "with --enrol: the pod's uid")
-	f.StringVar(&enrolAs.WorkloadInfo.Name, "pod-name", "", "with --enrol: the pod's name")
-	f.StringVar(&enrolAs.WorkloadInfo.Namespace, "pod-namespace", "", "with --enrol: the pod's namespace")
-	f.StringVar(&enrolAs.WorkloadInfo.ServiceAccount, "service-account", "", "with --enrol: the pod's service account (its identity)")
+	registerMeshInitFlags(cmd.Flags(), &o)
 	return cmd
 }
 
-// copyOwned copies a file to a new one of mode 0600 owned by uid.
-func copyOwned(from, to string, uid int) error {
-	b, err := inputfile.Read(context.Background(), from, inputfile.MaxCredentialBytes)
-	if err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		return fmt.Errorf("%s is empty", from)
-	}
-	if err := os.WriteFile(to, b, 0o600); err != nil {
-		return err
-	}
-	return os.Chown(to, uid, uid)
+func registerMeshInitFlags(f *pflag.FlagSet, o *podinit.Options) {
+	f.Uint32Var(&o.ProxyUID, "proxy-uid", 2102, "the proxy's user id: its own connections are not redirected")
+	f.Uint16Var(&o.Redirect.InboundPort, "inbound-port", 4143, "where connections to the pod go")
+	f.Uint16Var(&o.Redirect.OutboundPort, "outbound-port", 4140, "where connections from the pod go")
+	f.UintSliceVar(&o.SkipInbound, "skip-inbound-ports", []uint{4190, 4191}, "ports reached directly (the proxy's admin, for probes)")
+	f.UintSliceVar(&o.SkipOutbound, "skip-outbound-ports", nil, "destination ports not redirected")
+	f.StringVar(&o.IdentityDir, "identity-dir", "", "write the proxy's key.p8 and csr.der here")
+	f.StringVar(&o.Identity, "identity", "", "the proxy's identity (with --identity-dir)")
+	f.StringVar(&o.TokenFrom, "token-from", "", "copy this `file` (the proxy's identity token) into --identity-dir, for the proxy only")
+	f.Uint32Var(&o.Redirect.ProxyMark, "proxy-mark", 0, "instead of --proxy-uid: the node proxy's packet mark (ambient's ztunnel: 0x539)")
+	f.StringVar(&o.Enrol, "enrol", "", "hand the pod to the node agent on this `socket` (ambient)")
+	f.StringVar(&o.EnrolAs.Uid, "pod-uid", "", "with --enrol: the pod's uid")
+	f.StringVar(&o.EnrolAs.WorkloadInfo.Name, "pod-name", "", "with --enrol: the pod's name")
+	f.StringVar(&o.EnrolAs.WorkloadInfo.Namespace, "pod-namespace", "", "with --enrol: the pod's namespace")
+	f.StringVar(&o.EnrolAs.WorkloadInfo.ServiceAccount, "service-account", "", "with --enrol: the pod's service account (its identity)")
 }
 
 func (a *app) newEnvoyCmd() *cobra.Command {
