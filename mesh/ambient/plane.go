@@ -52,6 +52,7 @@ const (
 // the workloads and services (delta xDS) and workload certificates (Istio's CA API) over TLS from a CA made for
 // the run. Workers listen and call as without a mesh.
 type Plane struct {
+	dataplane.ClusterOnly // ztunnel runs in pods only
 	// Image is the node proxies' image (default: DefaultZtunnelImage, which make ztunnel-image builds).
 	Image string
 	// The control plane command's options (Flags).
@@ -63,20 +64,11 @@ var _ dataplane.Plane = (*Plane)(nil)
 // Type implements dataplane.Plane.
 func (*Plane) Type() string { return Type }
 
-// Capture implements dataplane.Plane: transparent.
-func (*Plane) Capture() dataplane.Capture { return dataplane.Capture{} }
-
 // Control implements dataplane.Plane.
 func (p *Plane) Control() dataplane.Control { return p }
 
 // Cluster implements dataplane.Plane.
 func (p *Plane) Cluster() dataplane.Cluster { return &onCluster{p: p} }
-
-// Local implements dataplane.Plane: IRS runs ztunnel in pods only.
-func (*Plane) Local() dataplane.Local { return nil }
-
-// Installed implements dataplane.Plane.
-func (*Plane) Installed() dataplane.Installed { return nil }
 
 // Flags implements dataplane.Control.
 func (p *Plane) Flags() []dataplane.Flag {

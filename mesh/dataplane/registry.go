@@ -81,3 +81,16 @@ func Authorities(namespace string, s ServiceView) []string {
 	}
 	return out
 }
+
+// ClusterOnly is embedded by a plane of IRS's own that runs on a cluster only, with a transparent capture (its
+// proxies are reached as the workers are, by their own addresses).
+type ClusterOnly struct{}
+
+// Capture implements Plane: transparent.
+func (ClusterOnly) Capture() Capture { return Capture{} }
+
+// Local implements Plane: none.
+func (ClusterOnly) Local() Local { return nil }
+
+// Installed implements Plane: IRS brings the plane.
+func (ClusterOnly) Installed() Installed { return nil }

@@ -42,6 +42,7 @@ const (
 // and Destination over TLS from a Linkerd CA the runner makes for the run. Workers listen and call as without
 // a mesh (a Service's ClusterIP): the capture is transparent, as with Linkerd's.
 type Plane struct {
+	dataplane.ClusterOnly // linkerd2-proxy runs in pods only
 	// Image is the proxies' image (default: DefaultProxyImage, which make linkerd-image builds).
 	Image string
 	// The control plane command's options (Flags).
@@ -53,20 +54,11 @@ var _ dataplane.Plane = (*Plane)(nil)
 // Type implements dataplane.Plane.
 func (*Plane) Type() string { return Type }
 
-// Capture implements dataplane.Plane: transparent.
-func (*Plane) Capture() dataplane.Capture { return dataplane.Capture{} }
-
 // Control implements dataplane.Plane.
 func (p *Plane) Control() dataplane.Control { return p }
 
 // Cluster implements dataplane.Plane: a new value for one run (it keeps the run's trust anchors).
 func (p *Plane) Cluster() dataplane.Cluster { return &onCluster{p: p} }
-
-// Local implements dataplane.Plane: IRS runs linkerd2-proxy in pods only.
-func (*Plane) Local() dataplane.Local { return nil }
-
-// Installed implements dataplane.Plane.
-func (*Plane) Installed() dataplane.Installed { return nil }
 
 // Flags implements dataplane.Control.
 func (p *Plane) Flags() []dataplane.Flag {
