@@ -85,7 +85,7 @@ unit: assets
 
 ## e2e: end-to-end tests: real irs processes on loopback, the Helm chart (lint, rendering, agreement with the backend)
 e2e: build deps
-	HELM=$(HELM) IRS_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -count=1 -timeout 15m ./internal/e2e/...
+	HELM=$(HELM) IRS_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -count=1 -timeout 15m ./test/e2e/...
 
 # The images carry the version the binary reports: `irs workflow run --backend kubernetes` uses its own by default.
 IMAGE       ?= ghcr.io/irs-sim/irs:$(VERSION)
@@ -137,8 +137,8 @@ testnode-down:
 ## lint: go vet, gofmt and buf lint
 lint:
 	$(GO) vet ./...
-	$(GO) vet -tags integration ./internal/e2e/...
-	$(GO) vet -tags integration,kube ./internal/e2e/...
+	$(GO) vet -tags integration ./test/e2e/...
+	$(GO) vet -tags integration,kube ./test/e2e/...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	cd proto && $(TOOL) buf lint
@@ -166,7 +166,7 @@ bench: build image deps
 		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq wrk nginx-light; }
 	@[ -x "$$($(GO) env GOPATH)/bin/fortio" ] || $(GO) install fortio.org/fortio@v1.66.5
 	$(GO) run ./bench -irs $(BIN)
-	IRS_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -run '^$$' -bench LargeReportInChromium -benchtime 3x -v ./internal/e2e/ | grep -E 'Benchmark|page of'
+	IRS_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -run '^$$' -bench LargeReportInChromium -benchtime 3x -v ./test/e2e/ | grep -E 'Benchmark|page of'
 	hack/testnode/bench.sh
 	$(MAKE) bench-verdicts
 

@@ -17,4 +17,4 @@ envoy=$(tar -xOf bin/envoy-image.tar index.json | sed -n 's/.*"io.containerd.ima
 linkerd=$(tar -xOf bin/linkerd-image.tar index.json | sed -n 's/.*"io.containerd.image.name":"\([^"]*\)".*/\1/p')
 ztunnel=$(tar -xOf bin/ztunnel-image.tar index.json | sed -n 's/.*"io.containerd.image.name":"\([^"]*\)".*/\1/p')
 "$HERE/run.sh" env IRS_BIN="$ROOT/bin/irs" IRS_IMAGE="$image" IRS_ENVOY_IMAGE="$envoy" IRS_LINKERD_IMAGE="$linkerd" IRS_ZTUNNEL_IMAGE="$ztunnel" IRS_TESTNODE_STATE="$STATE" HELM="${HELM:-helm}" \
-  IRS_CHART="$ROOT/bin/irs-chart.tgz" go test -tags integration,kube -count=1 -timeout 25m -run '^TestKube' ./internal/e2e/... "$@"
+  IRS_CHART="$ROOT/bin/irs-chart.tgz" go test -tags integration,kube -count=1 -timeout 25m -run '^TestKube' ./test/e2e/... "$@"
