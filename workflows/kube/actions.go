@@ -102,10 +102,7 @@ func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.Config
 	}
 	s.config = next
 	b.mu.Unlock()
-	if err := b.meshFirst(ctx); err != nil {
-		return err
-	}
-	if err := b.updateConfigMap(ctx, service); err != nil {
+	if err := b.beforePush(ctx, service); err != nil {
 		return err
 	}
 	return b.pushAll(ctx, service, func(p *pod, client irsv1.WorkerControlServiceClient, cctx context.Context) error {
@@ -115,6 +112,15 @@ func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.Config
 		_, err := client.ReplaceConfig(cctx, &irsv1.ReplaceConfigRequest{Config: cfg})
 		return err
 	})
+}
+
+// beforePush readies what a service's changed configuration or load needs before its workers are told: the
+// mesh's proxies (a listener for a new upstream) and the ConfigMap a restarted pod reads.
+func (b *Backend) beforePush(ctx context.Context, service string) error {
+	if err := b.meshFirst(ctx); err != nil {
+		return err
+	}
+	return b.updateConfigMap(ctx, service)
 }
 
 // SetLoad implements workflows.Backend.
@@ -127,10 +133,7 @@ func (b *Backend) SetLoad(ctx context.Context, service string, load *irsv1.Load)
 	}
 	s.load = load
 	b.mu.Unlock()
-	if err := b.meshFirst(ctx); err != nil {
-		return err
-	}
-	if err := b.updateConfigMap(ctx, service); err != nil {
+	if err := b.beforePush(ctx, service); err != nil {
 		return err
 	}
 	return b.pushAll(ctx, service, func(p *pod, client irsv1.WorkerControlServiceClient, cctx context.Context) error {
