@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/memtrim"
+	"github.com/irs-sim/irs/internal/readyfile"
 	"github.com/irs-sim/irs/mesh/ambient"
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/capture"
@@ -32,12 +33,6 @@ func (a *app) newMeshCmd() *cobra.Command {
 	}
 	cmd.AddCommand(a.newControlPlaneCmd(), a.newEnvoyCmd(), a.newMeshInitCmd(), a.newNodeAgentCmd())
 	return cmd
-}
-
-// controlPlaneReady is what the control plane's --ready-file holds.
-type controlPlaneReady struct {
-	Address string `json:"address"`
-	PID     int    `json:"pid"`
 }
 
 func (a *app) newControlPlaneCmd() *cobra.Command {
@@ -111,7 +106,7 @@ ca.key, token).`,
 			}
 			go func() { served <- g.Serve(ln) }()
 			if readyFile != "" {
-				if err := writeJSONFile(readyFile, controlPlaneReady{Address: ln.Addr().String(), PID: os.Getpid()}); err != nil {
+				if err := readyfile.Write(readyFile, &irsv1.ReadyFile{Address: ln.Addr().String(), Pid: int32(os.Getpid())}); err != nil {
 					g.Stop()
 					return fmt.Errorf("--ready-file: %w", err)
 				}
