@@ -6,11 +6,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/irs-sim/irs/internal/readyfile"
 	"github.com/irs-sim/irs/mesh/ambient"
 	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/dataplane"
 	"github.com/irs-sim/irs/mesh/envoy"
 	"github.com/irs-sim/irs/mesh/podinit"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	zdspb "github.com/irs-sim/irs/proto/ztunnel/zds"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -23,12 +25,6 @@ func (a *app) newMeshCmd() *cobra.Command {
 	}
 	cmd.AddCommand(a.newControlPlaneCmd(), a.newEnvoyCmd(), a.newMeshInitCmd(), a.newNodeAgentCmd())
 	return cmd
-}
-
-// controlPlaneReady is what the control plane's --ready-file holds.
-type controlPlaneReady struct {
-	Address string `json:"address"`
-	PID     int    `json:"pid"`
 }
 
 func (a *app) newControlPlaneCmd() *cobra.Command {
@@ -70,7 +66,7 @@ ca.key, token).`,
 			p.Plane, p.Logger = control, a.logger
 			if readyFile != "" {
 				p.Ready = func(addr string) error {
-					return writeJSONFile(readyFile, controlPlaneReady{Address: addr, PID: os.Getpid()})
+					return readyfile.Write(readyFile, &irsv1.ReadyFile{Address: addr, Pid: int32(os.Getpid())})
 				}
 			}
 			err = controlplane.Serve(cmd.Context(), p)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +13,11 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/irs-sim/irs/internal/atomicfile"
 	"github.com/irs-sim/irs/internal/field"
 	"github.com/irs-sim/irs/internal/memtrim"
+	"github.com/irs-sim/irs/internal/readyfile"
 	"github.com/irs-sim/irs/internal/token"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker"
 	"github.com/irs-sim/irs/worker/control"
 	"github.com/irs-sim/irs/worker/control/grpcapi"
@@ -207,15 +207,6 @@ func (o *workerOptions) resolve(ctx context.Context, v *viper.Viper, flags *pfla
 	return nil
 }
 
-// readyInfo is what --ready-file contains.
-type readyInfo struct {
-	Name    string `json:"name"`
-	PID     int    `json:"pid"`
-	Data    string `json:"data,omitempty"`
-	Control string `json:"control"`
-	Seed    uint64 `json:"seed"`
-}
-
 func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptions) error {
 	ctrlLn, err := net.Listen("tcp", opts.controlListen)
 	if err != nil {
@@ -253,8 +244,8 @@ func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptio
 	}
 
 	if opts.readyFile != "" {
-		info := readyInfo{Name: spec.Name, PID: os.Getpid(), Data: w.DataAddr(), Control: ctrlLn.Addr().String(), Seed: w.Seed()}
-		if err := writeJSONFile(opts.readyFile, info); err != nil {
+		info := &irsv1.ReadyFile{Name: spec.Name, Pid: int32(os.Getpid()), Data: w.DataAddr(), Control: ctrlLn.Addr().String(), Seed: w.Seed()}
+		if err := readyfile.Write(opts.readyFile, info); err != nil {
 			cancel()
 			w.Wait()
 			return fmt.Errorf("ready file: %w", err)
@@ -345,15 +336,6 @@ func role(spec *worker.Spec) string {
 		return "idle"
 	}
 	return strings.Join(roles, "+")
-}
-
-// writeJSONFile writes v as JSON to path, whole or not at all (a runner polls ready files).
-func writeJSONFile(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
 // describeUnreachable formats endpoint check failures like configuration errors.

@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irs-sim/irs/internal/readyfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -58,19 +58,11 @@ func TestMain(m *testing.M) {
 type proc struct {
 	t      testing.TB
 	cmd    *exec.Cmd
-	ready  readyInfo
+	ready  *irsv1.ReadyFile
 	stdout *bytes.Buffer
 	stderr *bytes.Buffer
 	waited chan struct{}
 	err    error
-}
-
-type readyInfo struct {
-	Name    string `json:"name"`
-	PID     int    `json:"pid"`
-	Data    string `json:"data"`
-	Control string `json:"control"`
-	Seed    uint64 `json:"seed"`
 }
 
 // command prepares an irs process that dies with the test and is reaped at cleanup.
@@ -150,8 +142,8 @@ func startWorkerEnv(t *testing.T, env []string, args ...string) *proc {
 	p.start()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := os.ReadFile(readyFile)
-		if err == nil && json.Unmarshal(b, &p.ready) == nil {
+		if ready, err := readyfile.Read(context.Background(), readyFile); err == nil {
+			p.ready = ready
 			return p
 		}
 		if !p.alive() || time.Now().After(deadline) {

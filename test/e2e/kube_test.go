@@ -434,7 +434,7 @@ services:
 			t.Fatalf("kubectl port-forward does not listen: %v", err)
 		}
 	}
-	w := &proc{t: t, ready: readyInfo{Control: "127.0.0.1:19190"}}
+	w := &proc{t: t, ready: &irsv1.ReadyFile{Control: "127.0.0.1:19190"}}
 	if code, body := w.rest("PATCH", "/v1/config", token, `{"serve": {"delay": "40ms"}}`); code != 200 || !strings.Contains(string(body), `"40ms"`) {
 		t.Fatalf("PATCH /v1/config of %s over REST = %d %s", first, code, body)
 	}

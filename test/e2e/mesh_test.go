@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irs-sim/irs/internal/readyfile"
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/envoy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -57,9 +57,9 @@ func controlPlane(t *testing.T) (meshPlane, irsv1.MeshControlServiceClient) {
 	p := command(t, nil, "mesh", "control-plane", "--ready-file", ready, "--credentials", control.Dir())
 	p.start()
 	deadline := time.Now().Add(10 * time.Second)
-	var info struct{ Address string }
+	var info *irsv1.ReadyFile
 	for {
-		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &info) == nil && info.Address != "" {
+		if info, err = readyfile.Read(context.Background(), ready); err == nil && info.Address != "" {
 			break
 		}
 		if !p.alive() || time.Now().After(deadline) {

@@ -4,7 +4,7 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irs-sim/irs/internal/readyfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -494,8 +495,8 @@ func TestWorkflowWorkersNeedToken(t *testing.T) {
 	}
 	tok, _ := os.ReadFile(tokenFile)
 	var worker proc
-	b, err := os.ReadFile(filepath.Join(run.dir, "workers", "server-0.ready"))
-	if err != nil || json.Unmarshal(b, &worker.ready) != nil {
+	worker.ready, err = readyfile.Read(context.Background(), filepath.Join(run.dir, "workers", "server-0.ready"))
+	if err != nil {
 		t.Fatalf("server-0's ready file: %v", err)
 	}
 	worker.t = t

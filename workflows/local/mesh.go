@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irs-sim/irs/internal/readyfile"
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/dataplane"
@@ -95,9 +95,9 @@ func (b *Backend) startControlPlane(ctx context.Context) error {
 		close(m.cpExited)
 	})
 	deadline := time.Now().Add(b.cfg.ReadyTimeout)
-	var info struct{ Address string }
+	var info *irsv1.ReadyFile
 	for {
-		if raw, err := os.ReadFile(ready); err == nil && json.Unmarshal(raw, &info) == nil && info.Address != "" {
+		if info, err = readyfile.Read(ctx, ready); err == nil && info.GetAddress() != "" {
 			break
 		}
 		select {

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irs-sim/irs/internal/readyfile"
 	"github.com/irs-sim/irs/internal/token"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -84,12 +84,6 @@ func replicaSeed(seed uint64, index int) uint64 {
 	return x ^ (x >> 31)
 }
 
-// readyFile is what a worker's --ready-file holds.
-type readyFile struct {
-	Data    string `json:"data"`
-	Control string `json:"control"`
-}
-
 // awaitReady waits for a replica's ready file and connects to its control API.
 func (b *Backend) awaitReady(ctx context.Context, r *replica) error {
 	deadline := time.Now().Add(b.cfg.ReadyTimeout)
@@ -97,11 +91,8 @@ func (b *Backend) awaitReady(ctx context.Context, r *replica) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if raw, err := os.ReadFile(path); err == nil {
-			var rf readyFile
-			if json.Unmarshal(raw, &rf) == nil && rf.Control != "" {
-				return b.ready(ctx, r, rf, deadline)
-			}
+		if rf, err := readyfile.Read(ctx, path); err == nil && rf.GetControl() != "" {
+			return b.ready(ctx, r, rf, deadline)
 		}
 		select {
 		case <-r.exited:
@@ -118,7 +109,7 @@ func (b *Backend) awaitReady(ctx context.Context, r *replica) error {
 
 // ready takes a replica whose worker listens: it connects to its control API and, with a sidecar, gives the
 // control plane the new node and waits for its Envoy to be configured; then the replica is ready.
-func (b *Backend) ready(ctx context.Context, r *replica, rf readyFile, deadline time.Time) error {
+func (b *Backend) ready(ctx context.Context, r *replica, rf *irsv1.ReadyFile, deadline time.Time) error {
 	conn, err := grpc.NewClient("passthrough:///"+rf.Control, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(token.Bearer(b.cfg.ControlToken)))
 	if err != nil {
