@@ -29,7 +29,6 @@ import (
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/resultfile"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -431,7 +430,7 @@ func (r *runner) single(ctx context.Context, mesh *irsv1.Mesh, point workflows.S
 	written := !errors.Is(err, engine.ErrResultNotWritten)
 	if r.base != nil && res.GetTotal() != nil {
 		r.compareWithBaseline(f)
-		if werr := engine.WriteResult(opts.result, res); werr != nil {
+		if werr := resultfile.WriteResult(opts.result, res); werr != nil {
 			err, written = errors.Join(err, fmt.Errorf("%w: %s: %w", engine.ErrResultNotWritten, opts.result, werr)), false
 		}
 	}
@@ -591,7 +590,7 @@ rounds:
 				fmt.Fprintf(r.app.env.Stdout, "%s#%d: %s\n", name, round, strings.ToUpper(res.GetStatus()))
 			}
 			compare.Figures(cmp)
-			if werr := writeComparison(out, cmp); werr != nil {
+			if werr := resultfile.WriteComparison(out, cmp); werr != nil {
 				return werr
 			}
 			switch {
@@ -620,7 +619,7 @@ rounds:
 	if r.base != nil && !errors.Is(runErr, engine.ErrInterrupted) {
 		r.compareWithBaseline(f)
 	}
-	if err := writeComparison(out, cmp); err != nil {
+	if err := resultfile.WriteComparison(out, cmp); err != nil {
 		return err
 	}
 	report.Comparison(r.app.env.Stdout, cmp, out)
@@ -642,18 +641,6 @@ rounds:
 		}
 	}
 	return outputError(runError(r.wf.GetName(), last, runErr), reportsErr)
-}
-
-// writeComparison writes the comparison file atomically.
-func writeComparison(path string, c *irsv1.Comparison) error {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}.Marshal(c)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
 // campaignLength says how long runs of d each last in all, in hours when that is beyond what a time.Duration

@@ -17,7 +17,6 @@ import (
 	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/resultfile"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -191,7 +190,7 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 		if worse(code, worst) {
 			worst = code
 		}
-		if werr := writeSuite(suitePath, s); werr != nil {
+		if werr := resultfile.WriteSuite(suitePath, s); werr != nil {
 			return withExitCode(werr, ExitError)
 		}
 		if code == ExitInterrupted {
@@ -199,7 +198,7 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 		}
 	}
 	s.ExitCode, s.Status, s.EndedAt = int32(worst), exitStatus[worst], timestamppb.Now()
-	if err := writeSuite(suitePath, s); err != nil {
+	if err := resultfile.WriteSuite(suitePath, s); err != nil {
 		return withExitCode(err, ExitError)
 	}
 	report.Suite(a.env.Stdout, s, suitePath)
@@ -229,15 +228,4 @@ func suiteVerdict(s *irsv1.Suite) string {
 		}
 	}
 	return fmt.Sprintf("%d of %d workflows did not pass (%s)", len(bad), len(s.GetRuns()), strings.Join(bad, ", "))
-}
-
-func writeSuite(path string, s *irsv1.Suite) error {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}.Marshal(s)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
