@@ -27,6 +27,7 @@ import (
 	"github.com/irs-sim/irs/workflows/kube"
 	"github.com/irs-sim/irs/workflows/local"
 	"github.com/irs-sim/irs/workflows/report"
+	"github.com/irs-sim/irs/workflows/report/formats"
 	"github.com/irs-sim/irs/workflows/resultfile"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -201,7 +202,7 @@ func (a *app) runWorkflow(ctx context.Context, path string, opts runOptions) err
 		}
 	}
 	points := workflows.SweepPoints(wf.GetSweep())
-	reports, err := parseReports(opts.reports)
+	reports, err := formats.Parse(opts.reports)
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
@@ -474,7 +475,7 @@ func attach(f *resultfile.File, reg *irsv1.Regressions) {
 // writeReports writes the reports asked for beside a result or comparison, and says where they are; the error
 // names those that could not be written.
 func (r *runner) writeReports(ctx context.Context, dir string, f *resultfile.File) error {
-	written, err := r.app.writeReports(ctx, dir, f, r.reports)
+	written, err := formats.WriteReports(ctx, dir, f, r.reports)
 	if len(written) > 0 {
 		fmt.Fprintf(r.app.env.Stdout, "reports: %s\n", strings.Join(written, ", "))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/irs-sim/irs/workflows/baseline"
 	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/report"
+	"github.com/irs-sim/irs/workflows/report/formats"
 	"github.com/irs-sim/irs/workflows/resultfile"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -205,9 +206,9 @@ func (a *app) runSuite(ctx context.Context, files []string, opts runOptions) err
 	f := &resultfile.File{Path: suitePath, Suite: s}
 	reports := append([]string{"junit"}, opts.reports...)
 	var reportsErr error
-	if parsed, err := parseReports(reports); err == nil {
+	if parsed, err := formats.Parse(reports); err == nil {
 		var written []string
-		written, reportsErr = a.writeReports(ctx, opts.runDir, f, parsed)
+		written, reportsErr = formats.WriteReports(ctx, opts.runDir, f, parsed)
 		if len(written) > 0 {
 			fmt.Fprintf(a.env.Stdout, "reports: %s\n", strings.Join(written, ", "))
 		}
