@@ -114,7 +114,7 @@ func attachRegressions(ctx context.Context, f *resultfile.File, basePath, limitT
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
-	attach(f, r)
+	baseline.Attach(f, r)
 	return nil
 }
 

@@ -458,18 +458,7 @@ func (r *runner) compareWithBaseline(f *resultfile.File) {
 		fmt.Fprintf(r.app.env.Stderr, "warning: not compared with the baseline: %v\n", err)
 		return
 	}
-	attach(f, reg)
-}
-
-// attach attaches a comparison with a baseline to a run or comparison, whose status it then heads.
-func attach(f *resultfile.File, reg *irsv1.Regressions) {
-	if f.Comparison != nil {
-		f.Comparison.Regressions = reg
-		f.Comparison.Status = baseline.RunStatus(f.Comparison.GetStatus(), reg)
-		return
-	}
-	f.Result.Regressions = reg
-	f.Result.Status = baseline.RunStatus(f.Result.GetStatus(), reg)
+	baseline.Attach(f, reg)
 }
 
 // writeReports writes the reports asked for beside a result or comparison, and says where they are; the error
