@@ -118,9 +118,6 @@ func attachRegressions(ctx context.Context, f *resultfile.File, basePath, limitT
 	return nil
 }
 
-// errInconclusive marks a comparison with a baseline that has no verdict (exit 5, as an invalid run).
-var errInconclusive = errors.New("the comparison with the baseline is inconclusive")
-
 // inconclusiveError says why a comparison with a baseline has no verdict.
 func inconclusiveError(r *irsv1.Regressions) error {
 	why := "see the comparison"
@@ -130,7 +127,7 @@ func inconclusiveError(r *irsv1.Regressions) error {
 			why += fmt.Sprintf(" (and %d more reasons)", n)
 		}
 	}
-	return fmt.Errorf("%w: %s", errInconclusive, why)
+	return fmt.Errorf("the comparison with the baseline is inconclusive: %s", why)
 }
 
 // compareOptions are the flags of `irs workflow compare`.

@@ -1,4 +1,4 @@
-package cli
+package campaign
 
 import (
 	"slices"
@@ -68,7 +68,7 @@ func TestRunOptionsVariants(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := proto.Clone(tt.own)
-			got, err := runOptions{meshes: tt.meshes, sidecars: tt.sidecars}.variants(tt.own)
+			got, err := Options{Meshes: tt.meshes, Sidecars: tt.sidecars}.variants(tt.own)
 			if err != nil {
 				t.Fatalf("variants(--mesh %v --sidecars %v): %v", tt.meshes, tt.sidecars, err)
 			}
@@ -103,7 +103,7 @@ func TestRunOptionsVariantsNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := runOptions{meshes: tt.meshes, sidecars: tt.sidecars}.variants(tt.own)
+			got, err := Options{Meshes: tt.meshes, Sidecars: tt.sidecars}.variants(tt.own)
 			if err != nil {
 				t.Fatalf("variants: %v", err)
 			}
@@ -118,7 +118,7 @@ func TestRunOptionsVariantsNames(t *testing.T) {
 // meshes, not of policies.
 func TestRunOptionsVariantsKeepPolicy(t *testing.T) {
 	own := workflowMesh("envoy", "")
-	got, err := runOptions{meshes: []string{"none", "envoy"}, sidecars: []string{"both", "server-only"}}.variants(own)
+	got, err := Options{Meshes: []string{"none", "envoy"}, Sidecars: []string{"both", "server-only"}}.variants(own)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestRunOptionsVariantsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := runOptions{meshes: tt.meshes, sidecars: tt.sidecars}.variants(tt.own)
+			got, err := Options{Meshes: tt.meshes, Sidecars: tt.sidecars}.variants(tt.own)
 			if err == nil {
 				t.Fatalf("variants(--mesh %v --sidecars %v) = %v, want an error containing %q", tt.meshes, tt.sidecars, describe(got), tt.want)
 			}
@@ -184,7 +184,7 @@ func TestRunOptionsVariantsPlacementCheckedWithoutEnvoy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := runOptions{meshes: tt.meshes, sidecars: []string{"bogus"}}.variants(tt.own)
+			got, err := Options{Meshes: tt.meshes, Sidecars: []string{"bogus"}}.variants(tt.own)
 			if err == nil || !strings.Contains(err.Error(), "--sidecars") {
 				t.Errorf("variants(--mesh %v --sidecars bogus) = %v, %v; want an error naming --sidecars", tt.meshes, describe(got), err)
 			}

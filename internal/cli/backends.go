@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/irs-sim/irs/internal/token"
+	"github.com/irs-sim/irs/mesh/envoy"
+	"github.com/irs-sim/irs/mesh/policy"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/campaign"
+	"github.com/irs-sim/irs/workflows/kube"
+	"github.com/irs-sim/irs/workflows/local"
+	"github.com/irs-sim/irs/workflows/report"
+)
+
+// runner makes the backends of one workflow's runs (campaign.Backends): worker processes on this machine
+// (workflows/local) or pods on the cluster of --backend kubernetes (workflows/kube). It is where the
+// command line names the data planes a run reports.
+type runner struct {
+	app       *app
+	tl        *workflows.Timeline // the workflow's, unswept
+	kube      kubeOptions         // resolved for the workflow
+	envoyPath string
+	envoy     envoy.Binary // found by Prepare when a local run needs it
+}
+
+var _ campaign.Backends = (*runner)(nil)
+
+// Check refuses a mesh the backend cannot run.
+func (r *runner) Check(variants []*irsv1.Mesh) error {
+	for _, v := range variants {
+		if err := meshForBackend(v, r.kube.backend); err != nil {
+			return withExitCode(err, ExitInvalidConfig)
+		}
+	}
+	return nil
+}
+
+// Plan says, for a dry run on a cluster, that the cluster restarts and discovers replicas, within what time.
+func (r *runner) Plan(wf *irsv1.Workflow) report.PlanOptions {
+	var plan report.PlanOptions
+	if r.kube.backend == backendKubernetes {
+		plan.Kubernetes, plan.ReadyTimeout = true, kubeReadyTimeout(wf, r.tl)
+	}
+	return plan
+}
+
+// Prepare finds Envoy for a local run with a mesh, and describes this machine for a comparison.
+func (r *runner) Prepare(ctx context.Context, variants []*irsv1.Mesh) (*irsv1.Environment, error) {
+	if slices.ContainsFunc(variants, policy.Enabled) && r.kube.backend == backendLocal {
+		// Before anything starts: a mesh without Envoy is an environment to fix, not a run that fails.
+		var err error
+		if r.envoy, err = envoy.Locate(ctx, r.envoyPath); err != nil {
+			return nil, envoyError(err)
+		}
+	}
+	env := campaign.Environment("local")
+	env.EnvoyVersion = r.envoy.Version
+	return env, nil
+}
+
+// New makes the backend of one run, and the environment its result reports: where it runs and its data and
+// control planes.
+func (r *runner) New(ctx context.Context, wf *irsv1.Workflow, mesh *irsv1.Mesh, dir string) (campaign.Setup, error) {
+	env := campaign.Environment(r.kube.backend)
+	env.Mesh = policy.Describe(mesh)
+	if policy.Enabled(mesh) {
+		env.EnvoyVersion = r.envoy.Version
+		env.DataPlane, env.ControlPlane = "envoy "+r.envoy.Version, "IRS"
+	}
+	var backend workflows.Backend
+	var notes []string
+	if r.kube.backend == backendKubernetes {
+		kb, err := r.kubeBackend(wf, mesh, env)
+		if err != nil {
+			return campaign.Setup{}, kubeError(err)
+		}
+		version, err := kb.(*kube.Backend).Check(ctx)
+		if err != nil {
+			return campaign.Setup{}, kubeError(err)
+		}
+		env.KubernetesVersion = version
+		env.Nodes = int32(kb.(*kube.Backend).Nodes(ctx))
+		env.DataPlane, env.ControlPlane = kb.(*kube.Backend).Planes()
+		backend, notes = kb, kubeNotes(wf)
+		for _, n := range notes {
+			fmt.Fprintln(r.app.env.Stderr, "note:", n)
+		}
+	} else {
+		lb, err := local.New(local.Config{
+			Executable: r.app.env.Executable, Dir: filepath.Join(dir, "workers"),
+			RestartDelay: r.tl.RestartDelay, DiscoveryDelay: r.tl.DiscoveryDelay, ReadyTimeout: r.tl.ReadyTimeout,
+			WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh}, Logger: r.app.logger,
+			Mesh: mesh, Envoy: r.envoy.Path, ControlToken: token.New(),
+		})
+		if err != nil {
+			return campaign.Setup{}, err
+		}
+		backend = lb
+	}
+	return campaign.Setup{Backend: backend, Environment: env, Notes: notes}, nil
+}
