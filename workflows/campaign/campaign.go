@@ -96,19 +96,19 @@ type Outcome struct {
 // Interrupted reports whether the campaign was interrupted.
 func (o Outcome) Interrupted() bool { return errors.Is(o.Err, engine.ErrInterrupted) }
 
-// Failed reports whether the campaign failed without a verdict of its own: it was refused, its run failed, or
-// an output could not be written (an interrupt is not a failure).
-func (o Outcome) Failed() bool { return !o.Interrupted() && (o.Err != nil || o.OutputErr != nil) }
+// Failed reports whether the campaign failed beyond its verdict: it was refused, its run failed (an interrupt
+// is not a failure), or an output could not be written.
+func (o Outcome) Failed() bool { return o.OutputErr != nil || (o.Err != nil && !o.Interrupted()) }
 
 // Status is the outcome's status: its file's, else how it ended (passed: nothing ran, as in a dry run).
 func (o Outcome) Status() string {
 	switch {
 	case o.File != nil:
 		return o.File.Status()
-	case o.Interrupted():
-		return engine.StatusInterrupted
 	case o.Failed():
 		return engine.StatusError
+	case o.Interrupted():
+		return engine.StatusInterrupted
 	}
 	return engine.StatusPassed
 }

@@ -276,8 +276,10 @@ func TestOutcomeStatus(t *testing.T) {
 			want: engine.StatusFailed, wantFailed: true},
 		{name: "refused", o: Outcome{Err: invalid(errors.New("--repeat 0"))}, want: engine.StatusError, wantFailed: true},
 		{name: "no file written", o: Outcome{OutputErr: errors.New("disk full")}, want: engine.StatusError, wantFailed: true},
-		{name: "interrupted", o: Outcome{Err: errors.Join(engine.ErrInterrupted, errors.New("disk full"))},
+		{name: "interrupted", o: Outcome{Err: errors.Join(engine.ErrInterrupted, errors.New("no result"))},
 			want: engine.StatusInterrupted},
+		{name: "interrupted, no file written", o: Outcome{Err: engine.ErrInterrupted, OutputErr: errors.New("disk full")},
+			want: engine.StatusError, wantFailed: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

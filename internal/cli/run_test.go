@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tinyWorkflow is a valid workflow of one service and one phase.
+const tinyWorkflow = `name: tiny
+services:
+  - name: bar
+    worker:
+      serve: {delay: 1ms}
+phases:
+  - name: steady
+    duration: 1s
+`
+
+// TestWorkflowRunRefusals: `irs workflow run` refuses what it cannot run before anything starts, with the
+// exit code the command documents, and a dry run prints the plan; no run directory is made.
+func TestWorkflowRunRefusals(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tiny.yaml")
+	if err := os.WriteFile(file, []byte(tinyWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{name: "dry run", args: []string{"--dry-run", "--mesh", "none,envoy", "--repeat", "2"}, code: ExitOK,
+			stdout: "variants: none, envoy, 2 run(s) each, interleaved"},
+		{name: "dry run on a cluster", args: []string{"--dry-run", "--backend", "kubernetes"}, code: ExitOK, stdout: "workflow tiny"},
+		{name: "repeat", args: []string{"--repeat", "0"}, code: ExitInvalidConfig, stderr: "--repeat 0: want 1 to 100"},
+		{name: "backend", args: []string{"--backend", "cloud"}, code: ExitInvalidConfig, stderr: `--backend "cloud": want local or kubernetes`},
+		{name: "an installed mesh here", args: []string{"--mesh", "istio"}, code: ExitInvalidConfig, stderr: "--mesh istio needs --backend kubernetes"},
+		{name: "report", args: []string{"--report", "pdf"}, code: ExitInvalidConfig, stderr: `--report "pdf"`},
+		{name: "no envoy", args: []string{"--mesh", "envoy", "--envoy-path", filepath.Join(dir, "no-envoy")}, code: ExitInvalidEnvironment},
+		{name: "one result for a suite", args: []string{file, "--result", filepath.Join(dir, "r.json")}, code: ExitInvalidConfig,
+			stderr: "--result names one file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runDir := filepath.Join(t.TempDir(), "run")
+			args := append([]string{"workflow", "run", file, "--run-dir", runDir, "--progress", "off"}, tt.args...)
+			code, stdout, stderr, _ := runMain(t.Context(), args...)
+			if code != tt.code || !strings.Contains(stdout, tt.stdout) || !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("exit %d, want %d\nstdout (want %q):\n%s\nstderr (want %q):\n%s", code, tt.code, tt.stdout, stdout, tt.stderr, stderr)
+			}
+			if _, err := os.Stat(runDir); err == nil {
+				t.Error("the run directory was made")
+			}
+		})
+	}
+}
