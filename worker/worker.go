@@ -217,19 +217,6 @@ func (w *Worker) Wait() {
 	w.pool.Close()
 }
 
-// Run starts the worker with spec and serves until ctx is done. ready, if set, is called once serving.
-func Run(ctx context.Context, spec *Spec, logger *slog.Logger, ready func(*Worker)) error {
-	w := New(spec, logger)
-	if err := w.Start(ctx, spec); err != nil {
-		return err
-	}
-	if ready != nil {
-		ready(w)
-	}
-	w.Wait()
-	return nil
-}
-
 // Name returns the worker's current name.
 func (w *Worker) Name() string {
 	w.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/irs-sim/irs/workflows/kube"
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -61,7 +62,13 @@ namespace's control token (Secret irs-control-token) unless --token-file names o
 Exit codes: 0 every worker did it; 1 one or more did not (each is reported); 2 bad arguments; 4 the cluster
 cannot be reached.`,
 	}
-	f := cmd.PersistentFlags()
+	o.register(cmd.PersistentFlags())
+	cmd.AddCommand(a.newCtlConfigCmd(&o), a.newCtlLoadCmd(&o), a.newCtlStatsCmd(&o), a.newCtlInfoCmd(&o))
+	return cmd
+}
+
+// register registers the flags every `irs ctl` command has.
+func (o *ctlOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.service, "service", "", "on a cluster: the service whose replicas to act on")
 	f.StringVar(&o.kube.namespace, "namespace", "", "on a cluster: the namespace ($IRS_NAMESPACE)")
 	f.StringVar(&o.kube.kubeconfig, "kubeconfig", "", "on a cluster: the kubeconfig file (default $KUBECONFIG, then ~/.kube/config)")
@@ -71,20 +78,27 @@ cannot be reached.`,
 	f.StringVar(&o.tokenFile, "token-file", "", "read the control token from `file`")
 	f.StringVarP(&o.output, "output", "o", "text", "text (a line per worker) or json (each worker's answer)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long each call may take")
+}
 
-	type op func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)
-	run := func(fn op) func(*cobra.Command, []string) error {
-		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd, o, false, fn) }
-	}
-	change := func(fn op) func(*cobra.Command, []string) error {
-		return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd, o, true, fn) }
-	}
+// ctlCall is one call ctl makes to every worker: its answer, and a line that says it.
+type ctlCall func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)
+
+// stateLine is a call's answer that is a configuration state, described.
+func stateLine(r interface{ GetState() *irsv1.ConfigState }, err error) (proto.Message, string, error) {
+	return r.GetState(), describeState(r.GetState()), err
+}
+
+// ctlRun returns a RunE that makes a call to every worker; mutates says it changes their configuration.
+func (a *app) ctlRun(o *ctlOptions, mutates bool, fn ctlCall) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error { return a.ctl(cmd, *o, mutates, fn) }
+}
+
+func (a *app) newCtlConfigCmd(o *ctlOptions) *cobra.Command {
 	config := &cobra.Command{Use: "config", Short: "The workers' configuration"}
 	config.AddCommand(
 		&cobra.Command{Use: "get", Short: "Print each worker's configuration", Args: cobra.NoArgs,
-			RunE: run(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
-				r, err := c.GetConfig(ctx, &irsv1.GetConfigRequest{})
-				return r.GetState(), describeState(r.GetState()), err
+			RunE: a.ctlRun(o, false, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return stateLine(c.GetConfig(ctx, &irsv1.GetConfigRequest{}))
 			})},
 		&cobra.Command{Use: "patch PATCH|@FILE", Short: "Apply a JSON merge patch to each worker's configuration", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -92,9 +106,8 @@ cannot be reached.`,
 				if err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
-				return a.ctl(cmd, o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
-					r, err := c.UpdateConfig(ctx, &irsv1.UpdateConfigRequest{MergePatch: string(doc)})
-					return r.GetState(), describeState(r.GetState()), err
+				return a.ctl(cmd, *o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+					return stateLine(c.UpdateConfig(ctx, &irsv1.UpdateConfigRequest{MergePatch: string(doc)}))
 				})
 			}},
 		&cobra.Command{Use: "replace FILE", Short: "Replace each worker's configuration with a document (YAML or JSON)", Args: cobra.ExactArgs(1),
@@ -103,12 +116,15 @@ cannot be reached.`,
 				if err := readDocument(cmd.Context(), args[0], cfg); err != nil {
 					return withExitCode(err, ExitInvalidConfig)
 				}
-				return a.ctl(cmd, o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
-					r, err := c.ReplaceConfig(ctx, &irsv1.ReplaceConfigRequest{Config: cfg})
-					return r.GetState(), describeState(r.GetState()), err
+				return a.ctl(cmd, *o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+					return stateLine(c.ReplaceConfig(ctx, &irsv1.ReplaceConfigRequest{Config: cfg}))
 				})
 			}},
 	)
+	return config
+}
+
+func (a *app) newCtlLoadCmd(o *ctlOptions) *cobra.Command {
 	load := &cobra.Command{Use: "load", Short: "The workers' load"}
 	load.AddCommand(
 		&cobra.Command{Use: "start LOAD|@FILE", Short: "Set each worker's load (an irs.v1.Load, YAML or JSON) and start it", Args: cobra.ExactArgs(1),
@@ -121,42 +137,46 @@ cannot be reached.`,
 				if err := yamlpb.Unmarshal(doc, l); err != nil {
 					return withExitCode(fmt.Errorf("load: %w", err), ExitInvalidConfig)
 				}
-				return a.ctl(cmd, o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
-					r, err := c.StartLoad(ctx, &irsv1.StartLoadRequest{Load: l})
-					return r.GetState(), describeState(r.GetState()), err
+				return a.ctl(cmd, *o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+					return stateLine(c.StartLoad(ctx, &irsv1.StartLoadRequest{Load: l}))
 				})
 			}},
 		&cobra.Command{Use: "stop", Short: "Stop each worker's load", Args: cobra.NoArgs,
-			RunE: change(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
-				r, err := c.StopLoad(ctx, &irsv1.StopLoadRequest{})
-				return r.GetState(), describeState(r.GetState()), err
+			RunE: a.ctlRun(o, true, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+				return stateLine(c.StopLoad(ctx, &irsv1.StopLoadRequest{}))
 			})},
 	)
+	return load
+}
+
+func (a *app) newCtlStatsCmd(o *ctlOptions) *cobra.Command {
 	var reset bool
 	stats := &cobra.Command{Use: "stats", Short: "Print what each worker measured since its last reset", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.ctl(cmd, o, false, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+			return a.ctl(cmd, *o, false, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 				r, err := c.GetStats(ctx, &irsv1.GetStatsRequest{ResetWindow: reset})
 				return r.GetStats(), describeStats(r.GetStats()), err
 			})
 		}}
 	stats.Flags().BoolVar(&reset, "reset", false, "start a new window after this read")
-	info := &cobra.Command{Use: "info", Short: "Describe each worker", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
+	return stats
+}
+
+func (a *app) newCtlInfoCmd(o *ctlOptions) *cobra.Command {
+	return &cobra.Command{Use: "info", Short: "Describe each worker", Args: cobra.NoArgs,
+		RunE: a.ctlRun(o, false, func(ctx context.Context, c irsv1.WorkerControlServiceClient) (proto.Message, string, error) {
 			r, err := c.GetInfo(ctx, &irsv1.GetInfoRequest{})
 			i := r.GetInfo()
 			return i, fmt.Sprintf("%s, version %s, up %v, seed %d", i.GetName(), i.GetVersion(),
 				time.Duration(i.GetUptimeMs())*time.Millisecond, i.GetSeed()), err
 		})}
-	cmd.AddCommand(config, load, stats, info)
-	return cmd
 }
 
 // ctl does one thing to every target, in parallel, and reports each outcome.
 // A change ctl makes (mutates) is kept where the workers' configuration lives: on a cluster in the service's
 // ConfigMap, which restarted and replacement pods read; workers named by --address have no such place, and ctl
 // says the change is live only.
-func (a *app) ctl(cmd *cobra.Command, o ctlOptions, mutates bool, fn func(context.Context, irsv1.WorkerControlServiceClient) (proto.Message, string, error)) error {
+func (a *app) ctl(cmd *cobra.Command, o ctlOptions, mutates bool, fn ctlCall) error {
 	if o.output != "text" && o.output != "json" {
 		return withExitCode(fmt.Errorf("--output %q: want text or json", o.output), ExitInvalidConfig)
 	}
@@ -167,12 +187,29 @@ func (a *app) ctl(cmd *cobra.Command, o ctlOptions, mutates bool, fn func(contex
 		return err
 	}
 	defer closeAll()
-	type outcome struct {
-		msg  proto.Message
-		line string
-		err  error
+	outs := callAll(ctx, targets, o.timeout, fn)
+	failed := a.printOutcomes(targets, outs, o.output)
+	if mutates {
+		if err := a.keepChange(ctx, persist, outs[0].msg, failed); err != nil {
+			return err
+		}
 	}
-	outs := make([]outcome, len(targets))
+	if failed > 0 {
+		return withExitCode(fmt.Errorf("%d of %d workers failed", failed, len(targets)), ExitError)
+	}
+	return nil
+}
+
+// ctlOutcome is what one worker answered.
+type ctlOutcome struct {
+	msg  proto.Message
+	line string
+	err  error
+}
+
+// callAll makes the call to every target that can be reached, in parallel, each within timeout.
+func callAll(ctx context.Context, targets []target, timeout time.Duration, fn ctlCall) []ctlOutcome {
+	outs := make([]ctlOutcome, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		if t.skip != "" {
@@ -180,14 +217,18 @@ func (a *app) ctl(cmd *cobra.Command, o ctlOptions, mutates bool, fn func(contex
 			continue
 		}
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, o.timeout)
+			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			outs[i].msg, outs[i].line, outs[i].err = fn(cctx, t.client)
 		})
 	}
 	wg.Wait()
-	failed := 0
-	if o.output == "json" {
+	return outs
+}
+
+// printOutcomes prints each worker's outcome, a line each (text) or a JSON array, and returns how many failed.
+func (a *app) printOutcomes(targets []target, outs []ctlOutcome, output string) (failed int) {
+	if output == "json" {
 		fmt.Fprintln(a.env.Stdout, "[")
 	}
 	tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
@@ -196,19 +237,12 @@ func (a *app) ctl(cmd *cobra.Command, o ctlOptions, mutates bool, fn func(contex
 		if res.err != nil {
 			failed++
 		}
-		if o.output == "json" {
-			entry := `{"worker": ` + quote(t.name)
-			if res.err != nil {
-				entry += `, "error": ` + quote(res.err.Error())
-			} else if res.msg != nil {
-				b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(res.msg)
-				entry += `, "result": ` + string(b)
-			}
+		if output == "json" {
 			sep := ","
 			if i == len(targets)-1 {
 				sep = ""
 			}
-			fmt.Fprintln(a.env.Stdout, "  "+entry+"}"+sep)
+			fmt.Fprintln(a.env.Stdout, "  "+jsonOutcome(t.name, res)+sep)
 			continue
 		}
 		if res.err != nil {
@@ -219,18 +253,22 @@ func (a *app) ctl(cmd *cobra.Command, o ctlOptions, mutates bool, fn func(contex
 		}
 	}
 	tw.Flush()
-	if o.output == "json" {
+	if output == "json" {
 		fmt.Fprintln(a.env.Stdout, "]")
 	}
-	if mutates {
-		if err := a.keepChange(ctx, persist, outs[0].msg, failed); err != nil {
-			return err
-		}
+	return failed
+}
+
+// jsonOutcome is a worker's outcome as a JSON object: its name, and its error or its answer.
+func jsonOutcome(name string, res ctlOutcome) string {
+	entry := `{"worker": ` + quote(name)
+	if res.err != nil {
+		entry += `, "error": ` + quote(res.err.Error())
+	} else if res.msg != nil {
+		b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(res.msg)
+		entry += `, "result": ` + string(b)
 	}
-	if failed > 0 {
-		return withExitCode(fmt.Errorf("%d of %d workers failed", failed, len(targets)), ExitError)
-	}
-	return nil
+	return entry + "}"
 }
 
 // ctlToken is the control token to send: --token-file's, --token's or $IRS_CONTROL_TOKEN's, "" when none is
@@ -260,7 +298,6 @@ func (a *app) ctlToken(ctx context.Context, o ctlOptions) (string, error) {
 	return token.Check(value, from)
 }
 
-// ctlTargets finds the workers: a service's replicas on a cluster, or addresses on this machine.
 // keepChange keeps a change that every worker took where the workers' configuration lives, and says where; or
 // says why it is live only.
 func (a *app) keepChange(ctx context.Context, persist persistFunc, first proto.Message, failed int) error {
@@ -283,6 +320,8 @@ func (a *app) keepChange(ctx context.Context, persist persistFunc, first proto.M
 // persistFunc keeps a service's configuration where its pods read it, and names where.
 type persistFunc func(ctx context.Context, cfg *irsv1.WorkerConfig) (string, error)
 
+// ctlTargets finds the workers: a service's replicas on a cluster, or addresses on this machine. It returns
+// them, what closes their connections, and where a change is kept (nil: nowhere).
 func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), persistFunc, error) {
 	tok, err := a.ctlToken(ctx, o)
 	if err != nil {
@@ -292,59 +331,72 @@ func (a *app) ctlTargets(ctx context.Context, o ctlOptions) ([]target, func(), p
 	case len(o.addresses) > 0 && o.service != "":
 		return nil, nil, nil, withExitCode(errors.New("--address and --service: give one (workers here, or a service's on a cluster)"), ExitInvalidConfig)
 	case len(o.addresses) > 0:
-		var out []target
-		var conns []*grpc.ClientConn
-		for _, addr := range o.addresses {
-			opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-			if tok != "" {
-				opts = append(opts, grpc.WithPerRPCCredentials(token.Bearer(tok)))
-			}
-			conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
-			if err != nil {
-				return nil, nil, nil, withExitCode(fmt.Errorf("--address %q: %w", addr, err), ExitInvalidConfig)
-			}
-			conns = append(conns, conn)
-			out = append(out, target{name: addr, client: irsv1.NewWorkerControlServiceClient(conn)})
-		}
-		return out, func() {
-			for _, c := range conns {
-				_ = c.Close()
-			}
-		}, nil, nil
+		targets, closeAll, err := addressTargets(o.addresses, tok)
+		return targets, closeAll, nil, err
 	case o.service != "":
-		kopts := o.kube
-		if err := kopts.resolve(a.env.LookupEnv, nil); err != nil {
-			return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
-		}
-		if kopts.namespace == "" {
-			return nil, nil, nil, withExitCode(errors.New("--service: name the --namespace too"), ExitInvalidConfig)
-		}
-		f, err := kube.Connect(ctx, kube.Access{Kubeconfig: kopts.kubeconfig, Context: kopts.context}, kopts.namespace, tok)
-		if err != nil {
-			return nil, nil, nil, kubeError(err)
-		}
-		members, err := f.Members(ctx, o.service)
-		if err != nil {
-			f.Close()
-			return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
-		}
-		var out []target
-		for _, m := range members {
-			t := target{name: m.Pod, client: m.Client}
-			switch {
-			case m.Client == nil:
-				t.skip = "no address yet (pending)"
-			case !m.Ready:
-				t.name += " (not ready)"
-			}
-			out = append(out, t)
-		}
-		persist := func(ctx context.Context, cfg *irsv1.WorkerConfig) (string, error) {
-			return f.PersistConfig(ctx, o.service, cfg)
-		}
-		return out, f.Close, persist, nil
+		return a.serviceTargets(ctx, o, tok)
 	}
 	return nil, nil, nil, withExitCode(errors.New("name the workers: --namespace and --service (on a cluster), or --address (here)"), ExitInvalidConfig)
+}
+
+// addressTargets are workers on this machine, by control address.
+func addressTargets(addresses []string, tok string) ([]target, func(), error) {
+	var out []target
+	var conns []*grpc.ClientConn
+	closeAll := func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	for _, addr := range addresses {
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if tok != "" {
+			opts = append(opts, grpc.WithPerRPCCredentials(token.Bearer(tok)))
+		}
+		conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
+		if err != nil {
+			return nil, nil, withExitCode(fmt.Errorf("--address %q: %w", addr, err), ExitInvalidConfig)
+		}
+		conns = append(conns, conn)
+		out = append(out, target{name: addr, client: irsv1.NewWorkerControlServiceClient(conn)})
+	}
+	return out, closeAll, nil
+}
+
+// serviceTargets are the replicas of a service on a cluster, reached through the namespace's relay; a change is
+// kept in the service's ConfigMap.
+func (a *app) serviceTargets(ctx context.Context, o ctlOptions, tok string) ([]target, func(), persistFunc, error) {
+	kopts := o.kube
+	if err := kopts.resolve(a.env.LookupEnv, nil); err != nil {
+		return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
+	}
+	if kopts.namespace == "" {
+		return nil, nil, nil, withExitCode(errors.New("--service: name the --namespace too"), ExitInvalidConfig)
+	}
+	f, err := kube.Connect(ctx, kube.Access{Kubeconfig: kopts.kubeconfig, Context: kopts.context}, kopts.namespace, tok)
+	if err != nil {
+		return nil, nil, nil, kubeError(err)
+	}
+	members, err := f.Members(ctx, o.service)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, withExitCode(err, ExitInvalidConfig)
+	}
+	var out []target
+	for _, m := range members {
+		t := target{name: m.Pod, client: m.Client}
+		switch {
+		case m.Client == nil:
+			t.skip = "no address yet (pending)"
+		case !m.Ready:
+			t.name += " (not ready)"
+		}
+		out = append(out, t)
+	}
+	persist := func(ctx context.Context, cfg *irsv1.WorkerConfig) (string, error) {
+		return f.PersistConfig(ctx, o.service, cfg)
+	}
+	return out, f.Close, persist, nil
 }
 
 // argDocument is an argument that is a document, or @FILE.

@@ -7,8 +7,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/report/reporttest"
+	"github.com/irs-sim/irs/workflows/resultfile"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -132,7 +132,7 @@ func TestFileInputsBounded(t *testing.T) {
 // took ten (the file, the message, the rendering, its buffer and a copy of it).
 func TestReportJSONMemory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "result.json")
-	if err := engine.WriteResult(path, reporttest.Large(50, 600)); err != nil {
+	if err := resultfile.WriteResult(path, reporttest.Large(50, 600)); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(path)

@@ -7,181 +7,27 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/irs-sim/irs/internal/atomicfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/baseline"
 	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/report"
-	"github.com/irs-sim/irs/workflows/report/junit"
-	"github.com/irs-sim/irs/workflows/report/markdown"
+	"github.com/irs-sim/irs/workflows/report/formats"
 	"github.com/irs-sim/irs/workflows/report/page"
 	"github.com/irs-sim/irs/workflows/resultfile"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
-// Report formats, and the file each is written to in a run directory.
-var reportFiles = map[string]string{
-	"text": "report.txt", "json": "", "html": "report.html", "junit": "junit.xml", "markdown": "report.md",
-}
-
-var reportFormats = []string{"text", "json", "html", "junit", "markdown"}
-
-func checkFormat(flag, f string) error {
-	if !slices.Contains(reportFormats, f) {
-		return fmt.Errorf("%s %q: want one of %s", flag, f, strings.Join(reportFormats, ", "))
-	}
-	return nil
-}
-
-// render writes a result, comparison or suite in a format.
-func render(ctx context.Context, w io.Writer, f *resultfile.File, format string) error {
-	switch format {
-	case "json":
-		var m proto.Message = f.Result
-		if f.Comparison != nil {
-			m = f.Comparison
-		} else if f.Suite != nil {
-			m = f.Suite
-		}
-		b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}.Marshal(m)
-		if err != nil {
-			return err
-		}
-		if _, err = w.Write(b); err != nil { // not append(b, '\n'): that copied the whole document once more
-			return err
-		}
-		_, err = io.WriteString(w, "\n")
-		return err
-	case "text":
-		switch {
-		case f.Result != nil:
-			report.Summary(w, f.Result, f.Path)
-		case f.Comparison != nil:
-			report.Comparison(w, f.Comparison, f.Path)
-		default:
-			report.Suite(w, f.Suite, f.Path)
-		}
-		return nil
-	case "markdown":
-		switch {
-		case f.Result != nil:
-			markdown.Result(w, f.Result)
-		case f.Comparison != nil:
-			markdown.Comparison(w, f.Comparison)
-		default:
-			markdown.Suite(w, f.Suite)
-		}
-		return nil
-	case "junit":
-		switch {
-		case f.Result != nil:
-			return junit.Result(w, f.Result)
-		case f.Comparison != nil:
-			return junit.Comparison(w, f.Comparison)
-		}
-		runs, err := suiteRuns(ctx, f)
-		if err != nil {
-			return err
-		}
-		return junit.Suite(w, runs)
-	case "html":
-		switch {
-		case f.Result != nil:
-			return page.Result(w, f.Result)
-		case f.Comparison != nil:
-			return page.Comparison(w, f.Comparison)
-		}
-		var runs []page.SuiteRun
-		for _, r := range f.Suite.GetRuns() {
-			sr := page.SuiteRun{Entry: r}
-			if r.GetResult() != "" && filepath.IsLocal(r.GetResult()) { // a link out of the suite is not made
-				rep := filepath.Join(filepath.Dir(r.GetResult()), reportFiles["html"])
-				if _, err := os.Stat(filepath.Join(filepath.Dir(f.Path), rep)); err == nil {
-					sr.Report = rep
-				}
-			}
-			runs = append(runs, sr)
-		}
-		return page.Suite(w, f.Suite, runs)
-	}
-	return fmt.Errorf("unknown format %q", format)
-}
-
-// suiteRuns reads each run of a suite for its JUnit file.
-func suiteRuns(ctx context.Context, f *resultfile.File) ([]junit.Run, error) {
-	var runs []junit.Run
-	for _, r := range f.Suite.GetRuns() {
-		run := junit.Run{Entry: r}
-		if r.GetResult() != "" {
-			rf, err := f.SuiteRun(ctx, r)
-			if err != nil {
-				return nil, err
-			}
-			run.Result, run.Comparison = rf.Result, rf.Comparison
-		}
-		runs = append(runs, run)
-	}
-	return runs, nil
-}
-
-// writeRendered renders into a file atomically (or to w when path is "" or "-").
-func writeRendered(ctx context.Context, w io.Writer, path string, f *resultfile.File, format string) error {
-	if path == "" || path == "-" {
-		return render(ctx, w, f, format)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error { return render(ctx, w, f, format) })
-}
-
-// writeReports writes a run directory's reports in the formats asked for, beside its result; it returns the
-// files written, and an error naming each report that could not be written: the command then fails (a report
-// asked for and missing is a CI step reading nothing), though the others are written.
-func (a *app) writeReports(ctx context.Context, dir string, f *resultfile.File, formats []string) ([]string, error) {
-	var out []string
-	var errs []error
-	for _, format := range formats {
-		name := reportFiles[format]
-		if name == "" {
-			continue // the result is the JSON
-		}
-		path := filepath.Join(dir, name)
-		if err := writeRendered(ctx, nil, path, f, format); err != nil {
-			errs = append(errs, fmt.Errorf("%s report not written: %w", format, err))
-			continue
-		}
-		out = append(out, path)
-	}
-	return out, errors.Join(errs...)
-}
-
-// parseReports reads --report: formats, "none" for none.
-func parseReports(list []string) ([]string, error) {
-	var out []string
-	for _, f := range list {
-		f = strings.TrimSpace(f)
-		if f == "none" || f == "" {
-			continue
-		}
-		if err := checkFormat("--report", f); err != nil {
-			return nil, err
-		}
-		if !slices.Contains(out, f) {
-			out = append(out, f)
-		}
-	}
-	return out, nil
+// reportOptions are the flags of `irs workflow report`.
+type reportOptions struct {
+	format, out, base, limits, phase string
 }
 
 func (a *app) newWorkflowReportCmd() *cobra.Command {
-	var format, out, base, limits, phase string
+	var o reportOptions
 	cmd := &cobra.Command{
 		Use:   "report RESULT",
 		Short: "Render a run's result, a comparison or a suite (complete or partial) as text, JSON, HTML, JUnit or Markdown",
@@ -191,40 +37,43 @@ charts (it opens offline); junit writes a JUnit XML file for CI; markdown a summ
 CI step summary. With --baseline the report includes what changed against the baseline. With --phase, a
 comparison's figures are taken again from another phase of its runs (or total: the whole run).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat("--format", format); err != nil {
-				return withExitCode(err, ExitInvalidConfig)
-			}
-			f, err := resultfile.Read(cmd.Context(), args[0])
-			if err != nil {
-				return withExitCode(err, ExitInvalidConfig)
-			}
-			if phase != "" {
-				if err := reslice(f, phase); err != nil {
-					return withExitCode(err, ExitInvalidConfig)
-				}
-			}
-			if base != "" {
-				if err := attachRegressions(cmd.Context(), f, base, limits); err != nil {
-					return err
-				}
-			}
-			if st, err := os.Stat(f.Path); err == nil && st.Mode().IsRegular() && format == "json" && base == "" && phase == "" {
-				// The file, checked, as it is: rendered again it took 10 times its size in memory.
-				return copyFile(a.env.Stdout, out, f.Path)
-			}
-			if err := writeRendered(cmd.Context(), a.env.Stdout, out, f, format); err != nil {
-				return withExitCode(err, reportErrorCode(err))
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return a.report(cmd.Context(), args[0], o) },
 	}
-	cmd.Flags().StringVarP(&format, "format", "f", "text", "text, json, html, junit or markdown")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
-	cmd.Flags().StringVar(&base, "baseline", "", "a result or comparison to compare with (the report shows what changed)")
-	cmd.Flags().StringVar(&phase, "phase", "", "a comparison: the phase its figures come from (total: the whole run)")
-	cmd.Flags().StringVar(&limits, "max-regression", baseline.DefaultLimits, "how much each metric may get worse: metric=10% or metric=+<value>, comma-separated")
+	cmd.Flags().StringVarP(&o.format, "format", "f", "text", "text, json, html, junit or markdown")
+	cmd.Flags().StringVarP(&o.out, "output", "o", "", "write to this file instead of standard output")
+	cmd.Flags().StringVar(&o.base, "baseline", "", "a result or comparison to compare with (the report shows what changed)")
+	cmd.Flags().StringVar(&o.phase, "phase", "", "a comparison: the phase its figures come from (total: the whole run)")
+	cmd.Flags().StringVar(&o.limits, "max-regression", baseline.DefaultLimits, "how much each metric may get worse: metric=10% or metric=+<value>, comma-separated")
 	return cmd
+}
+
+// report renders the file at path as `irs workflow report` does.
+func (a *app) report(ctx context.Context, path string, o reportOptions) error {
+	if err := formats.Check("--format", o.format); err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	f, err := resultfile.Read(ctx, path)
+	if err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	if o.phase != "" {
+		if err := reslice(f, o.phase); err != nil {
+			return withExitCode(err, ExitInvalidConfig)
+		}
+	}
+	if o.base != "" {
+		if err := attachRegressions(ctx, f, o.base, o.limits); err != nil {
+			return err
+		}
+	}
+	if st, err := os.Stat(f.Path); err == nil && st.Mode().IsRegular() && o.format == formats.JSON && o.base == "" && o.phase == "" {
+		// The file, checked, as it is: rendered again it took 10 times its size in memory.
+		return copyFile(a.env.Stdout, o.out, f.Path)
+	}
+	if err := formats.Write(ctx, a.env.Stdout, o.out, f, o.format); err != nil {
+		return withExitCode(err, reportErrorCode(err))
+	}
+	return nil
 }
 
 // reslice takes a comparison's figures again from another phase of its runs.
@@ -265,12 +114,9 @@ func attachRegressions(ctx context.Context, f *resultfile.File, basePath, limitT
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
-	attach(f, r)
+	baseline.Attach(f, r)
 	return nil
 }
-
-// errInconclusive marks a comparison with a baseline that has no verdict (exit 5, as an invalid run).
-var errInconclusive = errors.New("the comparison with the baseline is inconclusive")
 
 // inconclusiveError says why a comparison with a baseline has no verdict.
 func inconclusiveError(r *irsv1.Regressions) error {
@@ -281,11 +127,16 @@ func inconclusiveError(r *irsv1.Regressions) error {
 			why += fmt.Sprintf(" (and %d more reasons)", n)
 		}
 	}
-	return fmt.Errorf("%w: %s", errInconclusive, why)
+	return fmt.Errorf("the comparison with the baseline is inconclusive: %s", why)
+}
+
+// compareOptions are the flags of `irs workflow compare`.
+type compareOptions struct {
+	format, out, limits string
 }
 
 func (a *app) newWorkflowCompareCmd() *cobra.Command {
-	var format, out, limits string
+	var o compareOptions
 	cmd := &cobra.Command{
 		Use:   "compare BASE NEW",
 		Short: "Compare a run (or comparison) with a baseline: what changed beyond noise, and what regressed beyond its limit (exit 3)",
@@ -301,54 +152,61 @@ verdict (a metric worse beyond its limit but within noise — with one run a sid
 nothing measured on both sides); 2 the two cannot be compared (another workflow, other services or calls, other
 phases, another time scale), or bad input.`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat("--format", format); err != nil {
-				return withExitCode(err, ExitInvalidConfig)
-			}
-			f, err := resultfile.Read(cmd.Context(), args[1])
-			if err != nil {
-				return withExitCode(err, ExitInvalidConfig)
-			}
-			if err := attachRegressions(cmd.Context(), f, args[0], limits); err != nil {
-				return err
-			}
-			r := f.Result.GetRegressions()
-			if f.Comparison != nil {
-				r = f.Comparison.GetRegressions()
-			}
-			switch format {
-			case "text":
-				var b bytes.Buffer
-				report.Regressions(&b, r, 0)
-				if err := writeBytes(a.env.Stdout, out, b.Bytes()); err != nil {
-					return err
-				}
-			case "json":
-				b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}.Marshal(r)
-				if err != nil {
-					return err
-				}
-				if err := writeBytes(a.env.Stdout, out, append(b, '\n')); err != nil {
-					return err
-				}
-			default:
-				if err := writeRendered(cmd.Context(), a.env.Stdout, out, f, format); err != nil {
-					return withExitCode(err, reportErrorCode(err))
-				}
-			}
-			switch r.GetStatus() {
-			case baseline.StatusRegressed:
-				return withExitCode(fmt.Errorf("%s regressed against %s: %s", args[1], args[0], report.CountsLine(r)), ExitAssertionFailed)
-			case baseline.StatusInconclusive:
-				return withExitCode(inconclusiveError(r), ExitInvalidRun)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return a.compare(cmd.Context(), args[0], args[1], o) },
 	}
-	cmd.Flags().StringVarP(&format, "format", "f", "text", "text (the changes), json (the changes), html, junit or markdown (the new run with its changes)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
-	cmd.Flags().StringVar(&limits, "max-regression", baseline.DefaultLimits, "how much each metric may get worse: metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), comma-separated")
+	cmd.Flags().StringVarP(&o.format, "format", "f", "text", "text (the changes), json (the changes), html, junit or markdown (the new run with its changes)")
+	cmd.Flags().StringVarP(&o.out, "output", "o", "", "write to this file instead of standard output")
+	cmd.Flags().StringVar(&o.limits, "max-regression", baseline.DefaultLimits, "how much each metric may get worse: metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), comma-separated")
 	return cmd
+}
+
+// compare compares the file at cur with the one at base as `irs workflow compare` does: the changes, and the
+// verdict as the exit code.
+func (a *app) compare(ctx context.Context, base, cur string, o compareOptions) error {
+	if err := formats.Check("--format", o.format); err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	f, err := resultfile.Read(ctx, cur)
+	if err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	if err := attachRegressions(ctx, f, base, o.limits); err != nil {
+		return err
+	}
+	r := f.Result.GetRegressions()
+	if f.Comparison != nil {
+		r = f.Comparison.GetRegressions()
+	}
+	if err := a.writeChanges(ctx, f, r, o); err != nil {
+		return err
+	}
+	switch r.GetStatus() {
+	case baseline.StatusRegressed:
+		return withExitCode(fmt.Errorf("%s regressed against %s: %s", cur, base, report.CountsLine(r)), ExitAssertionFailed)
+	case baseline.StatusInconclusive:
+		return withExitCode(inconclusiveError(r), ExitInvalidRun)
+	}
+	return nil
+}
+
+// writeChanges writes a comparison with a baseline: the changes (text, json), or the new run with them.
+func (a *app) writeChanges(ctx context.Context, f *resultfile.File, r *irsv1.Regressions, o compareOptions) error {
+	switch o.format {
+	case formats.Text:
+		var b bytes.Buffer
+		report.Regressions(&b, r, 0)
+		return writeBytes(a.env.Stdout, o.out, b.Bytes())
+	case formats.JSON:
+		b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}.Marshal(r)
+		if err != nil {
+			return err
+		}
+		return writeBytes(a.env.Stdout, o.out, append(b, '\n'))
+	}
+	if err := formats.Write(ctx, a.env.Stdout, o.out, f, o.format); err != nil {
+		return withExitCode(err, reportErrorCode(err))
+	}
+	return nil
 }
 
 func writeBytes(w io.Writer, path string, b []byte) error {

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/irs-sim/irs/internal/atomicfile"
 	"github.com/irs-sim/irs/internal/field"
-	"github.com/irs-sim/irs/internal/memtrim"
-	"github.com/irs-sim/irs/internal/readyfile"
 	"github.com/irs-sim/irs/internal/token"
-	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker"
 	"github.com/irs-sim/irs/worker/control"
 	"github.com/irs-sim/irs/worker/control/grpcapi"
@@ -28,7 +26,6 @@ import (
 	"github.com/spf13/viper"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // workerOptions are the flags of `irs worker` that are not part of the worker document.
@@ -72,57 +69,65 @@ Examples:
   irs worker --name client --listen 127.0.0.1:8080 --delay 20ms --call server=127.0.0.1:8081
   irs worker --name loadgen --target client=127.0.0.1:8080 --rate 100 --duration 30s --exit-when-done`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := newViper(cmd.Flags())
-			spec, src, err := compileWorker(cmd.Context(), v, cmd.Flags(), a.env.LookupEnv)
-			if err != nil {
-				return err
-			}
-			if err := opts.resolve(cmd.Context(), v, cmd.Flags(), a.env.LookupEnv); err != nil {
-				return withExitCode(err, ExitInvalidConfig)
-			}
-			if v.GetBool("seed-per-instance") && spec.Seed != 0 {
-				// Replicas started from one configuration (a Deployment's pods) each draw their own sequence,
-				// reproducibly for a given instance name.
-				spec.Seed = instanceSeed(spec.Seed, opts.instance)
-			}
-			if opts.checkUpstreams {
-				if err := worker.CheckEndpoints(cmd.Context(), spec, opts.checkTimeout); err != nil {
-					return withExitCode(src.describeUnreachable(err), ExitInvalidConfig)
-				}
-			}
-			return a.runWorker(cmd.Context(), spec, opts)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.startWorker(cmd.Context(), cmd.Flags(), &opts) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&opts.config, "config", "", "worker configuration `file` (YAML irs.v1.WorkerConfig)")
-	f.StringVar(&opts.controlListen, "control-listen", "127.0.0.1:0", "control API `address` (REST and gRPC)")
-	f.StringVar(&opts.controlToken, "control-token", "", "require this bearer `token` on every control call")
-	f.StringVar(&opts.controlTokenFile, "control-token-file", "", "read the control token from `file`")
-	f.DurationVar(&opts.statsInterval, "stats-interval", 0, "log a stats line every `interval` (0: never)")
-	f.StringVar(&opts.readyFile, "ready-file", "", "write the listen addresses as JSON to `file` once serving")
-	f.BoolVar(&opts.exitWhenDone, "exit-when-done", false, "exit when the load ends, printing the stats as JSON")
-	f.BoolVar(&opts.checkUpstreams, "check-upstreams", true, "at start, fail (exit 2) if an endpoint cannot be reached")
-	f.DurationVar(&opts.checkTimeout, "check-timeout", 5*time.Second, "how long --check-upstreams keeps trying")
+	opts.register(cmd.Flags())
+	return cmd
+}
+
+// register registers the flags of `irs worker`: the options' own, and the worker document's overrides.
+func (o *workerOptions) register(f *pflag.FlagSet) {
+	f.StringVar(&o.config, "config", "", "worker configuration `file` (YAML irs.v1.WorkerConfig)")
+	f.StringVar(&o.controlListen, "control-listen", "127.0.0.1:0", "control API `address` (REST and gRPC)")
+	f.StringVar(&o.controlToken, "control-token", "", "require this bearer `token` on every control call")
+	f.StringVar(&o.controlTokenFile, "control-token-file", "", "read the control token from `file`")
+	f.DurationVar(&o.statsInterval, "stats-interval", 0, "log a stats line every `interval` (0: never)")
+	f.StringVar(&o.readyFile, "ready-file", "", "write the listen addresses as JSON to `file` once serving")
+	f.BoolVar(&o.exitWhenDone, "exit-when-done", false, "exit when the load ends, printing the stats as JSON")
+	f.BoolVar(&o.checkUpstreams, "check-upstreams", true, "at start, fail (exit 2) if an endpoint cannot be reached")
+	f.DurationVar(&o.checkTimeout, "check-timeout", 5*time.Second, "how long --check-upstreams keeps trying")
 	f.Bool("seed-per-instance", false, "mix the --instance name into the seed (replicas that share a configuration)")
-	f.StringVar(&opts.readyRequires, "ready-requires", "", "/readyz is ready only when this `URL` answers 200 too (the sidecar the worker is reached through)")
-	f.StringVar(&opts.instance, "instance", "", "this worker's instance id in telemetry (default host:pid)")
-	f.StringArrayVar(&opts.tags, "tag", nil, "telemetry tag `key=value` for the worker's lifetime (repeatable)")
-	f.BoolVar(&opts.prometheus, "prometheus", true, "serve metrics at /metrics on the control port")
-	f.StringVar(&opts.otlpEndpoint, "otlp-endpoint", "", "send metrics (and traces) to this OTLP/gRPC `host:port`")
-	f.BoolVar(&opts.otlpInsecure, "otlp-insecure", false, "send OTLP without TLS")
-	f.DurationVar(&opts.otlpInterval, "otlp-interval", 10*time.Second, "how often metrics are sent over OTLP")
-	f.StringVar(&opts.dogstatsd, "dogstatsd", "", "send metrics to a DogStatsD agent at `host:port` (UDP)")
-	f.DurationVar(&opts.dogstatsdEvery, "dogstatsd-interval", 10*time.Second, "how often metrics go to DogStatsD")
-	f.Float64Var(&opts.traceSample, "trace-sample", 0, "fraction of new traces sampled, 0-1 (0: tracing off; needs --otlp-endpoint)")
-	for _, o := range workerOverrides {
-		if o.flag == "call" {
-			f.StringArray(o.flag, nil, o.usage)
+	f.StringVar(&o.readyRequires, "ready-requires", "", "/readyz is ready only when this `URL` answers 200 too (the sidecar the worker is reached through)")
+	f.StringVar(&o.instance, "instance", "", "this worker's instance id in telemetry (default host:pid)")
+	f.StringArrayVar(&o.tags, "tag", nil, "telemetry tag `key=value` for the worker's lifetime (repeatable)")
+	f.BoolVar(&o.prometheus, "prometheus", true, "serve metrics at /metrics on the control port")
+	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "send metrics (and traces) to this OTLP/gRPC `host:port`")
+	f.BoolVar(&o.otlpInsecure, "otlp-insecure", false, "send OTLP without TLS")
+	f.DurationVar(&o.otlpInterval, "otlp-interval", 10*time.Second, "how often metrics are sent over OTLP")
+	f.StringVar(&o.dogstatsd, "dogstatsd", "", "send metrics to a DogStatsD agent at `host:port` (UDP)")
+	f.DurationVar(&o.dogstatsdEvery, "dogstatsd-interval", 10*time.Second, "how often metrics go to DogStatsD")
+	f.Float64Var(&o.traceSample, "trace-sample", 0, "fraction of new traces sampled, 0-1 (0: tracing off; needs --otlp-endpoint)")
+	for _, ov := range workerOverrides {
+		if ov.flag == "call" {
+			f.StringArray(ov.flag, nil, ov.usage)
 			continue
 		}
-		f.String(o.flag, "", o.usage)
+		f.String(ov.flag, "", ov.usage)
 	}
-	return cmd
+}
+
+// startWorker compiles the worker's configuration from its flags, environment and file, checks its upstreams
+// and runs it.
+func (a *app) startWorker(ctx context.Context, flags *pflag.FlagSet, opts *workerOptions) error {
+	v := newViper(flags)
+	spec, src, err := compileWorker(ctx, v, flags, a.env.LookupEnv)
+	if err != nil {
+		return err
+	}
+	if err := opts.resolve(ctx, v, flags, a.env.LookupEnv); err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	if v.GetBool("seed-per-instance") && spec.Seed != 0 {
+		// Replicas started from one configuration (a Deployment's pods) each draw their own sequence,
+		// reproducibly for a given instance name.
+		spec.Seed = instanceSeed(spec.Seed, opts.instance)
+	}
+	if opts.checkUpstreams {
+		if err := worker.CheckEndpoints(ctx, spec, opts.checkTimeout); err != nil {
+			return withExitCode(src.describeUnreachable(err), ExitInvalidConfig)
+		}
+	}
+	return a.runWorker(ctx, spec, *opts)
 }
 
 // resolveToken sets the control token from --control-token or --control-token-file (or their IRS_* variables).
@@ -207,111 +212,55 @@ func (o *workerOptions) resolve(ctx context.Context, v *viper.Viper, flags *pfla
 	return nil
 }
 
+// runWorker runs the worker as this process (worker.Run), its control API wired to the worker's control
+// packages.
 func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptions) error {
-	ctrlLn, err := net.Listen("tcp", opts.controlListen)
-	if err != nil {
-		return withExitCode(fmt.Errorf("control listener: %w", err), ExitInvalidConfig)
-	}
-	defer ctrlLn.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w := worker.New(spec, a.logger)
 	// OpenTelemetry reports its own errors (an export that failed) through a global handler: our log.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { a.logger.Warn("telemetry export", "err", err) }))
-	tel, err := telemetry.Start(ctx, opts.telemetry(spec, w), w.Registry(), a.logger)
-	if err != nil {
+	err := worker.Run(ctx, spec, a.logger, opts.run(a.env.Stdout))
+	if errors.As(err, new(*worker.StartError)) {
 		return withExitCode(err, ExitInvalidConfig)
 	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		if err := tel.Shutdown(sctx); err != nil {
-			a.logger.Warn("telemetry shutdown", "err", err)
-		}
-	}()
-	w.SetTracer(tel.Tracer())
-	if err := w.Start(ctx, spec); err != nil {
-		return withExitCode(err, ExitInvalidConfig)
-	}
-	svc := control.New(w, ctrlLn.Addr().String(), opts.controlToken)
-	ctrl := controlServer(svc, tel, opts.readyRequires)
-	go func() { _ = ctrl.Serve(ctrlLn) }()
-	a.logger.Info("worker ready", "name", spec.Name, "data", w.DataAddr(), "control", ctrlLn.Addr().String(), "seed", w.Seed())
-	if n, err := memtrim.Executable(); err != nil {
-		a.logger.Debug("release start-up pages", "err", err)
-	} else {
-		a.logger.Debug("released start-up pages", "mapped_bytes", n)
-	}
-
-	if opts.readyFile != "" {
-		info := &irsv1.ReadyFile{Name: spec.Name, Pid: int32(os.Getpid()), Data: w.DataAddr(), Control: ctrlLn.Addr().String(), Seed: w.Seed()}
-		if err := readyfile.Write(opts.readyFile, info); err != nil {
-			cancel()
-			w.Wait()
-			return fmt.Errorf("ready file: %w", err)
-		}
-	}
-	if opts.statsInterval > 0 {
-		go logStats(ctx, a.logger, w, opts.statsInterval)
-	}
-	if opts.exitWhenDone {
-		if done := w.LoadDone(); done != nil {
-			go func() {
-				select {
-				case <-done:
-					cancel()
-				case <-ctx.Done():
-				}
-			}()
-		}
-	}
-	w.Wait()
-	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer scancel()
-	_ = ctrl.Shutdown(sctx)
-	if opts.exitWhenDone {
-		b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true}.Marshal(w.Stats())
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(a.env.Stdout, string(b))
-	}
-	return nil
+	return err
 }
 
-// controlServer serves the REST and gRPC control APIs on one port: HTTP/1.1 and h2c, gRPC requests to the gRPC
-// server, everything else to the REST router.
-func controlServer(svc *control.Service, tel *telemetry.Telemetry, readyRequires string) *http.Server {
-	gs := grpc.NewServer(grpcapi.ServerOptions(svc)...)
-	grpcapi.Register(gs, svc)
-	gin.SetMode(gin.ReleaseMode)
-	restAPI := rest.Handler(svc, rest.Options{Metrics: tel.Handler(), ReadyToo: readyProbe(readyRequires)})
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	return &http.Server{
-		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+// run returns how worker.Run runs the worker.
+func (o workerOptions) run(stdout io.Writer) worker.RunOptions {
+	return worker.RunOptions{
+		ControlListen: o.controlListen, Control: controlHandler(o.controlToken), ReadyRequires: o.readyRequires,
+		Telemetry: o.telemetry(), ReadyFile: o.readyFile, StatsInterval: o.statsInterval,
+		ExitWhenDone: o.exitWhenDone, Stdout: stdout,
+	}
+}
+
+// controlHandler serves the REST and gRPC control APIs on one port: gRPC requests to the gRPC server,
+// everything else to the REST router.
+func controlHandler(token string) func(worker.ControlSetup) http.Handler {
+	return func(c worker.ControlSetup) http.Handler {
+		svc := control.New(c.Worker, c.Addr, token)
+		gs := grpc.NewServer(grpcapi.ServerOptions(svc)...)
+		grpcapi.Register(gs, svc)
+		gin.SetMode(gin.ReleaseMode)
+		restAPI := rest.Handler(svc, rest.Options{Metrics: c.Metrics, ReadyToo: c.ReadyToo})
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 				gs.ServeHTTP(rw, r)
 				return
 			}
 			restAPI.ServeHTTP(rw, r)
-		}),
+		})
 	}
 }
 
-// telemetry returns the exporters' configuration for a worker.
-func (o workerOptions) telemetry(spec *worker.Spec, w *worker.Worker) telemetry.Config {
+// telemetry returns the exporters' configuration of the flags (worker.Run adds the worker's identity).
+func (o workerOptions) telemetry() telemetry.Config {
 	tags := map[string]string{}
 	for _, t := range o.tags {
 		k, v, _ := strings.Cut(t, "=")
 		tags[k] = v
 	}
 	return telemetry.Config{
-		Service: spec.Name, Role: role(spec), Instance: o.instance, Tags: tags,
-		LiveTags:     func() map[string]string { s, _ := w.Config(); return s.Tags },
+		Instance: o.instance, Tags: tags,
 		Prometheus:   o.prometheus,
 		OTLPEndpoint: o.otlpEndpoint, OTLPInsecure: o.otlpInsecure, OTLPInterval: o.otlpInterval,
 		DogStatsD: o.dogstatsd, DogStatsDInterval: o.dogstatsdEvery,
@@ -319,23 +268,13 @@ func (o workerOptions) telemetry(spec *worker.Spec, w *worker.Worker) telemetry.
 	}
 }
 
-// role names what a worker does: server, client (serves and calls), loadgen, or a combination.
-func role(spec *worker.Spec) string {
-	var roles []string
-	if spec.Listen != "" {
-		if len(spec.Calls) > 0 {
-			roles = append(roles, "client")
-		} else {
-			roles = append(roles, "server")
-		}
+// writeJSONFile writes v as JSON to path, whole or not at all (a runner polls ready files).
+func writeJSONFile(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
 	}
-	if spec.Load != nil {
-		roles = append(roles, "loadgen")
-	}
-	if len(roles) == 0 {
-		return "idle"
-	}
-	return strings.Join(roles, "+")
+	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
 // describeUnreachable formats endpoint check failures like configuration errors.
@@ -356,25 +295,4 @@ func instanceSeed(seed uint64, instance string) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
-}
-
-// readyProbe returns a check that url answers 200 (nil for no url).
-func readyProbe(url string) func(*http.Request) bool {
-	if url == "" {
-		return nil
-	}
-	client := &http.Client{Timeout: 500 * time.Millisecond}
-	return func(r *http.Request) bool {
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, url, nil)
-		if err != nil {
-			return false
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return false
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
 }

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
-	"strings"
+	"path/filepath"
+	"sort"
 
-	"github.com/irs-sim/irs/internal/buildinfo"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 func (a *app) newWorkflowCmd() *cobra.Command {
@@ -107,30 +105,29 @@ func (a *app) newWorkflowSchemaCmd() *cobra.Command {
 	}
 }
 
-// progressMode says whether the progress view rewrites one line.
-func progressMode(mode string, out any) (bool, error) {
-	switch mode {
-	case "plain", "off":
-		return false, nil
-	case "auto":
-		f, ok := out.(*os.File)
-		if !ok {
-			return false, nil
+// workflowFiles expands the arguments of `run` and `validate`: files as given, directories to their *.yaml and
+// *.yml files (not recursively), in name order.
+func workflowFiles(args []string) ([]string, error) {
+	var out []string
+	for _, arg := range args {
+		st, err := os.Stat(arg)
+		if err != nil {
+			return nil, err
 		}
-		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-		return err == nil, nil
+		if !st.IsDir() {
+			out = append(out, arg)
+			continue
+		}
+		var found []string
+		for _, pat := range []string{"*.yaml", "*.yml"} {
+			m, _ := filepath.Glob(filepath.Join(arg, pat))
+			found = append(found, m...)
+		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("%s: no workflow files (*.yaml, *.yml) in this directory", arg)
+		}
+		sort.Strings(found)
+		out = append(out, found...)
 	}
-	return false, fmt.Errorf("--progress %q: want auto, plain or off", mode)
-}
-
-// environment describes this machine for the result.
-func environment(backend string) *irsv1.Environment {
-	env := &irsv1.Environment{IrsVersion: buildinfo.Version(), GoVersion: runtime.Version(), Os: runtime.GOOS,
-		Arch: runtime.GOARCH, Cpus: int32(runtime.NumCPU()), Backend: backend}
-	env.Hostname, _ = os.Hostname()
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		env.Kernel = strings.TrimRight(string(u.Release[:]), "\x00")
-	}
-	return env
+	return out, nil
 }

@@ -315,3 +315,30 @@ func TestMemoryNeedsRuns(t *testing.T) {
 		t.Errorf("+60%% memory: %v, want regressed", ch)
 	}
 }
+
+// TestAttach: the comparison with a baseline goes to the run or the comparison it was made of, and heads its
+// status: a regression fails what passed, and leaves what failed as it was.
+func TestAttach(t *testing.T) {
+	regressed := &irsv1.Regressions{Status: baseline.StatusRegressed}
+	tests := []struct {
+		name string
+		f    *resultfile.File
+		want string
+	}{
+		{name: "a run that passed", f: &resultfile.File{Result: &irsv1.WorkflowResult{Status: "passed"}}, want: "failed"},
+		{name: "a run that was invalid", f: &resultfile.File{Result: &irsv1.WorkflowResult{Status: "invalid"}}, want: "invalid"},
+		{name: "a comparison that passed", f: &resultfile.File{Comparison: &irsv1.Comparison{Status: "passed"}}, want: "failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			baseline.Attach(tt.f, regressed)
+			got, reg := tt.f.Status(), tt.f.Result.GetRegressions()
+			if tt.f.Comparison != nil {
+				reg = tt.f.Comparison.GetRegressions()
+			}
+			if got != tt.want || reg != regressed {
+				t.Errorf("status %q, regressions %v; want %q and the comparison attached", got, reg, tt.want)
+			}
+		})
+	}
+}

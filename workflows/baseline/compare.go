@@ -144,6 +144,18 @@ func RunStatus(status string, r *irsv1.Regressions) string {
 	return status
 }
 
+// Attach attaches a comparison with a baseline to the run or comparison it was made of, whose status it then
+// heads (RunStatus).
+func Attach(f *resultfile.File, reg *irsv1.Regressions) {
+	if f.Comparison != nil {
+		f.Comparison.Regressions = reg
+		f.Comparison.Status = RunStatus(f.Comparison.GetStatus(), reg)
+		return
+	}
+	f.Result.Regressions = reg
+	f.Result.Status = RunStatus(f.Result.GetStatus(), reg)
+}
+
 // maxReasons is how many inconclusive figures a comparison names (the changes list them all).
 const maxReasons = 5
 

@@ -14,12 +14,13 @@ import (
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/resultfile"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// ResultSchema is the version of the result format.
-const ResultSchema = "irs.workflow.result/v1"
+// ResultSchema is the version of the result format (resultfile's, which writes and reads the files).
+const ResultSchema = resultfile.ResultSchema
 
 // Result statuses.
 const (
@@ -372,7 +373,7 @@ func (e *engine) save() error {
 	e.mu.Lock()
 	res := proto.Clone(e.res).(*irsv1.WorkflowResult)
 	e.mu.Unlock()
-	if err := WriteResult(e.o.ResultPath, res); err != nil {
+	if err := resultfile.WriteResult(e.o.ResultPath, res); err != nil {
 		e.logger.Warn("write result", "path", e.o.ResultPath, "err", err)
 		return fmt.Errorf("%w: %s: %w", ErrResultNotWritten, e.o.ResultPath, err)
 	}

@@ -4,20 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/irs-sim/irs/internal/atomicfile"
 	"github.com/irs-sim/irs/internal/inputfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 )
-
-// WriteResult writes a result file atomically (a reader never sees half a file).
-func WriteResult(path string, res *irsv1.WorkflowResult) error {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}.Marshal(res)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, append(b, '\n'), 0o644)
-}
 
 // maxResultBytes bounds what ReadResult reads (resultfile.MaxBytes, which reads every kind of result file).
 const maxResultBytes = 512 << 20

@@ -1,5 +1,6 @@
-// Package resultfile reads what `irs workflow run` writes: a run's result, a comparison of variants, or a
-// suite of workflows, told apart by their schema.
+// Package resultfile reads and writes what `irs workflow run` leaves in a run directory: a run's result, a
+// comparison of variants, or a suite of workflows, told apart by their schema. It is the one writer of those
+// files (write.go), and the one reader.
 package resultfile
 
 import (
@@ -13,7 +14,6 @@ import (
 	"github.com/irs-sim/irs/internal/inputfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/compare"
-	"github.com/irs-sim/irs/workflows/engine"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -76,7 +76,7 @@ func Read(ctx context.Context, path string) (*File, error) {
 	f := &File{Path: path}
 	var m proto.Message
 	switch schema {
-	case engine.ResultSchema:
+	case ResultSchema:
 		f.Result = &irsv1.WorkflowResult{}
 		m = f.Result
 	case compare.Schema:
@@ -86,7 +86,7 @@ func Read(ctx context.Context, path string) (*File, error) {
 		f.Suite = &irsv1.Suite{}
 		m = f.Suite
 	default:
-		return nil, fmt.Errorf("%s: schema %q: want %s, %s or %s", path, schema, engine.ResultSchema, compare.Schema, SuiteSchema)
+		return nil, fmt.Errorf("%s: schema %q: want %s, %s or %s", path, schema, ResultSchema, compare.Schema, SuiteSchema)
 	}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

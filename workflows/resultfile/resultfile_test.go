@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/report/reporttest"
 	"github.com/irs-sim/irs/workflows/resultfile"
 )
@@ -19,14 +18,14 @@ func TestSuiteRunStaysInItsDirectory(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(outside), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.WriteResult(outside, reporttest.Large(1, 3)); err != nil {
+	if err := resultfile.WriteResult(outside, reporttest.Large(1, 3)); err != nil {
 		t.Fatal(err)
 	}
 	inside := filepath.Join(root, "suite", "w", "result.json")
 	if err := os.MkdirAll(filepath.Dir(inside), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.WriteResult(inside, reporttest.Large(1, 3)); err != nil {
+	if err := resultfile.WriteResult(inside, reporttest.Large(1, 3)); err != nil {
 		t.Fatal(err)
 	}
 	suite := filepath.Join(root, "suite", "suite.json")

@@ -1,4 +1,4 @@
-package cli
+package worker
 
 import (
 	"context"
@@ -6,11 +6,10 @@ import (
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
-	"github.com/irs-sim/irs/worker"
 )
 
 // logStats logs one line per active series every interval: rates over the interval, cumulative percentiles.
-func logStats(ctx context.Context, logger *slog.Logger, w *worker.Worker, every time.Duration) {
+func logStats(ctx context.Context, logger *slog.Logger, w *Worker, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	prev := w.Stats()

@@ -1,0 +1,82 @@
+package resultfile_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/irs-sim/irs/internal/atomicfile"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/compare"
+	"github.com/irs-sim/irs/workflows/resultfile"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestWriteReadBack: each kind of file written is read back as that kind, whole, ending in a newline; a
+// comparison and a suite make their directory, a result does not (its run made it before it began).
+func TestWriteReadBack(t *testing.T) {
+	res := &irsv1.WorkflowResult{Schema: resultfile.ResultSchema, Status: "passed", Seed: 7}
+	cmp := &irsv1.Comparison{Schema: compare.Schema, Status: "failed", Repeat: 3}
+	suite := &irsv1.Suite{Schema: resultfile.SuiteSchema, Status: "interrupted", ExitCode: 130}
+	tests := []struct {
+		name  string
+		write func(path string) error
+		want  proto.Message
+		got   func(*resultfile.File) proto.Message
+	}{
+		{name: "result", write: func(p string) error { return resultfile.WriteResult(p, res) }, want: res,
+			got: func(f *resultfile.File) proto.Message { return f.Result }},
+		{name: "comparison", write: func(p string) error { return resultfile.WriteComparison(p, cmp) }, want: cmp,
+			got: func(f *resultfile.File) proto.Message { return f.Comparison }},
+		{name: "suite", write: func(p string) error { return resultfile.WriteSuite(p, suite) }, want: suite,
+			got: func(f *resultfile.File) proto.Message { return f.Suite }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			nested := filepath.Join(dir, "missing", "file.json")
+			err := tt.write(nested)
+			if makesDir := tt.name != "result"; makesDir != (err == nil) {
+				t.Fatalf("write into a missing directory: %v; want it made: %v", err, makesDir)
+			}
+			path := filepath.Join(dir, "file.json")
+			if err := tt.write(path); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil || len(b) == 0 || b[len(b)-1] != '\n' {
+				t.Fatalf("file %q, %v; want JSON ending in a newline", b, err)
+			}
+			f, err := resultfile.Read(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.got(f); !proto.Equal(got, tt.want) {
+				t.Errorf("read back %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWriteOnlyOverRegularFiles: a path that is not a regular file (a pipe) is refused and left as it is.
+func TestWriteOnlyOverRegularFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "result.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writes := map[string]error{
+		"result":     resultfile.WriteResult(fifo, &irsv1.WorkflowResult{}),
+		"comparison": resultfile.WriteComparison(fifo, &irsv1.Comparison{}),
+		"suite":      resultfile.WriteSuite(fifo, &irsv1.Suite{}),
+	}
+	for kind, err := range writes {
+		if !errors.Is(err, atomicfile.ErrNotRegular) {
+			t.Errorf("%s over a pipe: %v, want ErrNotRegular", kind, err)
+		}
+	}
+	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the pipe was replaced: %v, %v", st, err)
+	}
+}
