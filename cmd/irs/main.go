@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/irs-sim/irs/internal/cli"
+	"github.com/irs-sim/irs/cmd/irs/cli"
 )
 
 // init locks the main goroutine to the main thread until main has decided whether to re-execute. Linux keeps a

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// serveShared serves REST and gRPC on one loopback port, dispatched as internal/cli's controlHandler does:
+// serveShared serves REST and gRPC on one loopback port, dispatched as the command line's controlHandler (cmd/irs/cli) does:
 // HTTP/1.1 and h2c, HTTP/2 requests with a gRPC content type to the gRPC server, the rest to the REST router.
 func serveShared(t *testing.T, svc *control.Service) string {
 	t.Helper()
