@@ -14,7 +14,7 @@ import (
 // TestComparisonPhase: a mesh comparison takes its figures from the last phase with actions (the kill, not
 // the recovery after it), and `irs workflow report --phase` takes them again from another.
 func TestComparisonPhase(t *testing.T) {
-	run, err := resultfile.Read(context.Background(), filepath.Join("..", "..", "workflows", "testdata", "results", "base.json"))
+	run, err := resultfile.Read(context.Background(), filepath.Join("..", "..", "..", "workflows", "testdata", "results", "base.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
