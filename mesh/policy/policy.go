@@ -56,7 +56,9 @@ const (
 // istioRetryOn is Istio's default retry policy (2 attempts).
 var istioRetryOn = []string{"connect-failure", "refused-stream", "unavailable", "cancelled", "retriable-status-codes"}
 
-// Enabled reports whether m puts IRS's own sidecars (and control plane) anywhere.
+// Enabled reports whether the workflow's policy (placement, retries, timeouts, mTLS, outlier detection) is what
+// the mesh runs: under IRS's Envoy sidecars, which apply it. Other meshes run their own policy (Installed), or
+// the defaults of IRS's control plane for their proxies.
 func Enabled(m *irsv1.Mesh) bool { return m.GetType() == TypeEnvoy }
 
 // Installed reports whether m is a mesh installed on the cluster (Istio, Linkerd, ambient), which the run only

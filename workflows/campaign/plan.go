@@ -138,7 +138,7 @@ func (o Options) placements(own *irsv1.Mesh, m string) []*irsv1.Mesh {
 		return []*irsv1.Mesh{{Type: m}}
 	}
 	placements := o.Sidecars
-	if m != policy.TypeEnvoy || len(placements) == 0 {
+	if !policy.Enabled(&irsv1.Mesh{Type: m}) || len(placements) == 0 { // placements are of the workflow's sidecars
 		placements = []string{""}
 	}
 	var out []*irsv1.Mesh

@@ -39,7 +39,6 @@ const (
 const (
 	ContainerWorker = "worker"
 	ContainerRelay  = "relay"
-	ContainerEnvoy  = "envoy"
 )
 
 // Mount points in a worker's pod.
