@@ -155,7 +155,7 @@ func (f *fakeCluster) actionsOf(verb, resource string) []k8stesting.Action {
 // the watcher.
 func (f *fakeCluster) awaitWatches(t *testing.T, n int, resources ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // not t.Context(): cleanups wait too
 	defer cancel()
 	for {
 		f.mu.Lock()
