@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -83,7 +84,15 @@ var fakeResources = map[schema.GroupVersionResource]fakeResource{
 	{Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectaccessreviews"}: {"SelfSubjectAccessReview", false},
 }
 
-var podsResource = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+// The resources the tests read and write in the tracker.
+var (
+	namespacesResource     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	podsResource           = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	servicesResource       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	configmapsResource     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	deploymentsResource    = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	endpointSlicesResource = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+)
 
 // newFakeCluster serves a fake cluster holding objs and returns a client of it, made by connect from a
 // kubeconfig (as the backend makes its own). Everything it started ends with the test.
@@ -163,7 +172,7 @@ func (f *fakeCluster) awaitWatches(t *testing.T, n int, resources ...string) {
 		for _, r := range resources {
 			ok = ok && f.watches[r] == n
 		}
-		changed := f.changed
+		changed, open := f.changed, maps.Clone(f.watches)
 		f.mu.Unlock()
 		if ok {
 			return
@@ -171,7 +180,7 @@ func (f *fakeCluster) awaitWatches(t *testing.T, n int, resources ...string) {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			t.Fatalf("fake cluster: want %d watches of each of %v open: %v", n, resources, f.watches)
+			t.Fatalf("fake cluster: want %d watches of each of %v open, have %v", n, resources, open)
 		}
 	}
 }
@@ -221,6 +230,8 @@ type fakeRequest struct {
 	valid         bool
 }
 
+// parseFakePath reads /api/v1/[namespaces/<ns>/]<resource>[/<name>[/<subresource>]], and /apis/<group>/<version>/...
+// alike; valid says the fake serves the resource, in a namespace if it is namespaced.
 func parseFakePath(path string) fakeRequest {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	var rq fakeRequest
@@ -355,6 +366,9 @@ func (f *fakeCluster) action(r *http.Request, rq fakeRequest) (k8stesting.Action
 		obj, err := f.decode(r, rq)
 		if err != nil {
 			return nil, err
+		}
+		if m, err := meta.Accessor(obj); err != nil || m.GetName() != name {
+			return nil, fmt.Errorf("the name of the object sent does not match the name on the URL (%s)", name)
 		}
 		return k8stesting.NewUpdateAction(gvr, ns, obj), nil
 	case r.Method == http.MethodPatch && name != "":

@@ -21,13 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-var (
-	namespacesResource  = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	servicesResource    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	configmapsResource  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	deploymentsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-)
-
 // stored returns an object of the fake cluster.
 func stored[T runtime.Object](t *testing.T, fc *fakeCluster, gvr schema.GroupVersionResource, ns, name string) T {
 	t.Helper()

@@ -125,10 +125,6 @@ func TestOnPod(t *testing.T) {
 	}
 }
 
-var (
-	endpointSlicesResource = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
-)
-
 // endpointSlice is a slice of a Service's endpoints as the EndpointSlice controller writes it: pods by name,
 // ready or not.
 func endpointSlice(service, name string, pods map[string]bool) *discoveryv1.EndpointSlice {
