@@ -9,6 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irs-sim/irs/mesh/ambient"
+	"github.com/irs-sim/irs/mesh/dataplane"
+	"github.com/irs-sim/irs/mesh/envoy"
+	"github.com/irs-sim/irs/mesh/installed"
+	"github.com/irs-sim/irs/mesh/linkerd"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"google.golang.org/protobuf/proto"
@@ -28,6 +33,9 @@ func newTestBackend(t *testing.T, cfg Config, specs []workflows.ServiceSpec, obj
 	cfg.Access = Access{Kubeconfig: fc.kubeconfig}
 	cfg.Namespace, cfg.RunID, cfg.Workflow, cfg.ControlToken, cfg.Image = "run", "r1", "wf", "token", "irs:test"
 	cfg.Expires = time.Date(2026, 5, 1, 13, 0, 0, 0, time.UTC)
+	if cfg.Planes == nil {
+		cfg.Planes = testPlanes()
+	}
 	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +50,19 @@ func newTestBackend(t *testing.T, cfg Config, specs []workflows.ServiceSpec, obj
 	b.refreshInService()
 	b.mu.Unlock()
 	return b, fc
+}
+
+// The meshes a cluster may have installed, by the workflow's mesh type.
+const (
+	MeshIstio   = "istio"
+	MeshLinkerd = "linkerd"
+	MeshAmbient = "ambient"
+)
+
+// testPlanes registers every data plane, as the command line does.
+func testPlanes() *dataplane.Registry {
+	return dataplane.NewRegistry(&envoy.Plane{}, &linkerd.Plane{}, &ambient.Plane{},
+		installed.Istio(), installed.Linkerd(), installed.Ambient())
 }
 
 // threeTier is a load generator, client, sending to api, which calls db.

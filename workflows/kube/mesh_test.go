@@ -190,7 +190,8 @@ func TestCheckChoosesMesh(t *testing.T) {
 			if err != nil || version != "v1.33.0-fake" {
 				t.Fatalf("Check: %q, %v", version, err)
 			}
-			data, control := b.Planes()
+			d := b.Describe()
+			data, control := d.DataPlane, d.ControlPlane
 			if !strings.HasPrefix(data, tc.data) || control != tc.control {
 				t.Errorf("Planes = %q, %q; want %q…, %q", data, control, tc.data, tc.control)
 			}

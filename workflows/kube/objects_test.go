@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"github.com/irs-sim/irs/mesh/envoy"
 	"maps"
 	"slices"
 	"strconv"
@@ -112,7 +113,7 @@ func TestObjectsUnderEachMesh(t *testing.T) {
 			nsLabels: runLabels, podLabels: podLabels, podAnnotations: annotations,
 			containers: []string{"worker", "envoy"}, volumes: append(slices.Clone(base), "envoy-bootstrap", "sidecar-credentials"),
 			readyRequires: "http://127.0.0.1:15000/ready",
-			targetPort:    inboundPort, listen: "127.0.0.1:8080", dbEndpoint: "127.0.0.1:15102"},
+			targetPort:    envoy.InboundPort, listen: "127.0.0.1:8080", dbEndpoint: "127.0.0.1:15102"},
 		{name: "IRS's linkerd (none installed)", mesh: MeshLinkerd,
 			nsLabels: runLabels, podLabels: podLabels, podAnnotations: annotations,
 			containers: []string{"worker", "linkerd-proxy"}, initContainers: []string{"linkerd-init"},
