@@ -266,9 +266,27 @@ func (b *Backend) exec(ctx context.Context, pod, container string, cmd []string)
 	if err != nil {
 		return "", err
 	}
-	var out bytes.Buffer
+	var out outputBuffer // client-go copies stdout and stderr from two goroutines
 	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
 	return strings.TrimSpace(out.String()), err
+}
+
+// outputBuffer is a command's output, written by two goroutines (its stdout's and stderr's copies).
+type outputBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *outputBuffer) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *outputBuffer) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
 }
 
 // notListed returns the victims their Service's EndpointSlices do not list as ready. Under IRS's own mesh the
