@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,7 +68,31 @@ func (b *Backend) Kill(ctx context.Context, service string, ids []string, k work
 		})
 	}
 	wg.Wait()
+	unlisted = b.spared(s, victims, errs, unlisted)
 	return errors.Join(errs...)
+}
+
+// spared puts back in service the victims whose deletion was refused (errs[i] for victims[i]): they still run,
+// and no new pod replaces them. It returns the unlisted victims still gone.
+func (b *Backend) spared(s *service, victims []string, errs []error, unlisted []string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	back := false
+	for i, id := range victims {
+		if errs[i] == nil {
+			continue
+		}
+		if p := b.pods[id]; p != nil {
+			p.deleting, p.killed = false, false
+		}
+		s.victims = slices.DeleteFunc(s.victims, func(v string) bool { return v == id })
+		unlisted = slices.DeleteFunc(unlisted, func(v string) bool { return v == id })
+		back = true
+	}
+	if back {
+		b.refreshInService()
+	}
+	return unlisted
 }
 
 // Scale implements workflows.Backend: the Deployment's replicas. Which pods go on a scale-down is the

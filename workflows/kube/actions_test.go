@@ -180,6 +180,17 @@ func TestKillVictims(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), "delete pod api-1: ") || !isForbidden(err) {
 			t.Errorf("a refused deletion: %v, want delete pod api-1: forbidden", err)
 		}
+		// api-1 still runs: it stays in service, nothing says it left, and no new pod replaces it.
+		if got := replicas(b, "api"); !slices.Contains(got, "api-1") {
+			t.Errorf("replicas %v after a refused deletion: want api-1 still in service", got)
+		}
+		if got := emitted(b); len(got) > 0 {
+			t.Errorf("events %q after a refused deletion, want none", got)
+		}
+		b.onPod(workerPod("api", "api-4", 3, ready("10.0.0.4")), false)
+		if got := emitted(b); len(got) != 1 || strings.Contains(got[0], "replac") {
+			t.Errorf("a new pod after a refused deletion: %q, want it ready, replacing nobody", got)
+		}
 	})
 
 	t.Run("IRS's mesh", func(t *testing.T) {
