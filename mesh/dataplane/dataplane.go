@@ -27,6 +27,9 @@ import (
 type Plane interface {
 	// Type is the workflow's mesh type the plane serves (mesh.type, --mesh).
 	Type() string
+	// About says what the plane's proxies are, for irs version: their version and image, and how they are
+	// made ("": the cluster's own).
+	About() string
 	// Capture says how the plane's proxy is put in the path of a worker's traffic.
 	Capture() Capture
 	// Control is the control plane IRS runs for the plane (irs mesh control-plane --data-plane Type).

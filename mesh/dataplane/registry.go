@@ -58,6 +58,15 @@ func (r *Registry) Controls() []Control {
 	return out
 }
 
+// Owns are IRS's own planes, in registration order.
+func (r *Registry) Owns() []Plane {
+	out := make([]Plane, 0, len(r.order))
+	for _, t := range r.order {
+		out = append(out, r.own[t])
+	}
+	return out
+}
+
 // ControlTypes names the data planes IRS serves a control plane for: "envoy, linkerd or ambient".
 func (r *Registry) ControlTypes() string { return orList(r.order) }
 

