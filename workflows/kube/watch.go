@@ -71,6 +71,7 @@ func (b *Backend) onPod(o any, deleted bool) {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var events []workflows.Event // told once Replicas says what they say
 	s := b.services[svcName]
 	if s == nil {
 		return // the relay, or a mesh's pod
@@ -84,7 +85,7 @@ func (b *Backend) onPod(o any, deleted bool) {
 		b.pods[kp.Name] = p
 		if len(s.victims) > 0 { // a ReplicaSet's answer to a kill
 			p.replaces, s.victims = s.victims[0], s.victims[1:]
-			b.emit(workflows.Event{At: now, Kind: workflows.EventReplace, Service: svcName, Replica: p.name,
+			events = append(events, workflows.Event{At: now, Kind: workflows.EventReplace, Service: svcName, Replica: p.name,
 				Replaces: p.replaces, Detail: "replaces " + p.replaces})
 		}
 	}
@@ -101,7 +102,7 @@ func (b *Backend) onPod(o any, deleted bool) {
 		if t := worker.LastTerminationState.Terminated; t != nil {
 			detail = fmt.Sprintf("the worker's process ended (%s, exit %d); restarted in place", t.Reason, t.ExitCode)
 		}
-		b.emit(workflows.Event{At: now, Kind: workflows.EventRestart, Service: svcName, Replica: p.name, Detail: detail})
+		events = append(events, workflows.Event{At: now, Kind: workflows.EventRestart, Service: svcName, Replica: p.name, Detail: detail})
 	}
 	gone := deleted || kp.Status.Phase == corev1.PodFailed || kp.Status.Phase == corev1.PodSucceeded ||
 		(p.deleting && worker != nil && worker.State.Terminated != nil)
@@ -114,13 +115,13 @@ func (b *Backend) onPod(o any, deleted bool) {
 		if !p.killed {
 			detail = "stopped (scaled down, evicted or the run ending): " + detail
 		}
-		b.emit(workflows.Event{At: now, Kind: workflows.EventExit, Service: svcName, Replica: p.name, Detail: detail})
+		events = append(events, workflows.Event{At: now, Kind: workflows.EventExit, Service: svcName, Replica: p.name, Detail: detail})
 	}
 	ready := !p.terminated && podReady(kp)
 	if ready && !p.ready {
 		p.readyAt = now
 		detail := "pod " + p.name + " on " + kp.Spec.NodeName + ", " + p.ip
-		b.emit(workflows.Event{At: now, Kind: workflows.EventReady, Service: svcName, Replica: p.name,
+		events = append(events, workflows.Event{At: now, Kind: workflows.EventReady, Service: svcName, Replica: p.name,
 			Replaces: p.replaces, Detail: detail})
 		p.replaces = "" // ready again later (a restart in place), it replaces nobody
 	}
@@ -129,6 +130,9 @@ func (b *Backend) onPod(o any, deleted bool) {
 		delete(b.pods, kp.Name)
 	}
 	b.refreshInService()
+	for _, e := range events {
+		b.emit(e)
+	}
 	b.meshChanged()
 }
 
