@@ -82,14 +82,17 @@ func Push(ctx context.Context, client irsv1.MeshControlServiceClient, st *irsv1.
 		return fmt.Errorf("mesh control plane: %w", err)
 	}
 	for wait {
-		status, err := client.GetStatus(ctx, &irsv1.GetStatusRequest{})
-		if err != nil {
+		reported, err := client.GetStatus(ctx, &irsv1.GetStatusRequest{})
+		if err != nil && (ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded) {
+			// The wait's time ran out while the status was read.
+			return fmt.Errorf("the mesh's proxies did not acknowledge version %d: %w", st.GetVersion(), err)
+		} else if err != nil {
 			return fmt.Errorf("mesh control plane: %w", err)
 		}
-		if Acked(status, st.GetVersion()) {
+		if Acked(reported, st.GetVersion()) {
 			return nil
 		}
-		if err := Rejected(status, st.GetVersion()); err != nil {
+		if err := Rejected(reported, st.GetVersion()); err != nil {
 			return fmt.Errorf("the mesh's proxies refused its configuration: %w", err)
 		}
 		select {

@@ -29,6 +29,9 @@ type Process struct {
 
 // Serve runs a control plane until ctx ends. Errors the options caused are *dataplane.OptionError.
 func Serve(ctx context.Context, p Process) error {
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
 	if p.Credentials == "" {
 		return dataplane.InvalidOption(errors.New("--credentials: required (the control plane serves certificates over mutual TLS only)"))
 	}
