@@ -179,6 +179,7 @@ type scripted struct {
 	irsv1.UnimplementedMeshControlServiceServer
 	status            func(n int, v uint64) *irsv1.GetStatusResponse
 	setErr, statusErr error
+	hangFrom          int // from this poll on (0: never), GetStatus answers only when its ctx ends
 
 	mu    sync.Mutex
 	set   []uint64
@@ -195,10 +196,15 @@ func (s *scripted) SetState(_ context.Context, req *irsv1.SetStateRequest) (*irs
 	return &irsv1.SetStateResponse{}, nil
 }
 
-func (s *scripted) GetStatus(context.Context, *irsv1.GetStatusRequest) (*irsv1.GetStatusResponse, error) {
+func (s *scripted) GetStatus(ctx context.Context, _ *irsv1.GetStatusRequest) (*irsv1.GetStatusResponse, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.polls++
+	if s.hangFrom > 0 && s.polls >= s.hangFrom {
+		s.mu.Unlock()
+		<-ctx.Done() // the caller's deadline, which gRPC carries over
+		return nil, ctx.Err()
+	}
+	defer s.mu.Unlock()
 	if s.statusErr != nil {
 		return nil, s.statusErr
 	}
@@ -264,8 +270,9 @@ func TestPush(t *testing.T) {
 		setErr    error
 		statusErr error
 		wait      bool
+		poll      time.Duration // 0: 10ms
 		timeout   time.Duration
-		wantPolls int // -1: any
+		wantPolls int
 		wantSet   bool
 		wantErr   []string // "": nil
 		wantCode  codes.Code
@@ -276,8 +283,9 @@ func TestPush(t *testing.T) {
 		{name: "acked after 3 polls", status: ackAfter(3), wait: true, timeout: 10 * time.Second, wantPolls: 3, wantSet: true},
 		{name: "rejected", status: rejects, wait: true, timeout: 10 * time.Second, wantPolls: 1, wantSet: true,
 			wantErr: []string{"the mesh's proxies refused its configuration", "client-0 rejected version 7: no such cluster"}},
-		{name: "never acked", status: ackAfter(1 << 30), wait: true, timeout: 300 * time.Millisecond, wantPolls: -1, wantSet: true,
-			wantErr: []string{"version 7"}, deadline: true},
+		// The deadline ends the wait between two polls.
+		{name: "never acked", status: ackAfter(1 << 30), wait: true, poll: time.Hour, timeout: 300 * time.Millisecond,
+			wantPolls: 1, wantSet: true, wantErr: []string{"the mesh's proxies did not acknowledge version 7"}, deadline: true},
 		{name: "state refused", setErr: status.Error(codes.FailedPrecondition, "version 7 is not after 9"), wait: true,
 			timeout: 10 * time.Second, wantPolls: 0, wantErr: []string{"mesh control plane: ", "version 7 is not after 9"},
 			wantCode: codes.FailedPrecondition},
@@ -290,7 +298,11 @@ func TestPush(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), c.timeout)
 			defer cancel()
 			start := time.Now()
-			err := controlplane.Push(ctx, client, &irsv1.MeshState{Version: 7}, c.wait, 10*time.Millisecond)
+			poll := c.poll
+			if poll == 0 {
+				poll = 10 * time.Millisecond
+			}
+			err := controlplane.Push(ctx, client, &irsv1.MeshState{Version: 7}, c.wait, poll)
 			if took := time.Since(start); took > c.timeout+5*time.Second {
 				t.Errorf("Push took %v, beyond its ctx's %v", took, c.timeout)
 			}
@@ -305,19 +317,15 @@ func TestPush(t *testing.T) {
 			if c.wantCode != codes.OK && status.Code(err) != c.wantCode {
 				t.Errorf("Push's code = %v, want %v (the control plane's, kept)", status.Code(err), c.wantCode)
 			}
-			// The deadline ends either the wait between polls (ctx.Err) or a poll under way (its status).
-			if c.deadline && !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.DeadlineExceeded {
+			if c.deadline && !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("Push = %v, want the deadline's error", err)
 			}
 			set, polls := s.seen()
 			if c.wantSet != (len(set) == 1 && set[0] == 7) {
 				t.Errorf("states set: %v, want version 7 set: %v", set, c.wantSet)
 			}
-			if c.wantPolls >= 0 && polls != c.wantPolls {
+			if polls != c.wantPolls {
 				t.Errorf("%d polls, want %d", polls, c.wantPolls)
-			}
-			if c.wantPolls < 0 && polls < 2 {
-				t.Errorf("%d polls while waiting out the deadline, want several", polls)
 			}
 		})
 	}
@@ -335,5 +343,27 @@ func TestPushCancelled(t *testing.T) {
 	}
 	if set, polls := s.seen(); len(set) != 0 || polls != 0 {
 		t.Errorf("set %v and polled %d times with a cancelled ctx, want nothing", set, polls)
+	}
+}
+
+// TestPushDeadlineDuringPoll: the proxies that never acknowledge are named the same way whether the deadline
+// falls between two polls or during one (a control plane slow to answer, with many proxies): the runner's
+// message says the version was not acknowledged, and the error is the deadline's.
+func TestPushDeadlineDuringPoll(t *testing.T) {
+	t.Skip("bug: a deadline that ends a poll under way is reported as the control plane's failure " +
+		"(\"mesh control plane: rpc error: code = DeadlineExceeded\"), not as \"the mesh's proxies did not acknowledge " +
+		"version N\", and errors.Is(err, context.DeadlineExceeded) is false; with the backends' 2-5ms polls that is " +
+		"any timeout that lands in a poll")
+	s := &scripted{status: ackAfter(1 << 30), hangFrom: 2}
+	client := serveScripted(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err := controlplane.Push(ctx, client, &irsv1.MeshState{Version: 7}, true, time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "the mesh's proxies did not acknowledge version 7") ||
+		!errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Push = %v, want: the mesh's proxies did not acknowledge version 7, wrapping the deadline", err)
+	}
+	if _, polls := s.seen(); polls != 2 {
+		t.Errorf("%d polls, want 2 (the second cut by the deadline)", polls)
 	}
 }
