@@ -365,6 +365,7 @@ func TestControlServe(t *testing.T) {
 		proxyListen  string
 		wantErr      []string // nil: serves
 		wantOptError bool
+		bug          string // why the error is not an OptionError
 	}{
 		{name: "no flags", flags: nil, proxyListen: "127.0.0.1:0",
 			wantErr: []string{"--linkerd-credentials", "--linkerd-name"}, wantOptError: true},
@@ -376,6 +377,10 @@ func TestControlServe(t *testing.T) {
 			proxyListen: "127.0.0.1:0", wantErr: []string{"--linkerd-credentials", "ca.crt"}, wantOptError: true},
 		{name: "bad proxy listener", flags: map[string]string{"linkerd-credentials": creds, "linkerd-name": name},
 			proxyListen: "127.0.0.1:notaport", wantErr: []string{"--proxy-listen"}, wantOptError: true},
+		{name: "name not a DNS name", flags: map[string]string{"linkerd-credentials": creds, "linkerd-name": "bücher.example"},
+			proxyListen: "127.0.0.1:0", wantErr: []string{"--linkerd-name"}, wantOptError: true,
+			bug: "Serve returns the --linkerd-name error of a name a certificate cannot hold (x509: not an IA5String) " +
+				"unmarked, so the command exits 1, not 2 (dataplane.Control: an error a flag caused is an *OptionError)"},
 		{name: "prepared", flags: map[string]string{"linkerd-credentials": creds, "linkerd-name": name}, proxyListen: "127.0.0.1:0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -394,6 +399,9 @@ func TestControlServe(t *testing.T) {
 					if err == nil || !strings.Contains(err.Error(), want) {
 						t.Errorf("Serve = %v, want it to name %s", err, want)
 					}
+				}
+				if c.bug != "" {
+					t.Skip("bug: " + c.bug) // after the checks above, which still count
 				}
 				if dataplane.IsInvalidOption(err) != c.wantOptError {
 					t.Errorf("Serve's error %v is an OptionError: %v, want %v", err, !c.wantOptError, c.wantOptError)
