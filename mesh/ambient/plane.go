@@ -95,7 +95,7 @@ func (p *Plane) Serve(_ context.Context, runner *grpc.Server, env dataplane.Cont
 	}
 	tlsCfg, err := cp.ServerTLS(p.host)
 	if err != nil {
-		return nil, fmt.Errorf("--ambient-host: %w", err)
+		return nil, dataplane.InvalidOption(fmt.Errorf("--ambient-host: %w", err))
 	}
 	proxies, err := controlplane.ServeProxies(runner, cp, cp.RegisterProxyAPIs, credentials.NewTLS(tlsCfg), env,
 		"ambient node proxy APIs serving", "host", p.host)

@@ -6,6 +6,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,8 +85,9 @@ func Push(ctx context.Context, client irsv1.MeshControlServiceClient, st *irsv1.
 	for wait {
 		reported, err := client.GetStatus(ctx, &irsv1.GetStatusRequest{})
 		if err != nil && (ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded) {
-			// The wait's time ran out while the status was read.
-			return fmt.Errorf("the mesh's proxies did not acknowledge version %d: %w", st.GetVersion(), err)
+			// The wait's time ran out while the status was read: the same end as between two reads.
+			return fmt.Errorf("the mesh's proxies did not acknowledge version %d: %w", st.GetVersion(),
+				cmp.Or(ctx.Err(), context.DeadlineExceeded))
 		} else if err != nil {
 			return fmt.Errorf("mesh control plane: %w", err)
 		}

@@ -68,6 +68,7 @@ func Serve(ctx context.Context, p Process) error {
 		g.Stop() // proxies' streams do not end on their own
 		return nil
 	case err := <-served:
+		g.Stop() // a server of the plane's ended: so does the process's
 		return err
 	}
 }

@@ -87,7 +87,7 @@ func (p *Plane) Serve(_ context.Context, runner *grpc.Server, env dataplane.Cont
 	}
 	creds, err := cp.ServerCredentials(p.name)
 	if err != nil {
-		return nil, fmt.Errorf("--linkerd-name: %w", err)
+		return nil, dataplane.InvalidOption(fmt.Errorf("--linkerd-name: %w", err))
 	}
 	proxies, err := controlplane.ServeProxies(runner, cp, cp.RegisterProxyAPIs, creds, env, "linkerd proxy APIs serving", "name", p.name)
 	if err != nil {
