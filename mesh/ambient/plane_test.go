@@ -2,9 +2,9 @@ package ambient
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
+	"github.com/irs-sim/irs/mesh/dataplane/dataplanetest"
 	"log/slog"
 	"maps"
 	"net"
@@ -12,85 +12,21 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/dataplane"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/testing/protocmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// planeRun is a run on a cluster as a plane sees it; Secret and Create record what they are given (the
-// kubernetes backend's are exercised by its own tests, against a cluster).
-type planeRun struct {
-	namespace, image   string
-	dir                string
-	cpName, cpIP       string
-	data, control      int32
-	nodeSelector       map[string]string
-	tolerations        []corev1.Toleration
-	secretErr, makeErr error
-
-	mu      sync.Mutex
-	secrets map[string]map[string]string
-	created []runtime.Object
-}
-
-var _ dataplane.ClusterRun = (*planeRun)(nil)
-
-func newPlaneRun(t *testing.T) *planeRun {
-	return &planeRun{namespace: "irs-run-1", image: "ghcr.io/irs-sim/irs:test", dir: t.TempDir(), cpName: "irs-control-plane",
-		cpIP: "10.96.0.20", data: 8080, control: 8081, nodeSelector: map[string]string{"pool": "workers"},
-		tolerations: []corev1.Toleration{{Key: "dedicated", Value: "irs", Effect: corev1.TaintEffectNoSchedule}},
-		secrets:     map[string]map[string]string{}}
-}
-
-func (r *planeRun) Namespace() string             { return r.namespace }
-func (r *planeRun) Image() string                 { return r.image }
-func (r *planeRun) PullPolicy() corev1.PullPolicy { return corev1.PullAlways }
-func (r *planeRun) Platform() *irsv1.Kubernetes   { return &irsv1.Kubernetes{} }
-func (r *planeRun) Policy() *irsv1.Mesh           { return &irsv1.Mesh{Type: Type} }
-func (r *planeRun) Dir() string                   { return r.dir }
-func (r *planeRun) ControlPlaneName() string      { return r.cpName }
-func (r *planeRun) ControlPlaneIP() string        { return r.cpIP }
-func (r *planeRun) ControlPlanePort() int32       { return 9443 }
-func (r *planeRun) ControlAuthority() *ca.Control { return nil }
-func (r *planeRun) WorkerPorts() (int32, int32)   { return r.data, r.control }
-func (r *planeRun) Meshed() []string              { return []string{"api", "web"} }
-func (r *planeRun) Labels(name string) map[string]string {
-	return map[string]string{"app.kubernetes.io/name": name, "irs.dev/run": "run-1"}
-}
-func (r *planeRun) WorkerNodes() (map[string]string, []corev1.Toleration) {
-	return r.nodeSelector, r.tolerations
-}
-
-func (r *planeRun) Secret(_ context.Context, name string, files map[string]string) error {
-	if r.secretErr != nil {
-		return r.secretErr
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.secrets[name] = files
-	return nil
-}
-
-func (r *planeRun) Create(_ context.Context, obj runtime.Object) error {
-	if r.makeErr != nil {
-		return r.makeErr
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.created = append(r.created, obj)
-	return nil
-}
+// newRun is the run the plane's tests give it (dataplanetest.Run).
+func newRun(t *testing.T) *dataplanetest.Run { return dataplanetest.NewRun(t, Type) }
 
 func envValue(c *corev1.Container, name string) string {
 	for _, e := range c.Env {
@@ -122,7 +58,7 @@ func TestPlaneFacets(t *testing.T) {
 // TestClusterPod: a meshed pod gets no sidecar, only ambient-init, which captures its traffic (letting the
 // tunnel port and the worker's control API through) and enrols it over the node agent's socket of the run.
 func TestClusterPod(t *testing.T) {
-	run := newPlaneRun(t)
+	run := newRun(t)
 	for _, serves := range []bool{true, false} {
 		parts := (&Plane{}).Cluster().Pod(run, "api", serves)
 		if parts.Sidecar != nil || parts.ServicePort != 0 || len(parts.WorkerArgs) != 0 {
@@ -133,8 +69,8 @@ func TestClusterPod(t *testing.T) {
 			t.Fatalf("serves %v: init containers %v, want ambient-init", serves, parts.InitContainers)
 		}
 		init := parts.InitContainers[0]
-		if init.Image != run.image || init.ImagePullPolicy != corev1.PullAlways {
-			t.Errorf("ambient-init image %q (%s), want IRS's %q with the run's pull policy", init.Image, init.ImagePullPolicy, run.image)
+		if init.Image != run.IRSImage || init.ImagePullPolicy != corev1.PullAlways {
+			t.Errorf("ambient-init image %q (%s), want IRS's %q with the run's pull policy", init.Image, init.ImagePullPolicy, run.IRSImage)
 		}
 		for flag, want := range map[string]string{
 			"--enrol":              "/var/run/irs/ambient/irs-run-1/enrol.sock",
@@ -160,14 +96,14 @@ func TestClusterPod(t *testing.T) {
 // TestClusterPrepare: the run's CA and the node proxies' token, in the control plane's Secret and (token and
 // root only) in the node proxies'; the control plane loads what Prepare wrote.
 func TestClusterPrepare(t *testing.T) {
-	run := newPlaneRun(t)
+	run := newRun(t)
 	if err := (&Plane{}).Cluster().Prepare(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"irs-control-plane-ambient", "irs-ztunnel"}, slices.Sorted(maps.Keys(run.secrets))); diff != "" {
+	if diff := cmp.Diff([]string{"irs-control-plane-ambient", "irs-ztunnel"}, slices.Sorted(maps.Keys(run.Secrets))); diff != "" {
 		t.Fatalf("Secrets (-want +got):\n%s", diff)
 	}
-	cp, zt := run.secrets["irs-control-plane-ambient"], run.secrets["irs-ztunnel"]
+	cp, zt := run.Secrets["irs-control-plane-ambient"], run.Secrets["irs-ztunnel"]
 	if diff := cmp.Diff([]string{"ca.crt", "ca.key", "token"}, slices.Sorted(maps.Keys(cp))); diff != "" {
 		t.Errorf("control plane Secret keys (-want +got):\n%s", diff)
 	}
@@ -175,23 +111,23 @@ func TestClusterPrepare(t *testing.T) {
 		t.Errorf("node proxies' Secret (-want +got), want the control plane's token and root, not its key:\n%s", diff)
 	}
 	for name, path := range cp {
-		if !strings.HasPrefix(path, run.dir+string(filepath.Separator)) {
-			t.Errorf("%s at %s is outside the run's private directory %s", name, path, run.dir)
+		if !strings.HasPrefix(path, run.StateDir+string(filepath.Separator)) {
+			t.Errorf("%s at %s is outside the run's private directory %s", name, path, run.StateDir)
 		}
 		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, want mode 0600", path, err)
 		}
 	}
-	if _, err := LoadControlPlane(filepath.Dir(cp["ca.crt"]), run.namespace, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := LoadControlPlane(filepath.Dir(cp["ca.crt"]), run.NS, slog.New(slog.DiscardHandler)); err != nil {
 		t.Errorf("the control plane cannot load what Prepare wrote: %v", err)
 	}
-	if len(run.created) != 0 {
-		t.Errorf("created %v, want nothing before Nodes", run.created)
+	if len(run.Created) != 0 {
+		t.Errorf("created %v, want nothing before Nodes", run.Created)
 	}
 
-	failing := newPlaneRun(t)
-	failing.secretErr = errors.New("forbidden")
-	if err := (&Plane{}).Cluster().Prepare(t.Context(), failing); !errors.Is(err, failing.secretErr) {
+	failing := newRun(t)
+	failing.SecretErr = errors.New("forbidden")
+	if err := (&Plane{}).Cluster().Prepare(t.Context(), failing); !errors.Is(err, failing.SecretErr) {
 		t.Errorf("Prepare with Secrets refused = %v, want the refusal", err)
 	}
 }
@@ -200,7 +136,7 @@ func TestClusterPrepare(t *testing.T) {
 // credentials Prepare made and the host name the node proxies check; every flag it is given is the plane's or
 // shared.
 func TestClusterControlPlanePod(t *testing.T) {
-	run := newPlaneRun(t)
+	run := newRun(t)
 	p := &Plane{}
 	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "control-plane", Args: []string{"mesh", "control-plane", "--data-plane", "ambient"}}}}
 	ports := p.Cluster().ControlPlanePod(run, spec)
@@ -232,17 +168,17 @@ func TestClusterControlPlanePod(t *testing.T) {
 // TestClusterNodes: the node proxies are a DaemonSet on the workers' nodes: ztunnel, reaching the control plane
 // by its Service, beside the node agent, sharing the run's socket directory.
 func TestClusterNodes(t *testing.T) {
-	run := newPlaneRun(t)
+	run := newRun(t)
 	cl := (&Plane{}).Cluster()
 	if err := cl.Nodes(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
-	if len(run.created) != 1 {
-		t.Fatalf("created %v, want the node proxies' DaemonSet", run.created)
+	if len(run.Created) != 1 {
+		t.Fatalf("created %v, want the node proxies' DaemonSet", run.Created)
 	}
-	ds, ok := run.created[0].(*appsv1.DaemonSet)
-	if !ok || ds.Name != "irs-ztunnel" || ds.Namespace != run.namespace {
-		t.Fatalf("created %#v, want the DaemonSet irs-ztunnel in %s", run.created[0], run.namespace)
+	ds, ok := run.Created[0].(*appsv1.DaemonSet)
+	if !ok || ds.Name != "irs-ztunnel" || ds.Namespace != run.NS {
+		t.Fatalf("created %#v, want the DaemonSet irs-ztunnel in %s", run.Created[0], run.NS)
 	}
 	if cl.NodeProxies() != ds.Labels["app.kubernetes.io/name"] {
 		t.Errorf("NodeProxies = %q, but the DaemonSet's pods are labelled %q", cl.NodeProxies(), ds.Labels["app.kubernetes.io/name"])
@@ -253,10 +189,10 @@ func TestClusterNodes(t *testing.T) {
 			t.Errorf("the selector's %s=%s is not on the pods (labels %v): the DaemonSet would be refused", k, v, tmpl.Labels)
 		}
 	}
-	if diff := cmp.Diff(run.nodeSelector, tmpl.Spec.NodeSelector); diff != "" {
+	if diff := cmp.Diff(run.NodeSelector, tmpl.Spec.NodeSelector); diff != "" {
 		t.Errorf("NodeSelector (-want +got), want the workers':\n%s", diff)
 	}
-	if diff := cmp.Diff(run.tolerations, tmpl.Spec.Tolerations); diff != "" {
+	if diff := cmp.Diff(run.Tolerations, tmpl.Spec.Tolerations); diff != "" {
 		t.Errorf("Tolerations (-want +got), want the workers':\n%s", diff)
 	}
 	containers := map[string]corev1.Container{}
@@ -264,8 +200,8 @@ func TestClusterNodes(t *testing.T) {
 		containers[c.Name] = c
 	}
 	zt, agent := containers["ztunnel"], containers["node-agent"]
-	if zt.Image != DefaultZtunnelImage || agent.Image != run.image {
-		t.Errorf("images ztunnel %q, node-agent %q; want %q and IRS's %q", zt.Image, agent.Image, DefaultZtunnelImage, run.image)
+	if zt.Image != DefaultZtunnelImage || agent.Image != run.IRSImage {
+		t.Errorf("images ztunnel %q, node-agent %q; want %q and IRS's %q", zt.Image, agent.Image, DefaultZtunnelImage, run.IRSImage)
 	}
 	for name, want := range map[string]string{"XDS_ADDRESS": "https://10.96.0.20:15012", "CA_ADDRESS": "https://10.96.0.20:15012",
 		"ALT_XDS_HOSTNAME": "irs-control-plane.irs-run-1.svc", "INPOD_UDS": "/var/run/irs/ambient/irs-run-1/ztunnel.sock",
@@ -290,9 +226,9 @@ func TestClusterNodes(t *testing.T) {
 		t.Errorf("ztunnel's credentials %v, want the Secret irs-ztunnel", vols["ztunnel-credentials"])
 	}
 
-	failing := newPlaneRun(t)
-	failing.makeErr = errors.New("forbidden")
-	if err := cl.Nodes(t.Context(), failing); !errors.Is(err, failing.makeErr) || !strings.HasPrefix(err.Error(), "node proxies: ") {
+	failing := newRun(t)
+	failing.CreateErr = errors.New("forbidden")
+	if err := cl.Nodes(t.Context(), failing); !errors.Is(err, failing.CreateErr) || !strings.HasPrefix(err.Error(), "node proxies: ") {
 		t.Errorf("Nodes with the DaemonSet refused = %v, want node proxies: forbidden", err)
 	}
 }
@@ -324,7 +260,7 @@ func TestClusterClassify(t *testing.T) {
 // TestClusterMeshState: every workload is a node of the mesh state, meshed or not, with its node (ztunnel
 // serves the pods of its node); a service is known by its names.
 func TestClusterMeshState(t *testing.T) {
-	run := newPlaneRun(t)
+	run := newRun(t)
 	cl := (&Plane{}).Cluster()
 	for _, w := range []dataplane.Workload{
 		{Pod: "api-0", Service: "api", IP: "10.1.0.4", Node: "node-a", Meshed: true, Serves: true},
@@ -367,11 +303,11 @@ func TestControlServe(t *testing.T) {
 	if diff := cmp.Diff([]string{"ambient-credentials", "ambient-host", "ambient-namespace"}, flagNames); diff != "" {
 		t.Errorf("Flags (-want +got):\n%s", diff)
 	}
-	prepared := newPlaneRun(t)
+	prepared := newRun(t)
 	if err := (&Plane{}).Cluster().Prepare(t.Context(), prepared); err != nil {
 		t.Fatal(err)
 	}
-	creds := filepath.Join(prepared.dir, "ambient")
+	creds := filepath.Join(prepared.StateDir, "ambient")
 	all := map[string]string{"ambient-credentials": creds, "ambient-host": "irs-control-plane.irs-run-1.svc", "ambient-namespace": "irs-run-1"}
 	without := func(name string) map[string]string {
 		m := maps.Clone(all)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"github.com/irs-sim/irs/mesh/dataplane/dataplanetest"
 	"maps"
 	"net"
 	"net/http"
@@ -23,80 +24,13 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// fakeRun is a run on a cluster as a plane sees it; Secret and Create record what they are given (the
-// kubernetes backend's are exercised by its own tests, against a cluster).
-type fakeRun struct {
-	namespace, image   string
-	platform           *irsv1.Kubernetes
-	policy             *irsv1.Mesh
-	dir                string
-	cpName, cpIP       string
-	cpPort             int32
-	authority          *ca.Control
-	data, control      int32
-	meshed             []string
-	secretErr, makeErr error
-
-	mu      sync.Mutex
-	secrets map[string]map[string]string
-	created []runtime.Object
-}
-
-var _ dataplane.ClusterRun = (*fakeRun)(nil)
-
-func newRun(t *testing.T) *fakeRun {
-	t.Helper()
-	authority, err := ca.NewControl(filepath.Join(t.TempDir(), "control"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fakeRun{namespace: "irs-run-1", image: "ghcr.io/irs-sim/irs:test", platform: &irsv1.Kubernetes{},
-		policy: &irsv1.Mesh{Type: Type, Concurrency: 3}, dir: t.TempDir(), cpName: "irs-control-plane", cpIP: "10.96.0.20",
-		cpPort: 9443, authority: authority, data: 8080, control: 8081, meshed: []string{"api", "web"},
-		secrets: map[string]map[string]string{}}
-}
-
-func (r *fakeRun) Namespace() string             { return r.namespace }
-func (r *fakeRun) Image() string                 { return r.image }
-func (r *fakeRun) PullPolicy() corev1.PullPolicy { return corev1.PullIfNotPresent }
-func (r *fakeRun) Platform() *irsv1.Kubernetes   { return r.platform }
-func (r *fakeRun) Policy() *irsv1.Mesh           { return r.policy }
-func (r *fakeRun) Dir() string                   { return r.dir }
-func (r *fakeRun) ControlPlaneName() string      { return r.cpName }
-func (r *fakeRun) ControlPlaneIP() string        { return r.cpIP }
-func (r *fakeRun) ControlPlanePort() int32       { return r.cpPort }
-func (r *fakeRun) ControlAuthority() *ca.Control { return r.authority }
-func (r *fakeRun) WorkerPorts() (int32, int32)   { return r.data, r.control }
-func (r *fakeRun) Meshed() []string              { return r.meshed }
-func (r *fakeRun) WorkerNodes() (map[string]string, []corev1.Toleration) {
-	return map[string]string{"pool": "workers"}, []corev1.Toleration{{Key: "dedicated", Value: "irs", Effect: corev1.TaintEffectNoSchedule}}
-}
-
-func (r *fakeRun) Labels(name string) map[string]string {
-	return map[string]string{"app.kubernetes.io/name": name, "irs.dev/run": "run-1"}
-}
-
-func (r *fakeRun) Secret(_ context.Context, name string, files map[string]string) error {
-	if r.secretErr != nil {
-		return r.secretErr
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.secrets[name] = files
-	return nil
-}
-
-func (r *fakeRun) Create(_ context.Context, obj runtime.Object) error {
-	if r.makeErr != nil {
-		return r.makeErr
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.created = append(r.created, obj)
-	return nil
+// newRun is the run the plane's tests give it (dataplanetest.Run), its sidecars with 3 threads.
+func newRun(t *testing.T) *dataplanetest.Run {
+	run := dataplanetest.NewRun(t, Type)
+	run.MeshPolicy.Concurrency = 3
+	return run
 }
 
 // TestPlaneFacets: Envoy is IRS's own, on a cluster and on this machine, with explicit listeners.
@@ -145,13 +79,13 @@ func TestClusterPod(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			run := newRun(t)
-			run.platform.EnvoyImage = c.platformImage
+			run.PlatformSpec.EnvoyImage = c.platformImage
 			parts := c.plane.Cluster().Pod(run, "api", c.serves)
 			sc := parts.Sidecar
 			if sc == nil || sc.Name != "envoy" {
 				t.Fatalf("Sidecar = %v, want a container named envoy", sc)
 			}
-			if sc.Image != c.wantImage || sc.ImagePullPolicy != corev1.PullIfNotPresent {
+			if sc.Image != c.wantImage || sc.ImagePullPolicy != corev1.PullAlways {
 				t.Errorf("sidecar image %q (%s), want %q (the run's pull policy)", sc.Image, sc.ImagePullPolicy, c.wantImage)
 			}
 			if diff := cmp.Diff([]string{"--ready-requires", "http://127.0.0.1:15000/ready"}, parts.WorkerArgs); diff != "" {
@@ -209,16 +143,16 @@ func TestClusterPrepare(t *testing.T) {
 	if err := (&Plane{}).Cluster().Prepare(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
-	if len(run.secrets) != 2 {
-		t.Errorf("Secrets %v, want one per meshed service", slices.Sorted(maps.Keys(run.secrets)))
+	if len(run.Secrets) != 2 {
+		t.Errorf("Secrets %v, want one per meshed service", slices.Sorted(maps.Keys(run.Secrets)))
 	}
-	for _, svc := range run.meshed {
-		files := run.secrets["irs-sidecar-"+svc]
+	for _, svc := range run.MeshedServices {
+		files := run.Secrets["irs-sidecar-"+svc]
 		if diff := cmp.Diff([]string{"ca.crt", "sidecar.crt", "sidecar.key"}, slices.Sorted(maps.Keys(files))); diff != "" {
 			t.Errorf("Secret irs-sidecar-%s keys (-want +got):\n%s", svc, diff)
 			continue
 		}
-		if files["ca.crt"] != run.authority.CAFile() {
+		if files["ca.crt"] != run.Authority.CAFile() {
 			t.Errorf("%s's ca.crt = %s, want the control authority's", svc, files["ca.crt"])
 		}
 		if id, ok := ca.IdentityOf(readCert(t, files["sidecar.crt"])); !ok || id.Service != svc || id.Runner {
@@ -228,13 +162,13 @@ func TestClusterPrepare(t *testing.T) {
 			t.Errorf("%s's credentials do not load: %v", svc, err)
 		}
 	}
-	if len(run.created) != 1 {
-		t.Fatalf("created %v, want the bootstrap ConfigMap only", run.created)
+	if len(run.Created) != 1 {
+		t.Fatalf("created %v, want the bootstrap ConfigMap only", run.Created)
 	}
-	cm, ok := run.created[0].(*corev1.ConfigMap)
-	if !ok || cm.Name != "irs-envoy-bootstrap" || cm.Namespace != run.namespace ||
+	cm, ok := run.Created[0].(*corev1.ConfigMap)
+	if !ok || cm.Name != "irs-envoy-bootstrap" || cm.Namespace != run.NS ||
 		cm.Labels["app.kubernetes.io/name"] != "irs-envoy-bootstrap" || cm.Labels["irs.dev/run"] != "run-1" {
-		t.Fatalf("created %#v, want the ConfigMap irs-envoy-bootstrap in %s with the run's labels", run.created[0], run.namespace)
+		t.Fatalf("created %#v, want the ConfigMap irs-envoy-bootstrap in %s with the run's labels", run.Created[0], run.NS)
 	}
 	var boot map[string]any
 	if err := json.Unmarshal([]byte(cm.Data["bootstrap.json"]), &boot); err != nil {
@@ -262,7 +196,7 @@ func TestClusterPrepareFails(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			run := newRun(t)
-			run.secretErr, run.makeErr = c.secretErr, c.makeErr
+			run.SecretErr, run.CreateErr = c.secretErr, c.makeErr
 			err := (&Plane{}).Cluster().Prepare(t.Context(), run)
 			if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), c.wantPrefix) {
 				t.Errorf("Prepare = %v, want %q%v", err, c.wantPrefix, boom)
@@ -284,8 +218,8 @@ func TestClusterControlPlaneAndNodes(t *testing.T) {
 	if diff := cmp.Diff(before, spec); diff != "" {
 		t.Errorf("ControlPlanePod changed the pod (-before +after):\n%s", diff)
 	}
-	if err := cl.Nodes(t.Context(), run); err != nil || len(run.created) != 0 {
-		t.Errorf("Nodes = %v, created %v; want nothing", err, run.created)
+	if err := cl.Nodes(t.Context(), run); err != nil || len(run.Created) != 0 {
+		t.Errorf("Nodes = %v, created %v; want nothing", err, run.Created)
 	}
 	if got := cl.NodeProxies(); got != "" {
 		t.Errorf("NodeProxies = %q, want none", got)
@@ -336,7 +270,7 @@ func TestClusterMeshState(t *testing.T) {
 
 func TestClusterDescribe(t *testing.T) {
 	run := newRun(t)
-	run.platform.EnvoyImage = "envoyproxy/envoy:v1.40.0"
+	run.PlatformSpec.EnvoyImage = "envoyproxy/envoy:v1.40.0"
 	got := (&Plane{}).Cluster().Describe(run)
 	want := dataplane.Description{DataPlane: "envoy (image envoyproxy/envoy:v1.40.0)", ControlPlane: "IRS", EnvoyVersion: "envoyproxy/envoy:v1.40.0"}
 	if got != want {

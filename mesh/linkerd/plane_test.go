@@ -2,12 +2,12 @@ package linkerd
 
 import (
 	"bytes"
-	"context"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/irs-sim/irs/mesh/dataplane/dataplanetest"
 	"log/slog"
 	"maps"
 	"net"
@@ -15,78 +15,20 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/dataplane"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// planeRun is a run on a cluster as a plane sees it; Secret and Create record what they are given (the
-// kubernetes backend's are exercised by its own tests, against a cluster).
-type planeRun struct {
-	namespace, image string
-	dir              string
-	cpName, cpIP     string
-	data, control    int32
-	meshed           []string
-	secretErr        error
-
-	mu      sync.Mutex
-	secrets map[string]map[string]string
-	created []runtime.Object
-}
-
-var _ dataplane.ClusterRun = (*planeRun)(nil)
-
-func newPlaneRun(t *testing.T) *planeRun {
-	return &planeRun{namespace: "irs-run-1", image: "ghcr.io/irs-sim/irs:test", dir: t.TempDir(), cpName: "irs-control-plane",
-		cpIP: "10.96.0.20", data: 8080, control: 8081, meshed: []string{"api", "web"}, secrets: map[string]map[string]string{}}
-}
-
-func (r *planeRun) Namespace() string             { return r.namespace }
-func (r *planeRun) Image() string                 { return r.image }
-func (r *planeRun) PullPolicy() corev1.PullPolicy { return corev1.PullAlways }
-func (r *planeRun) Platform() *irsv1.Kubernetes   { return &irsv1.Kubernetes{} }
-func (r *planeRun) Policy() *irsv1.Mesh           { return &irsv1.Mesh{Type: Type} }
-func (r *planeRun) Dir() string                   { return r.dir }
-func (r *planeRun) ControlPlaneName() string      { return r.cpName }
-func (r *planeRun) ControlPlaneIP() string        { return r.cpIP }
-func (r *planeRun) ControlPlanePort() int32       { return 9443 }
-func (r *planeRun) ControlAuthority() *ca.Control { return nil }
-func (r *planeRun) WorkerPorts() (int32, int32)   { return r.data, r.control }
-func (r *planeRun) Meshed() []string              { return r.meshed }
-func (r *planeRun) Labels(name string) map[string]string {
-	return map[string]string{"app.kubernetes.io/name": name, "irs.dev/run": "run-1"}
-}
-func (r *planeRun) WorkerNodes() (map[string]string, []corev1.Toleration) {
-	return map[string]string{"pool": "workers"}, nil
-}
-
-func (r *planeRun) Secret(_ context.Context, name string, files map[string]string) error {
-	if r.secretErr != nil {
-		return r.secretErr
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.secrets[name] = files
-	return nil
-}
-
-func (r *planeRun) Create(_ context.Context, obj runtime.Object) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.created = append(r.created, obj)
-	return nil
-}
+// newRun is the run the plane's tests give it (dataplanetest.Run).
+func newRun(t *testing.T) *dataplanetest.Run { return dataplanetest.NewRun(t, Type) }
 
 func envValue(c *corev1.Container, name string) (string, bool) {
 	for _, e := range c.Env {
@@ -121,7 +63,7 @@ func TestPlaneFacets(t *testing.T) {
 // TestClusterPod: a meshed pod's linkerd-proxy, given the run's trust anchors once Prepare made them, and the
 // init container that captures the pod's traffic but lets the worker's control API through.
 func TestClusterPod(t *testing.T) {
-	run := newPlaneRun(t)
+	run := newRun(t)
 	cl := (&Plane{}).Cluster()
 	before := cl.Pod(run, "api", true)
 	if v, _ := envValue(before.Sidecar, "LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS"); v != "" {
@@ -138,7 +80,7 @@ func TestClusterPod(t *testing.T) {
 				t.Fatalf("Sidecar = %+v, want linkerd-proxy of %s, the run's pull policy", px, DefaultProxyImage)
 			}
 			anchors, _ := envValue(px, "LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS")
-			root := readPEM(t, run.secrets["irs-control-plane-linkerd"]["ca.crt"])
+			root := readPEM(t, run.Secrets["irs-control-plane-linkerd"]["ca.crt"])
 			if anchors == "" || anchors != root {
 				t.Errorf("trust anchors %q, want the run's CA (the control plane's ca.crt) %q", anchors, root)
 			}
@@ -164,8 +106,8 @@ func TestClusterPod(t *testing.T) {
 				t.Fatalf("init containers %v, want linkerd-init", parts.InitContainers)
 			}
 			init := parts.InitContainers[0]
-			if init.Image != run.image {
-				t.Errorf("linkerd-init image %q, want IRS's %q", init.Image, run.image)
+			if init.Image != run.IRSImage {
+				t.Errorf("linkerd-init image %q, want IRS's %q", init.Image, run.IRSImage)
 			}
 			if got := flagValue(init.Args, "--skip-inbound-ports"); got != "4190,4191,8081" {
 				t.Errorf("--skip-inbound-ports %q, want the proxy's control and admin ports and the worker's control port 8081", got)
@@ -202,22 +144,22 @@ func TestClusterPod(t *testing.T) {
 // TestClusterPrepare: a token per meshed service, in its own Secret for its pods and, beside the run's CA, in
 // the control plane's; the files are the runner's only.
 func TestClusterPrepare(t *testing.T) {
-	run := newPlaneRun(t)
+	run := newRun(t)
 	if err := (&Plane{}).Cluster().Prepare(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
 	wantSecrets := []string{"irs-control-plane-linkerd", "irs-linkerd-api", "irs-linkerd-web"}
-	if diff := cmp.Diff(wantSecrets, slices.Sorted(maps.Keys(run.secrets))); diff != "" {
+	if diff := cmp.Diff(wantSecrets, slices.Sorted(maps.Keys(run.Secrets))); diff != "" {
 		t.Fatalf("Secrets (-want +got):\n%s", diff)
 	}
-	cp := run.secrets["irs-control-plane-linkerd"]
+	cp := run.Secrets["irs-control-plane-linkerd"]
 	wantKeys := []string{"api.irs-run-1.serviceaccount.identity.linkerd.cluster.local.token", "ca.crt", "ca.key",
 		"web.irs-run-1.serviceaccount.identity.linkerd.cluster.local.token"}
 	if diff := cmp.Diff(wantKeys, slices.Sorted(maps.Keys(cp))); diff != "" {
 		t.Errorf("control plane Secret keys (-want +got):\n%s", diff)
 	}
-	for _, svc := range run.meshed {
-		files := run.secrets["irs-linkerd-"+svc]
+	for _, svc := range run.MeshedServices {
+		files := run.Secrets["irs-linkerd-"+svc]
 		if len(files) != 1 || files["token"] == "" {
 			t.Errorf("Secret irs-linkerd-%s = %v, want its token only", svc, files)
 			continue
@@ -227,13 +169,13 @@ func TestClusterPrepare(t *testing.T) {
 			t.Errorf("%s's token %q is not the one the control plane checks", svc, tok)
 		}
 	}
-	if api, web := readPEM(t, run.secrets["irs-linkerd-api"]["token"]), readPEM(t, run.secrets["irs-linkerd-web"]["token"]); api == web {
+	if api, web := readPEM(t, run.Secrets["irs-linkerd-api"]["token"]), readPEM(t, run.Secrets["irs-linkerd-web"]["token"]); api == web {
 		t.Error("two services share a token: either could be the other")
 	}
-	for _, files := range run.secrets {
+	for _, files := range run.Secrets {
 		for _, path := range files {
-			if !strings.HasPrefix(path, run.dir+string(filepath.Separator)) {
-				t.Errorf("%s is outside the run's private directory %s", path, run.dir)
+			if !strings.HasPrefix(path, run.StateDir+string(filepath.Separator)) {
+				t.Errorf("%s is outside the run's private directory %s", path, run.StateDir)
 			}
 			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 				t.Errorf("%s: %v, mode %v; want 0600", path, err, fi.Mode().Perm())
@@ -243,13 +185,13 @@ func TestClusterPrepare(t *testing.T) {
 	if _, err := LoadControlPlane(filepath.Dir(cp["ca.crt"])); err != nil {
 		t.Errorf("the control plane cannot load what Prepare wrote: %v", err)
 	}
-	if len(run.created) != 0 {
-		t.Errorf("created %v, want nothing", run.created)
+	if len(run.Created) != 0 {
+		t.Errorf("created %v, want nothing", run.Created)
 	}
 
-	failing := newPlaneRun(t)
-	failing.secretErr = errors.New("forbidden")
-	if err := (&Plane{}).Cluster().Prepare(t.Context(), failing); !errors.Is(err, failing.secretErr) {
+	failing := newRun(t)
+	failing.SecretErr = errors.New("forbidden")
+	if err := (&Plane{}).Cluster().Prepare(t.Context(), failing); !errors.Is(err, failing.SecretErr) {
 		t.Errorf("Prepare with Secrets refused = %v, want the refusal", err)
 	}
 }
@@ -257,7 +199,7 @@ func TestClusterPrepare(t *testing.T) {
 // TestClusterControlPlanePod: the control plane's pod serves the proxies' APIs on their port, with the
 // credentials Prepare made and the identity the proxies check; every flag it is given is the plane's or shared.
 func TestClusterControlPlanePod(t *testing.T) {
-	run := newPlaneRun(t)
+	run := newRun(t)
 	p := &Plane{}
 	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "control-plane", Args: []string{"mesh", "control-plane", "--data-plane", "linkerd"}}}}
 	ports := p.Cluster().ControlPlanePod(run, spec)
@@ -293,10 +235,10 @@ func TestClusterControlPlanePod(t *testing.T) {
 // TestClusterRest: no per-node proxies; the proxies are linkerd-proxy; Destination knows services by their names
 // and, meshed, their proxies' identity; no node of the mesh state.
 func TestClusterRest(t *testing.T) {
-	run := newPlaneRun(t)
+	run := newRun(t)
 	cl := (&Plane{}).Cluster()
-	if err := cl.Nodes(t.Context(), run); err != nil || len(run.created) != 0 {
-		t.Errorf("Nodes = %v, created %v; want nothing", err, run.created)
+	if err := cl.Nodes(t.Context(), run); err != nil || len(run.Created) != 0 {
+		t.Errorf("Nodes = %v, created %v; want nothing", err, run.Created)
 	}
 	if cl.NodeProxies() != "" {
 		t.Errorf("NodeProxies = %q, want none", cl.NodeProxies())
@@ -353,11 +295,11 @@ func TestControlServe(t *testing.T) {
 	if diff := cmp.Diff([]string{"linkerd-credentials", "linkerd-name"}, names); diff != "" {
 		t.Errorf("Flags (-want +got):\n%s", diff)
 	}
-	prepared := newPlaneRun(t)
+	prepared := newRun(t)
 	if err := (&Plane{}).Cluster().Prepare(t.Context(), prepared); err != nil {
 		t.Fatal(err)
 	}
-	creds := filepath.Join(prepared.dir, "linkerd")
+	creds := filepath.Join(prepared.StateDir, "linkerd")
 	name := "irs-control-plane.irs-run-1.serviceaccount.identity.linkerd.cluster.local"
 	for _, c := range []struct {
 		name         string
