@@ -37,6 +37,18 @@ func ReadFile(ctx context.Context, path string) (*Document, error) {
 	return Parse(data, path)
 }
 
+// Load reads, parses and validates a workflow file: every problem, as ReadFile and Validate report them.
+func Load(ctx context.Context, path string, compile CompileWorker) (*Document, error) {
+	doc, err := ReadFile(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(doc, compile); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
 // Parse decodes a workflow document. A document that is not YAML at all, or beyond the limits of yamlpb.Parse
 // (its size, its nodes with aliases expanded, its depth), is an *InvalidError holding that one problem;
 // structural problems (unknown fields, wrong types) are kept and reported by Validate together with the

@@ -96,3 +96,28 @@ func TestInvalidErrorLinear(t *testing.T) {
 		t.Errorf("formatting %d bytes allocated %d", len(s), n)
 	}
 }
+
+// TestLoadReadsAndValidates: Load is ReadFile then Validate: a file that parses but breaks a rule is refused
+// with the rule's field, a missing file with the read's error, and a valid one comes back whole.
+func TestLoadReadsAndValidates(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	good := write("good.yaml", "name: ok\nservices: [{name: api}]\nphases: [{name: steady, duration: 1s}]\n")
+	bad := write("bad.yaml", "name: ok\nservices: [{name: api, replicas: -1}]\nphases: [{name: steady, duration: 1s}]\n")
+	if doc, err := workflows.Load(t.Context(), good, nil); err != nil || doc.Workflow.GetName() != "ok" {
+		t.Errorf("Load(good) = %v, %v", doc, err)
+	}
+	var inv *workflows.InvalidError
+	if _, err := workflows.Load(t.Context(), bad, nil); !errors.As(err, &inv) || !strings.Contains(err.Error(), "replicas") {
+		t.Errorf("Load(bad) = %v, want an InvalidError naming replicas", err)
+	}
+	if _, err := workflows.Load(t.Context(), filepath.Join(dir, "none.yaml"), nil); err == nil || errors.As(err, &inv) {
+		t.Errorf("Load(missing) = %v, want the read's error", err)
+	}
+}

@@ -47,11 +47,8 @@ func (p *plan) name() string {
 // check reads and validates a workflow file and checks everything a dry run shows, in the order the flags'
 // problems are reported. The plan is returned with the error when the workflow could be read.
 func (c *Campaign) check(ctx context.Context, path string, opts Options) (*plan, error) {
-	doc, err := workflows.ReadFile(ctx, path)
+	doc, err := workflows.Load(ctx, path, c.Compile)
 	if err != nil {
-		return nil, invalid(err)
-	}
-	if err := workflows.Validate(doc, c.Compile); err != nil {
 		return nil, invalid(err)
 	}
 	for _, w := range workflows.Warnings(doc.Workflow) {

@@ -84,10 +84,7 @@ func (c *Campaign) suiteDirs(ctx context.Context, files []string) ([]string, err
 	names := map[string]string{}
 	dirs := make([]string, len(files))
 	for i, file := range files {
-		doc, err := workflows.ReadFile(ctx, file)
-		if err == nil {
-			err = workflows.Validate(doc, c.Compile)
-		}
+		doc, err := workflows.Load(ctx, file, c.Compile)
 		if err != nil {
 			problems = append(problems, err)
 			continue

@@ -33,11 +33,8 @@ func compileWorkerConfig(cfg *irsv1.WorkerConfig) error {
 
 // loadWorkflow reads, parses and validates a workflow file; problems carry ExitInvalidConfig.
 func loadWorkflow(ctx context.Context, path string) (*workflows.Document, error) {
-	doc, err := workflows.ReadFile(ctx, path)
+	doc, err := workflows.Load(ctx, path, compileWorkerConfig)
 	if err != nil {
-		return nil, withExitCode(err, ExitInvalidConfig)
-	}
-	if err := workflows.Validate(doc, compileWorkerConfig); err != nil {
 		return nil, withExitCode(err, ExitInvalidConfig)
 	}
 	return doc, nil
