@@ -58,6 +58,8 @@ type ServiceSpec struct {
 type Replica struct {
 	Service, ID string
 	Started     time.Time
+	// Node is the node it runs on (Kubernetes); empty locally, where every replica shares this machine.
+	Node string
 }
 
 // KillSpec is how replicas are killed.

@@ -196,7 +196,7 @@ func (b *Backend) refreshInService() {
 	}
 	for _, p := range b.pods {
 		if p.ready && !p.deleting && !p.terminated {
-			m[p.service] = append(m[p.service], workflows.Replica{Service: p.service, ID: p.name, Started: p.created})
+			m[p.service] = append(m[p.service], workflows.Replica{Service: p.service, ID: p.name, Started: p.created, Node: p.node})
 		}
 	}
 	for name, rs := range m {
