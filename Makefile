@@ -10,6 +10,8 @@ GO      ?= go
 TAGS    := nomsgpack,grpcnotrace
 LDFLAGS := -s -w -X $(MODULE)/internal/buildinfo.version=$(VERSION)
 BIN     := bin/irs
+# The test cluster's nodes (hack/testnode).
+NODES   ?= 3
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(TAGS) -ldflags "$(LDFLAGS)"
 TOOL    := $(GO) tool -modfile=$(CURDIR)/tools.mod
 
@@ -122,13 +124,14 @@ ztunnel-image:
 	$(GO) run ./hack/imagebuild -o bin/ztunnel-image.tar -name $(ZTUNNEL_IMAGE) -libs -entrypoint /usr/local/bin/ztunnel \
 		"$$(CARGO_JOBS=$(CARGO_JOBS) hack/meshes/build.sh ztunnel)=/usr/local/bin/ztunnel"
 
-## e2e-kube: end-to-end tests on a real single-node Kubernetes cluster (hack/testnode: brought up, always torn down)
+## e2e-kube: end-to-end tests on a real Kubernetes cluster of $(NODES) nodes (hack/testnode: brought up, always torn down)
 e2e-kube: build image chart envoy-image linkerd-image ztunnel-image
-	HELM=$(HELM) hack/testnode/e2e.sh
+	HELM=$(HELM) IRS_TESTNODE_NODES=$(NODES) hack/testnode/e2e.sh
 
-## testnode-up: start the test cluster (in network namespace irs-testnode; hack/testnode/run.sh CMD runs in it)
+## testnode-up: start the test cluster, NODES=3 by default (control plane in network namespace irs-testnode, where
+## hack/testnode/run.sh CMD runs; node i in irs-node-i)
 testnode-up: image envoy-image linkerd-image ztunnel-image
-	hack/testnode/up.sh && hack/testnode/import.sh bin/irs-image.tar bin/envoy-image.tar bin/linkerd-image.tar bin/ztunnel-image.tar
+	IRS_TESTNODE_NODES=$(NODES) hack/testnode/up.sh && hack/testnode/import.sh bin/irs-image.tar bin/envoy-image.tar bin/linkerd-image.tar bin/ztunnel-image.tar
 
 ## testnode-down: stop the test cluster and remove every trace of it
 testnode-down:

@@ -55,7 +55,7 @@ platform:
   kubernetes:
     node_selector: {type: kwok}
     tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-    relay_node_selector: {kubernetes.io/hostname: irs-node}
+    relay_node_selector: {kubernetes.io/hostname: irs-node-2}
     resources: {"*": {cpu_request: 1m, memory_request: 1Mi}}
 services:
 ` + "%s" + `

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kwok.sh [NODES] - add kwok's fake nodes (default 10, 110 pods each) to the running test node's cluster, for
+# kwok.sh [NODES] - add kwok's fake nodes (default 10, 110 pods each) to the running test cluster, for
 # scale measurements: the API server, controllers and scheduler do their real work; no container runs. The
 # nodes carry label type=kwok and taint kwok.x-k8s.io/node=fake:NoSchedule (only what tolerates it goes there).
 # kwok is built from the Go module proxy once (cached). down.sh stops it with the rest.
@@ -13,7 +13,7 @@ KWOK=$CACHE/tools/kwok-$KWOK_VERSION/kwok
 [ -x "$KWOK" ] || GOBIN=$(dirname "$KWOK") nice -n 10 go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 nohup nsenter --net="/run/netns/$NS" -- "$KWOK" --kubeconfig="$STATE/kubeconfig" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-  --node-ip=127.0.0.1 --cidr=10.244.0.1/16 --node-lease-duration-seconds=40 \
+  --node-ip=127.0.0.1 --cidr=10.245.0.1/16 --node-lease-duration-seconds=40 \
   --server-address=127.0.0.1:20247 > "$STATE/logs/kwok.log" 2>&1 < /dev/null &
 echo $! > "$STATE/pids/kwok.pid"
 for i in $(seq 0 $((NODES - 1))); do
