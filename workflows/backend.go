@@ -107,6 +107,8 @@ type Event struct {
 	Detail  string
 	// Replaces is, for EventReplace and EventReady, the replica this one replaces ("" for none).
 	Replaces string
+	// Node is, for EventReady, the node the replica runs on (Kubernetes; "" locally).
+	Node string
 }
 
 // Kinds of what is measured: a replica's worker and its sidecar, and the mesh's control plane and node

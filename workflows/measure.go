@@ -83,6 +83,37 @@ func LoadServices(wf *irsv1.Workflow) map[string]bool {
 	return out
 }
 
+// PureLoadGenerators returns the services that generate load (LoadServices) and that no service calls or sends
+// load to, in its configuration or by an action: they only make traffic, which the kubernetes backend gives a
+// node of its own when the cluster has one.
+func PureLoadGenerators(wf *irsv1.Workflow) map[string]bool {
+	reached := map[string]bool{}
+	reach := func(cfg *irsv1.WorkerConfig) {
+		for _, c := range Calls(cfg.GetCalls()) {
+			reached[c.GetService()] = true
+		}
+		if t := cfg.GetLoad().GetTarget(); t != "" {
+			reached[t] = true
+		}
+	}
+	for _, s := range wf.GetServices() {
+		reach(s.GetWorker())
+	}
+	walkActions(wf, func(a *irsv1.Action) {
+		reach(a.GetConfigure().GetSet())
+		if t := a.GetLoad().GetSet().GetTarget(); t != "" {
+			reached[t] = true
+		}
+	})
+	out := LoadServices(wf)
+	for name := range out {
+		if reached[name] {
+			delete(out, name)
+		}
+	}
+	return out
+}
+
 // LoadTargets returns the edges "generator->target" of every load the workflow sets: a generator's point and its
 // edge to its target measure the same requests.
 func LoadTargets(wf *irsv1.Workflow) map[string]bool {

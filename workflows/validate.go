@@ -96,6 +96,7 @@ func (v *validator) validate() {
 	for i, s := range v.wf.GetServices() {
 		v.service(field.Index("services", i), s)
 	}
+	v.kubernetes() // names services
 	if len(v.wf.GetPhases()) == 0 {
 		v.errs.Addf("phases", "required: at least one phase")
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +22,9 @@ import (
 )
 
 // The Kubernetes tests run on the real single-node cluster hack/testnode brings up (make e2e-kube), inside
-// its network namespace, with KUBECONFIG set; IRS_IMAGE is the worker image imported into it.
+// its network namespace, with KUBECONFIG set; IRS_IMAGE is the worker image imported into it. TestKubePlacement
+// needs the multi-node one (irs-node-1..3, irs-node-1 set apart for the load generators), and is skipped on a
+// cluster without irs-node-1.
 
 // kubectl runs kubectl on the test cluster and returns its output.
 func kubectl(t *testing.T, args ...string) (string, error) {
@@ -895,4 +898,62 @@ func relayProcess(t *testing.T) int {
 	}
 	t.Fatal("no relay process on the node")
 	return 0
+}
+
+// placementWorkflow is a load generator sending to a server of two replicas, one per node.
+const placementWorkflow = `
+name: placement
+seed: 21
+platform:
+  kubernetes:
+    placement:
+      server: {spread: one-per-node}
+services:
+  - name: loadgen
+    worker:
+      load: {target: server, rate: 50, timeout: 2s}
+  - name: server
+    replicas: 2
+    worker:
+      serve: {delay: 2ms}
+phases:
+  - name: measure
+    duration: 8s
+`
+
+// TestKubePlacement runs on the multi-node test cluster, whose irs-node-1 is labelled and tainted
+// irs.dev/role=loadgen: the load generator, which nobody calls, goes there by default, and the server's two
+// replicas, one per node, go to the two other nodes (the taint keeps them off irs-node-1). The result records
+// which node every replica ran on, and the traffic between the nodes succeeds.
+func TestKubePlacement(t *testing.T) {
+	if out, err := kubectl(t, "get", "node", "irs-node-1", "-o", "jsonpath={.metadata.labels.irs\\.dev/role}"); err != nil {
+		t.Skipf("not the multi-node test cluster (no node irs-node-1): %s", out)
+	} else if out != "loadgen" {
+		t.Fatalf("irs-node-1 is labelled irs.dev/role=%q, want loadgen: the test cluster is not set up as this test needs", out)
+	}
+	run := startWorkflow(t, placementWorkflow, kubeArgs()...)
+	if code := run.exitCode(5 * time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	env := res.GetEnvironment()
+	if !slices.Equal(env.GetLoadgenNodes(), []string{"irs-node-1"}) || !slices.Equal(env.GetLoadgenServices(), []string{"loadgen"}) {
+		t.Errorf("environment's loadgen nodes %v and services %v, want [irs-node-1] and [loadgen]", env.GetLoadgenNodes(), env.GetLoadgenServices())
+	}
+	nodes := map[string][]string{}
+	for _, r := range res.GetReplicas() {
+		nodes[r.GetService()] = append(nodes[r.GetService()], r.GetNode())
+	}
+	if got := nodes["loadgen"]; !slices.Equal(got, []string{"irs-node-1"}) {
+		t.Errorf("loadgen's replicas ran on %q, want one on irs-node-1", got)
+	}
+	server := nodes["server"]
+	if len(server) != 2 || server[0] == server[1] || slices.Contains(server, "irs-node-1") || slices.Contains(server, "") {
+		t.Errorf("server's replicas ran on %q, want two, on two different nodes other than irs-node-1", server)
+	}
+	p := point(res.GetTotal().GetServices(), "loadgen", "", "load")
+	if p == nil || p.GetRequests() < 300 || p.GetFailureRate() > 0.01 {
+		t.Errorf("loadgen's traffic: %v; want ~400 requests to server, all but 1 %% answered", p)
+	}
+	namespaceGone(t, env.GetNamespace(), 60*time.Second)
 }

@@ -89,6 +89,7 @@ type engine struct {
 	lastTick   *irsv1.Tick
 	killed     map[string]*irsv1.KillRecord // replica → the record of its kill
 	reports    map[string]*replicaReports   // replica → the intervals it reported
+	book       replicaBook                  // every replica in service: where and when (the result's replicas)
 	machine    map[int]*irsv1.Machine       // interval → how starved the machine was in it
 	pressure   pressureSampler
 	errs       phaseErrors // the phase's 5xx so far, for the progress line (under mu)
@@ -128,7 +129,9 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 			fmt.Sprintf("no stats for %.1fs: the stream was silent and is opened again", silent.Seconds()))
 	}
 	for _, s := range specs {
-		for _, r := range o.Backend.Replicas(s.Name) {
+		rs := o.Backend.Replicas(s.Name)
+		e.recordReplicas(rs)
+		for _, r := range rs {
 			col.watch(s.Name, r.ID)
 		}
 	}
@@ -185,6 +188,7 @@ func newEngine(o Options) *engine {
 		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{}, totalAccs: map[key]*acc{},
 		primary: map[string]string{}, procs: map[string]*procHistory{}, loads: map[string]*irsv1.Load{},
 		end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{}, reports: map[string]*replicaReports{}, machine: map[int]*irsv1.Machine{},
+		book: replicaBook{byID: map[string]*irsv1.ReplicaRecord{}, guessed: map[string]bool{}, omitted: map[string]bool{}},
 	}
 	for name, l := range o.Timeline.InitialLoads {
 		e.loads[name] = l
@@ -283,6 +287,7 @@ func (e *engine) consumeEvents(col *collector) {
 		t := e.since(ev.At)
 		e.mu.Lock()
 		e.followKill(ev, t)
+		e.followReplica(ev, t)
 		e.mu.Unlock()
 	}
 }
@@ -305,6 +310,7 @@ func (e *engine) finish(status string) error {
 	e.res.EndedAt = timestamppb.Now()
 	// Steps run concurrently, and the backend reports on its own: put what happened in time order.
 	slices.SortStableFunc(e.res.Events, func(a, b *irsv1.RunEvent) int { return cmp.Compare(a.GetT(), b.GetT()) })
+	e.sortReplicas()
 	e.res.Phases = nil
 	e.res.Saturation, e.res.Invalid = nil, nil
 	for _, span := range e.o.Timeline.Phases {

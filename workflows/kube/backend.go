@@ -47,7 +47,10 @@ type Config struct {
 	Planes *dataplane.Registry
 	// InPlaceKills says that the workflow kills processes inside pods (pods/exec is then needed).
 	InPlaceKills bool
-	Logger       *slog.Logger
+	// LoadGenerators are the workflow's pure load generators (workflows.PureLoadGenerators): when the cluster
+	// has a loadgen node, those the placement does not name run there.
+	LoadGenerators map[string]bool
+	Logger         *slog.Logger
 }
 
 // Backend runs a workflow's services as Deployments on a cluster.
@@ -70,7 +73,8 @@ type Backend struct {
 	created  bool             // the namespace is ours: Stop deletes it
 	checked  bool             // Check passed
 	usage    *usageReader
-	mesh     *ownMesh // a data plane of IRS's own, with IRS's control plane (mesh.go)
+	nodes    *nodeFacts // once looked up (lookupNodes)
+	mesh     *ownMesh   // a data plane of IRS's own, with IRS's control plane (mesh.go)
 	// enrol is the cluster's installed mesh the pods enrol in; fallback IRS's own plane of the same type, which
 	// Check takes instead when the cluster has not installed it.
 	enrol    dataplane.Installed
@@ -161,6 +165,7 @@ func (b *Backend) Start(ctx context.Context, specs []workflows.ServiceSpec) erro
 		what string
 		do   func(context.Context) error
 	}{
+		{"look up the cluster's nodes", b.lookupNodes},
 		{"create namespace " + b.cfg.Namespace, b.createNamespace},
 		{"create the control token's Secret", b.createTokenSecret},
 		{"create Services", b.createServices},

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // EnvironmentError is a cluster that cannot run the workflow as it is: unreachable, a bad kubeconfig, a
@@ -106,12 +105,3 @@ func (b *Backend) Check(ctx context.Context) (string, error) {
 
 // errNotReady is a replica that did not become ready in time.
 var errNotReady = errors.New("not ready")
-
-// Nodes counts the cluster's nodes (0 when this user may not list them).
-func (b *Backend) Nodes(ctx context.Context) int {
-	list := &corev1.NodeList{}
-	if err := b.c.list(ctx, b.c.core, "", "nodes", metav1.ListOptions{}, list); err != nil {
-		return 0
-	}
-	return len(list.Items)
-}

@@ -149,10 +149,12 @@ func (b *Backend) objects(name string) (Objects, error) {
 		maps.Copy(annotations, b.enrol.PodAnnotations())
 		maps.Copy(labels, b.enrol.PodLabels())
 	}
+	placement, _ := b.servicePlacement(name)
+	where := placePods(b.cfg.Platform, name, placement)
 	params := ServiceParams{Namespace: b.cfg.Namespace, Name: name, Replicas: replicas, Config: cfg,
 		Labels: labels, Annotations: annotations, Image: b.cfg.Image, PullPolicy: b.pullPolicy(), Resources: rr,
-		NodeSelector: b.cfg.Platform.GetNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
-		TokenSecret: tokenSecret, WorkerArgs: b.cfg.WorkerArgs, ServicePort: DataPort}
+		NodeSelector: where.NodeSelector, Tolerations: where.Tolerations, Affinity: where.Affinity,
+		TopologySpread: where.Spread, TokenSecret: tokenSecret, WorkerArgs: b.cfg.WorkerArgs, ServicePort: DataPort}
 	b.mu.Lock()
 	sidecars, serves := b.placement()
 	b.mu.Unlock()

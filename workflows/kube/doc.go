@@ -4,7 +4,10 @@
 // worker over one port-forward. Where to find what it does:
 //
 //   - backend.go: Config, New, Start (the steps in order), the Backend's state; check.go: Check (RBAC, the
-//     namespace, the mesh's choice) and Nodes; client.go: the REST clients; cleanup.go: irs cleanup.
+//     namespace, the mesh's choice); client.go: the REST clients; cleanup.go: irs cleanup.
+//   - placement.go: the nodes (Nodes, the loadgen nodes) and where each service's pods go: the workflow's
+//     placement merged over the run-wide node selector and tolerations, dedicated and spread as the scheduler's
+//     terms, and the load generators on a loadgen node by default.
 //   - create.go: the namespace, Services, Deployments (objects.go: ServiceObjects, RelayObjects, shared with the
 //     chart) and the wait for every replica; watch.go: pods and EndpointSlices as they change (readiness,
 //     endpoints, events); fleet.go and forward.go: the relay and port-forwards.

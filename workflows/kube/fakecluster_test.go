@@ -62,6 +62,7 @@ type fakeResource struct {
 // fakeResources are the resources the backend uses.
 var fakeResources = map[schema.GroupVersionResource]fakeResource{
 	{Version: "v1", Resource: "namespaces"}:                                              {"Namespace", false},
+	{Version: "v1", Resource: "nodes"}:                                                   {"Node", false},
 	{Version: "v1", Resource: "pods"}:                                                    {"Pod", true},
 	{Version: "v1", Resource: "services"}:                                                {"Service", true},
 	{Version: "v1", Resource: "configmaps"}:                                              {"ConfigMap", true},
@@ -273,13 +274,13 @@ func TestFakeCluster(t *testing.T) {
 		t.Errorf("delete actions %v: want two, the first with a grace period of 0", deletes)
 	}
 
-	err := c.get(ctx, c.core, "", "nodes", "n1", &corev1.Node{})
-	if !isNotFound(err) || !strings.Contains(err.Error(), "does not serve GET /api/v1/nodes/n1") {
-		t.Errorf("get a node: %v, want NotFound saying the fake does not serve it", err)
+	err := c.get(ctx, c.core, "", "persistentvolumes", "pv1", &corev1.PersistentVolume{})
+	if !isNotFound(err) || !strings.Contains(err.Error(), "does not serve GET /api/v1/persistentvolumes/pv1") {
+		t.Errorf("get a persistent volume: %v, want NotFound saying the fake does not serve it", err)
 	}
 	fc.mu.Lock()
 	if len(fc.unserved) != 1 {
-		t.Errorf("unserved requests %v: want the node's", fc.unserved)
+		t.Errorf("unserved requests %v: want the persistent volume's", fc.unserved)
 	}
 	fc.unserved = nil // served as it should be: the test goes on
 	fc.mu.Unlock()

@@ -404,7 +404,7 @@ func sortPods(ps []*pod) {
 // run is the run as its data plane sees it.
 func (b *Backend) run() clusterRun { return clusterRun{b} }
 
-// clusterRun implements dataplane.ClusterRun for a plane of IRS's own. Only Meshed takes b.mu.
+// clusterRun implements dataplane.ClusterRun for a plane of IRS's own. Only Meshed and WorkerNodes take b.mu.
 type clusterRun struct{ b *Backend }
 
 var _ dataplane.ClusterRun = clusterRun{}
@@ -427,9 +427,7 @@ func (r clusterRun) Labels(name string) map[string]string {
 	return l
 }
 
-func (r clusterRun) WorkerNodes() (map[string]string, []corev1.Toleration) {
-	return r.b.cfg.Platform.GetNodeSelector(), tolerations(r.b.cfg.Platform.GetTolerations())
-}
+func (r clusterRun) WorkerNodes() (map[string]string, []corev1.Toleration) { return r.b.workerNodes() }
 
 func (r clusterRun) Meshed() []string {
 	r.b.mu.Lock()

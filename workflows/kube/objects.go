@@ -68,6 +68,9 @@ type ServiceParams struct {
 	Resources           corev1.ResourceRequirements
 	NodeSelector        map[string]string
 	Tolerations         []corev1.Toleration
+	// Affinity and TopologySpread keep replicas apart from other services' or from each other (placement).
+	Affinity       *corev1.Affinity
+	TopologySpread []corev1.TopologySpreadConstraint
 	// TokenSecret names the Secret holding the control token (key "token").
 	TokenSecret string
 	// WorkerArgs are added to the worker's command line (telemetry tags).
@@ -148,6 +151,7 @@ func ServiceObjects(p ServiceParams) (Objects, error) {
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: maps.Clone(p.Annotations)},
 				Spec: corev1.PodSpec{
 					InitContainers: p.InitContainers, Containers: containers, Volumes: volumes, NodeSelector: p.NodeSelector, Tolerations: p.Tolerations,
+					Affinity: p.Affinity, TopologySpreadConstraints: p.TopologySpread,
 					// A process kill inside the pod reaches the worker, which is then not the namespace's init
 					// (init ignores SIGKILL sent from inside its namespace).
 					ShareProcessNamespace:         ptr(true),

@@ -122,7 +122,7 @@ func (b *Backend) onPod(o any, deleted bool) {
 		p.readyAt = now
 		detail := "pod " + p.name + " on " + kp.Spec.NodeName + ", " + p.ip
 		events = append(events, workflows.Event{At: now, Kind: workflows.EventReady, Service: svcName, Replica: p.name,
-			Replaces: p.replaces, Detail: detail})
+			Replaces: p.replaces, Detail: detail, Node: kp.Spec.NodeName})
 		p.replaces = "" // ready again later (a restart in place), it replaces nobody
 	}
 	p.ready = ready

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -303,5 +304,23 @@ func TestAwaitReplicas(t *testing.T) {
 				t.Errorf("%v is not errNotReady", err)
 			}
 		})
+	}
+}
+
+// TestReadyEventSaysItsNode: a replica's ready event and its entry in Replicas name the node its pod runs on
+// (the engine records it in the result).
+func TestReadyEventSaysItsNode(t *testing.T) {
+	b, _ := newTestBackend(t, Config{}, threeTier())
+	b.onPod(workerPod("api", "api-1", 0, ready("10.0.0.1")), false)
+	select {
+	case e := <-b.Events():
+		if e.Kind != workflows.EventReady || e.Node != "node-1" {
+			t.Errorf("event %s on node %q, want ready on node-1", eventLine(e), e.Node)
+		}
+	default:
+		t.Fatal("no event")
+	}
+	if rs := b.Replicas("api"); len(rs) != 1 || rs[0].Node != "node-1" {
+		t.Errorf("replicas %+v, want api-1 on node-1", rs)
 	}
 }

@@ -99,6 +99,7 @@ func (r *runner) New(ctx context.Context, wf *irsv1.Workflow, mesh *irsv1.Mesh, 
 		}
 		env.KubernetesVersion = version
 		env.Nodes = int32(kb.(*kube.Backend).Nodes(ctx))
+		env.LoadgenNodes, env.LoadgenServices = kb.(*kube.Backend).Loadgen()
 		d := kb.(*kube.Backend).Describe()
 		env.DataPlane, env.ControlPlane, env.EnvoyVersion = d.DataPlane, d.ControlPlane, cmp.Or(d.EnvoyVersion, env.EnvoyVersion)
 		backend, notes = kb, kubeNotes(wf)

@@ -135,9 +135,10 @@ func (r *runner) kubeBackend(wf *irsv1.Workflow, mesh *irsv1.Mesh, env *irsv1.En
 		Access:    kube.Access{Kubeconfig: r.kube.kubeconfig, Context: r.kube.context},
 		Namespace: ns, RunID: id, Workflow: wf.GetName(), Platform: platform, Image: r.kube.image, Mesh: mesh,
 		ReadyTimeout: r.kubeReadyTimeout(wf), ControlToken: token.New(), Planes: r.planes,
-		Expires:    time.Now().Add(r.tl.Total + r.kubeReadyTimeout(wf) + time.Hour),
-		WorkerArgs: []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh},
-		Logger:     r.app.logger,
+		LoadGenerators: workflows.PureLoadGenerators(wf),
+		Expires:        time.Now().Add(r.tl.Total + r.kubeReadyTimeout(wf) + time.Hour),
+		WorkerArgs:     []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh},
+		Logger:         r.app.logger,
 	})
 	if err != nil {
 		return nil, err

@@ -70,9 +70,14 @@ type WorkflowResult struct {
 	Parameters map[string]string `protobuf:"bytes,21,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Why the run is invalid beyond saturation (listed apart), in words: a service's replicas reported too little
 	// of a phase (which replica, which seconds), no request completed.
-	Invalid       []string `protobuf:"bytes,22,rep,name=invalid,proto3" json:"invalid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Invalid []string `protobuf:"bytes,22,rep,name=invalid,proto3" json:"invalid,omitempty"`
+	// Every replica that was in service, in the order they became ready: which node it ran on (Kubernetes), from
+	// when and until when. At most 10000: the rest are counted in replicas_omitted.
+	Replicas []*ReplicaRecord `protobuf:"bytes,23,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// How many replicas were left out of replicas, past its bound (a run with very many kills or scale-ups).
+	ReplicasOmitted uint32 `protobuf:"varint,24,opt,name=replicas_omitted,json=replicasOmitted,proto3" json:"replicas_omitted,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WorkflowResult) Reset() {
@@ -259,6 +264,103 @@ func (x *WorkflowResult) GetInvalid() []string {
 	return nil
 }
 
+func (x *WorkflowResult) GetReplicas() []*ReplicaRecord {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *WorkflowResult) GetReplicasOmitted() uint32 {
+	if x != nil {
+		return x.ReplicasOmitted
+	}
+	return 0
+}
+
+// ReplicaRecord is one replica of a service, in seconds from the start of the first phase (negative: before it,
+// as the replicas the run started with were ready).
+type ReplicaRecord struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Replica string                 `protobuf:"bytes,2,opt,name=replica,proto3" json:"replica,omitempty"`
+	// The node it ran on (Kubernetes: the pod's spec.nodeName); empty locally, where every replica runs on the
+	// runner's machine.
+	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// When it was ready, first.
+	Started float64 `protobuf:"fixed64,4,opt,name=started,proto3" json:"started,omitempty"`
+	// When it ended: its process or pod was gone (killed, scaled down). Absent: it ran until the run ended. A
+	// replica restarted in place (a kill in_place) goes on, and is open again once it is ready.
+	Ended         *float64 `protobuf:"fixed64,5,opt,name=ended,proto3,oneof" json:"ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaRecord) Reset() {
+	*x = ReplicaRecord{}
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaRecord) ProtoMessage() {}
+
+func (x *ReplicaRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaRecord.ProtoReflect.Descriptor instead.
+func (*ReplicaRecord) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReplicaRecord) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *ReplicaRecord) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *ReplicaRecord) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReplicaRecord) GetStarted() float64 {
+	if x != nil {
+		return x.Started
+	}
+	return 0
+}
+
+func (x *ReplicaRecord) GetEnded() float64 {
+	if x != nil && x.Ended != nil {
+		return *x.Ended
+	}
+	return 0
+}
+
 // KillRecord is one replica killed and what followed, in seconds from the start of the first phase (absent:
 // not seen before the run ended).
 type KillRecord struct {
@@ -289,7 +391,7 @@ type KillRecord struct {
 
 func (x *KillRecord) Reset() {
 	*x = KillRecord{}
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +403,7 @@ func (x *KillRecord) String() string {
 func (*KillRecord) ProtoMessage() {}
 
 func (x *KillRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +416,7 @@ func (x *KillRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillRecord.ProtoReflect.Descriptor instead.
 func (*KillRecord) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *KillRecord) GetService() string {
@@ -414,7 +516,7 @@ type Saturation struct {
 
 func (x *Saturation) Reset() {
 	*x = Saturation{}
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +528,7 @@ func (x *Saturation) String() string {
 func (*Saturation) ProtoMessage() {}
 
 func (x *Saturation) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +541,7 @@ func (x *Saturation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Saturation.ProtoReflect.Descriptor instead.
 func (*Saturation) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Saturation) GetService() string {
@@ -521,15 +623,20 @@ type Environment struct {
 	// The proxies that carried the traffic, with version and commit ("linkerd2-proxy 29637b6", "envoy 1.40.0",
 	// or "installed" when the cluster's mesh injected them), and who configured them: "IRS" (IRS's own control
 	// plane, serving the proxy's APIs in Go) or the installed mesh's ("installed: namespace linkerd").
-	DataPlane     string `protobuf:"bytes,15,opt,name=data_plane,json=dataPlane,proto3" json:"data_plane,omitempty"`
-	ControlPlane  string `protobuf:"bytes,16,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DataPlane    string `protobuf:"bytes,15,opt,name=data_plane,json=dataPlane,proto3" json:"data_plane,omitempty"`
+	ControlPlane string `protobuf:"bytes,16,opt,name=control_plane,json=controlPlane,proto3" json:"control_plane,omitempty"`
+	// Kubernetes: the nodes labelled irs.dev/role=loadgen (and matching the run's node_selector) when the run
+	// started, and the services placed on them by default (the pure load generators the workflow's placement does
+	// not name; see Placement). Empty: no such node, or the user may not list nodes.
+	LoadgenNodes    []string `protobuf:"bytes,17,rep,name=loadgen_nodes,json=loadgenNodes,proto3" json:"loadgen_nodes,omitempty"`
+	LoadgenServices []string `protobuf:"bytes,18,rep,name=loadgen_services,json=loadgenServices,proto3" json:"loadgen_services,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Environment) Reset() {
 	*x = Environment{}
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +648,7 @@ func (x *Environment) String() string {
 func (*Environment) ProtoMessage() {}
 
 func (x *Environment) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +661,7 @@ func (x *Environment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Environment.ProtoReflect.Descriptor instead.
 func (*Environment) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Environment) GetIrsVersion() string {
@@ -669,6 +776,20 @@ func (x *Environment) GetControlPlane() string {
 	return ""
 }
 
+func (x *Environment) GetLoadgenNodes() []string {
+	if x != nil {
+		return x.LoadgenNodes
+	}
+	return nil
+}
+
+func (x *Environment) GetLoadgenServices() []string {
+	if x != nil {
+		return x.LoadgenServices
+	}
+	return nil
+}
+
 // RunEvent is something that happened during the run.
 type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -690,7 +811,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +823,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +836,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunEvent) GetT() float64 {
@@ -787,7 +908,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +920,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +933,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Tick) GetT() float64 {
@@ -879,7 +1000,7 @@ type Machine struct {
 
 func (x *Machine) Reset() {
 	*x = Machine{}
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1012,7 @@ func (x *Machine) String() string {
 func (*Machine) ProtoMessage() {}
 
 func (x *Machine) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1025,7 @@ func (x *Machine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Machine.ProtoReflect.Descriptor instead.
 func (*Machine) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Machine) GetOversleepMs() float64 {
@@ -995,7 +1116,7 @@ type Point struct {
 
 func (x *Point) Reset() {
 	*x = Point{}
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1128,7 @@ func (x *Point) String() string {
 func (*Point) ProtoMessage() {}
 
 func (x *Point) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1141,7 @@ func (x *Point) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Point.ProtoReflect.Descriptor instead.
 func (*Point) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Point) GetService() string {
@@ -1316,7 +1437,7 @@ type PhaseResult struct {
 
 func (x *PhaseResult) Reset() {
 	*x = PhaseResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1449,7 @@ func (x *PhaseResult) String() string {
 func (*PhaseResult) ProtoMessage() {}
 
 func (x *PhaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1462,7 @@ func (x *PhaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseResult.ProtoReflect.Descriptor instead.
 func (*PhaseResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PhaseResult) GetName() string {
@@ -1424,7 +1545,7 @@ type Coverage struct {
 
 func (x *Coverage) Reset() {
 	*x = Coverage{}
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1557,7 @@ func (x *Coverage) String() string {
 func (*Coverage) ProtoMessage() {}
 
 func (x *Coverage) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1570,7 @@ func (x *Coverage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Coverage.ProtoReflect.Descriptor instead.
 func (*Coverage) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Coverage) GetService() string {
@@ -1534,7 +1655,7 @@ type AssertionResult struct {
 
 func (x *AssertionResult) Reset() {
 	*x = AssertionResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1667,7 @@ func (x *AssertionResult) String() string {
 func (*AssertionResult) ProtoMessage() {}
 
 func (x *AssertionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1680,7 @@ func (x *AssertionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssertionResult.ProtoReflect.Descriptor instead.
 func (*AssertionResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AssertionResult) GetName() string {
@@ -1667,7 +1788,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1800,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1813,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Comparison) GetSchema() string {
@@ -1785,7 +1906,7 @@ type SweepParameter struct {
 
 func (x *SweepParameter) Reset() {
 	*x = SweepParameter{}
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1918,7 @@ func (x *SweepParameter) String() string {
 func (*SweepParameter) ProtoMessage() {}
 
 func (x *SweepParameter) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1931,7 @@ func (x *SweepParameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepParameter.ProtoReflect.Descriptor instead.
 func (*SweepParameter) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SweepParameter) GetName() string {
@@ -1854,7 +1975,7 @@ type Variant struct {
 
 func (x *Variant) Reset() {
 	*x = Variant{}
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +1987,7 @@ func (x *Variant) String() string {
 func (*Variant) ProtoMessage() {}
 
 func (x *Variant) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +2000,7 @@ func (x *Variant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variant.ProtoReflect.Descriptor instead.
 func (*Variant) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Variant) GetName() string {
@@ -1947,7 +2068,7 @@ type Figure struct {
 
 func (x *Figure) Reset() {
 	*x = Figure{}
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2080,7 @@ func (x *Figure) String() string {
 func (*Figure) ProtoMessage() {}
 
 func (x *Figure) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2093,7 @@ func (x *Figure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Figure.ProtoReflect.Descriptor instead.
 func (*Figure) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Figure) GetName() string {
@@ -2039,7 +2160,7 @@ type Regressions struct {
 
 func (x *Regressions) Reset() {
 	*x = Regressions{}
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2172,7 @@ func (x *Regressions) String() string {
 func (*Regressions) ProtoMessage() {}
 
 func (x *Regressions) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2185,7 @@ func (x *Regressions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Regressions.ProtoReflect.Descriptor instead.
 func (*Regressions) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Regressions) GetSchema() string {
@@ -2155,7 +2276,7 @@ type RunReference struct {
 
 func (x *RunReference) Reset() {
 	*x = RunReference{}
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2288,7 @@ func (x *RunReference) String() string {
 func (*RunReference) ProtoMessage() {}
 
 func (x *RunReference) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2301,7 @@ func (x *RunReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReference.ProtoReflect.Descriptor instead.
 func (*RunReference) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RunReference) GetPath() string {
@@ -2253,7 +2374,7 @@ type RegressionLimit struct {
 
 func (x *RegressionLimit) Reset() {
 	*x = RegressionLimit{}
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2386,7 @@ func (x *RegressionLimit) String() string {
 func (*RegressionLimit) ProtoMessage() {}
 
 func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2399,7 @@ func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegressionLimit.ProtoReflect.Descriptor instead.
 func (*RegressionLimit) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegressionLimit) GetMetric() string {
@@ -2352,7 +2473,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2485,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2498,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Change) GetVariant() string {
@@ -2519,7 +2640,7 @@ type Suite struct {
 
 func (x *Suite) Reset() {
 	*x = Suite{}
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2652,7 @@ func (x *Suite) String() string {
 func (*Suite) ProtoMessage() {}
 
 func (x *Suite) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2665,7 @@ func (x *Suite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suite.ProtoReflect.Descriptor instead.
 func (*Suite) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Suite) GetSchema() string {
@@ -2617,7 +2738,7 @@ type SuiteRun struct {
 
 func (x *SuiteRun) Reset() {
 	*x = SuiteRun{}
-	mi := &file_irs_v1_result_proto_msgTypes[20]
+	mi := &file_irs_v1_result_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2750,7 @@ func (x *SuiteRun) String() string {
 func (*SuiteRun) ProtoMessage() {}
 
 func (x *SuiteRun) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[20]
+	mi := &file_irs_v1_result_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2763,7 @@ func (x *SuiteRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuiteRun.ProtoReflect.Descriptor instead.
 func (*SuiteRun) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{20}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SuiteRun) GetFile() string {
@@ -2698,7 +2819,7 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xc3\a\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xa1\b\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -2730,10 +2851,19 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
 	"parameters\x18\x15 \x03(\v2&.irs.v1.WorkflowResult.ParametersEntryR\n" +
 	"parameters\x12\x18\n" +
-	"\ainvalid\x18\x16 \x03(\tR\ainvalid\x1a=\n" +
+	"\ainvalid\x18\x16 \x03(\tR\ainvalid\x121\n" +
+	"\breplicas\x18\x17 \x03(\v2\x15.irs.v1.ReplicaRecordR\breplicas\x12)\n" +
+	"\x10replicas_omitted\x18\x18 \x01(\rR\x0freplicasOmitted\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x01\n" +
+	"\rReplicaRecord\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
+	"\areplica\x18\x02 \x01(\tR\areplica\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x18\n" +
+	"\astarted\x18\x04 \x01(\x01R\astarted\x12\x19\n" +
+	"\x05ended\x18\x05 \x01(\x01H\x00R\x05ended\x88\x01\x01B\b\n" +
+	"\x06_ended\"\xb5\x03\n" +
 	"\n" +
 	"KillRecord\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
@@ -2762,7 +2892,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06unsent\x18\x05 \x01(\x03R\x06unsent\x12\x18\n" +
 	"\ablocked\x18\x06 \x01(\x03R\ablocked\x12\x12\n" +
 	"\x04late\x18\a \x01(\x03R\x04late\x12\x16\n" +
-	"\x06detail\x18\b \x01(\tR\x06detail\"\xc9\x03\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\"\x99\x04\n" +
 	"\vEnvironment\x12\x1f\n" +
 	"\virs_version\x18\x01 \x01(\tR\n" +
 	"irsVersion\x12\x1d\n" +
@@ -2783,7 +2913,9 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x05image\x18\x0e \x01(\tR\x05image\x12\x1d\n" +
 	"\n" +
 	"data_plane\x18\x0f \x01(\tR\tdataPlane\x12#\n" +
-	"\rcontrol_plane\x18\x10 \x01(\tR\fcontrolPlane\"\xbf\x01\n" +
+	"\rcontrol_plane\x18\x10 \x01(\tR\fcontrolPlane\x12#\n" +
+	"\rloadgen_nodes\x18\x11 \x03(\tR\floadgenNodes\x12)\n" +
+	"\x10loadgen_services\x18\x12 \x03(\tR\x0floadgenServices\"\xbf\x01\n" +
 	"\bRunEvent\x12\f\n" +
 	"\x01t\x18\x01 \x01(\x01R\x01t\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
@@ -3010,92 +3142,94 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
-	(*KillRecord)(nil),            // 1: irs.v1.KillRecord
-	(*Saturation)(nil),            // 2: irs.v1.Saturation
-	(*Environment)(nil),           // 3: irs.v1.Environment
-	(*RunEvent)(nil),              // 4: irs.v1.RunEvent
-	(*Tick)(nil),                  // 5: irs.v1.Tick
-	(*Machine)(nil),               // 6: irs.v1.Machine
-	(*Point)(nil),                 // 7: irs.v1.Point
-	(*PhaseResult)(nil),           // 8: irs.v1.PhaseResult
-	(*Coverage)(nil),              // 9: irs.v1.Coverage
-	(*AssertionResult)(nil),       // 10: irs.v1.AssertionResult
-	(*Comparison)(nil),            // 11: irs.v1.Comparison
-	(*SweepParameter)(nil),        // 12: irs.v1.SweepParameter
-	(*Variant)(nil),               // 13: irs.v1.Variant
-	(*Figure)(nil),                // 14: irs.v1.Figure
-	(*Regressions)(nil),           // 15: irs.v1.Regressions
-	(*RunReference)(nil),          // 16: irs.v1.RunReference
-	(*RegressionLimit)(nil),       // 17: irs.v1.RegressionLimit
-	(*Change)(nil),                // 18: irs.v1.Change
-	(*Suite)(nil),                 // 19: irs.v1.Suite
-	(*SuiteRun)(nil),              // 20: irs.v1.SuiteRun
-	nil,                           // 21: irs.v1.WorkflowResult.ParametersEntry
-	nil,                           // 22: irs.v1.Point.StatusesEntry
-	nil,                           // 23: irs.v1.Point.ErrorsEntry
-	nil,                           // 24: irs.v1.Point.ProxyStatusesEntry
-	nil,                           // 25: irs.v1.Point.ProxyCausesEntry
-	nil,                           // 26: irs.v1.Variant.ParametersEntry
-	(*Workflow)(nil),              // 27: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 29: irs.v1.Histogram
-	(*Mesh)(nil),                  // 30: irs.v1.Mesh
+	(*ReplicaRecord)(nil),         // 1: irs.v1.ReplicaRecord
+	(*KillRecord)(nil),            // 2: irs.v1.KillRecord
+	(*Saturation)(nil),            // 3: irs.v1.Saturation
+	(*Environment)(nil),           // 4: irs.v1.Environment
+	(*RunEvent)(nil),              // 5: irs.v1.RunEvent
+	(*Tick)(nil),                  // 6: irs.v1.Tick
+	(*Machine)(nil),               // 7: irs.v1.Machine
+	(*Point)(nil),                 // 8: irs.v1.Point
+	(*PhaseResult)(nil),           // 9: irs.v1.PhaseResult
+	(*Coverage)(nil),              // 10: irs.v1.Coverage
+	(*AssertionResult)(nil),       // 11: irs.v1.AssertionResult
+	(*Comparison)(nil),            // 12: irs.v1.Comparison
+	(*SweepParameter)(nil),        // 13: irs.v1.SweepParameter
+	(*Variant)(nil),               // 14: irs.v1.Variant
+	(*Figure)(nil),                // 15: irs.v1.Figure
+	(*Regressions)(nil),           // 16: irs.v1.Regressions
+	(*RunReference)(nil),          // 17: irs.v1.RunReference
+	(*RegressionLimit)(nil),       // 18: irs.v1.RegressionLimit
+	(*Change)(nil),                // 19: irs.v1.Change
+	(*Suite)(nil),                 // 20: irs.v1.Suite
+	(*SuiteRun)(nil),              // 21: irs.v1.SuiteRun
+	nil,                           // 22: irs.v1.WorkflowResult.ParametersEntry
+	nil,                           // 23: irs.v1.Point.StatusesEntry
+	nil,                           // 24: irs.v1.Point.ErrorsEntry
+	nil,                           // 25: irs.v1.Point.ProxyStatusesEntry
+	nil,                           // 26: irs.v1.Point.ProxyCausesEntry
+	nil,                           // 27: irs.v1.Variant.ParametersEntry
+	(*Workflow)(nil),              // 28: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 30: irs.v1.Histogram
+	(*Mesh)(nil),                  // 31: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	27, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
-	3,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	28, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	28, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
-	8,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
-	4,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
-	5,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
-	10, // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
-	8,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
-	2,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
-	1,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
-	15, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
-	21, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
-	7,  // 13: irs.v1.Tick.services:type_name -> irs.v1.Point
-	7,  // 14: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	7,  // 15: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	7,  // 16: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
-	6,  // 17: irs.v1.Tick.machine:type_name -> irs.v1.Machine
-	22, // 18: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	23, // 19: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	29, // 20: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	24, // 21: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	25, // 22: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
-	7,  // 23: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	7,  // 24: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	7,  // 25: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	7,  // 26: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	9,  // 27: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	27, // 28: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	3,  // 29: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	13, // 30: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	12, // 31: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	15, // 32: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	30, // 33: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	26, // 34: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 35: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	14, // 36: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	16, // 37: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	16, // 38: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	17, // 39: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	18, // 40: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	28, // 41: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	3,  // 42: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	28, // 43: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	28, // 44: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	20, // 45: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	28, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	4,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
+	29, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	29, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	9,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
+	5,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
+	6,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
+	11, // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
+	9,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
+	3,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
+	2,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
+	16, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
+	22, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
+	1,  // 13: irs.v1.WorkflowResult.replicas:type_name -> irs.v1.ReplicaRecord
+	8,  // 14: irs.v1.Tick.services:type_name -> irs.v1.Point
+	8,  // 15: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	8,  // 16: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	8,  // 17: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
+	7,  // 18: irs.v1.Tick.machine:type_name -> irs.v1.Machine
+	23, // 19: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	24, // 20: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	30, // 21: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	25, // 22: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	26, // 23: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
+	8,  // 24: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	8,  // 25: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	8,  // 26: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	8,  // 27: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	10, // 28: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	28, // 29: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	4,  // 30: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	14, // 31: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	13, // 32: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	16, // 33: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	31, // 34: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	27, // 35: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 36: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	15, // 37: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	17, // 38: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	17, // 39: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	18, // 40: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	19, // 41: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	29, // 42: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	4,  // 43: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	29, // 44: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	29, // 45: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	21, // 46: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -3107,15 +3241,16 @@ func file_irs_v1_result_proto_init() {
 	file_irs_v1_stats_proto_init()
 	file_irs_v1_workflow_proto_init()
 	file_irs_v1_result_proto_msgTypes[1].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[4].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[10].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[2].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[5].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -341,8 +341,11 @@ type Kubernetes struct {
 	// Where IRS's own pods run (the relay, and the mesh control plane of --mesh envoy), to keep them off the nodes
 	// being measured. Default: node_selector.
 	RelayNodeSelector map[string]string `protobuf:"bytes,11,rep,name=relay_node_selector,json=relayNodeSelector,proto3" json:"relay_node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Where each service's pods run, by service name; "*" applies to every service not named. Each adds to
+	// node_selector and tolerations above. Default: none, except for the pure load generators (see Placement).
+	Placement     map[string]*Placement `protobuf:"bytes,12,rep,name=placement,proto3" json:"placement,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Kubernetes) Reset() {
@@ -452,6 +455,99 @@ func (x *Kubernetes) GetRelayNodeSelector() map[string]string {
 	return nil
 }
 
+func (x *Kubernetes) GetPlacement() map[string]*Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+// Placement says where one service's pods run, on top of the run-wide node_selector and tolerations.
+//
+// The load generator gets a node of its own by default: when some node of the cluster is labelled
+// irs.dev/role=loadgen (and matches node_selector), every pure load generator (a service that generates load and
+// that no service calls or sends load to) that placement does not name runs there: node_selector
+// {irs.dev/role: loadgen} and a toleration of the taint irs.dev/role=loadgen:NoSchedule, in place of the "*"
+// entry. The other services tolerate nothing of it: the taint keeps them off that node. A placement naming the
+// service wins; the result's environment says which nodes and services the default placed.
+type Placement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node labels the service's pods require, merged over node_selector (this one's value wins per key).
+	NodeSelector map[string]string `protobuf:"bytes,1,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Taints the service's pods tolerate, beside tolerations.
+	Tolerations []*Toleration `protobuf:"bytes,2,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	// The service's pods have their nodes to themselves: no pod of another service of the run runs on a node
+	// where one of them runs (required pod anti-affinity by kubernetes.io/hostname against the run's pods of the
+	// other services, which the scheduler enforces both ways). Its own replicas may share a node.
+	Dedicated bool `protobuf:"varint,3,opt,name=dedicated,proto3" json:"dedicated,omitempty"`
+	// How its replicas spread over the nodes: "" (the scheduler's choice, the default), "even" (no node holds
+	// more than one replica more than another: a topology spread constraint by kubernetes.io/hostname, maxSkew 1,
+	// DoNotSchedule; nodes whose taints it does not tolerate are not counted) or "one-per-node" (at most one
+	// replica per node: required pod anti-affinity against its own pods). Replicas the nodes cannot hold so stay
+	// Pending and the run fails, saying so; a killed replica's replacement may wait until the killed pod is gone.
+	Spread        string `protobuf:"bytes,4,opt,name=spread,proto3" json:"spread,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Placement) Reset() {
+	*x = Placement{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Placement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Placement) ProtoMessage() {}
+
+func (x *Placement) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Placement.ProtoReflect.Descriptor instead.
+func (*Placement) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Placement) GetNodeSelector() map[string]string {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *Placement) GetTolerations() []*Toleration {
+	if x != nil {
+		return x.Tolerations
+	}
+	return nil
+}
+
+func (x *Placement) GetDedicated() bool {
+	if x != nil {
+		return x.Dedicated
+	}
+	return false
+}
+
+func (x *Placement) GetSpread() string {
+	if x != nil {
+		return x.Spread
+	}
+	return ""
+}
+
 // Resources are a container's requests and limits, as Kubernetes quantities ("250m", "64Mi").
 type Resources struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -465,7 +561,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	mi := &file_irs_v1_workflow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +573,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[4]
+	mi := &file_irs_v1_workflow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +586,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Resources) GetCpuRequest() string {
@@ -536,7 +632,7 @@ type Toleration struct {
 
 func (x *Toleration) Reset() {
 	*x = Toleration{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[5]
+	mi := &file_irs_v1_workflow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +644,7 @@ func (x *Toleration) String() string {
 func (*Toleration) ProtoMessage() {}
 
 func (x *Toleration) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[5]
+	mi := &file_irs_v1_workflow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +657,7 @@ func (x *Toleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
 func (*Toleration) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Toleration) GetKey() string {
@@ -603,7 +699,7 @@ type InstalledMesh struct {
 
 func (x *InstalledMesh) Reset() {
 	*x = InstalledMesh{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[6]
+	mi := &file_irs_v1_workflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +711,7 @@ func (x *InstalledMesh) String() string {
 func (*InstalledMesh) ProtoMessage() {}
 
 func (x *InstalledMesh) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[6]
+	mi := &file_irs_v1_workflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +724,7 @@ func (x *InstalledMesh) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstalledMesh.ProtoReflect.Descriptor instead.
 func (*InstalledMesh) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InstalledMesh) GetControlPlane() []*PodSelector {
@@ -656,7 +752,7 @@ type PodSelector struct {
 
 func (x *PodSelector) Reset() {
 	*x = PodSelector{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[7]
+	mi := &file_irs_v1_workflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +764,7 @@ func (x *PodSelector) String() string {
 func (*PodSelector) ProtoMessage() {}
 
 func (x *PodSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[7]
+	mi := &file_irs_v1_workflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +777,7 @@ func (x *PodSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodSelector.ProtoReflect.Descriptor instead.
 func (*PodSelector) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PodSelector) GetNamespace() string {
@@ -714,7 +810,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[8]
+	mi := &file_irs_v1_workflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +822,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[8]
+	mi := &file_irs_v1_workflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +835,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Service) GetName() string {
@@ -779,7 +875,7 @@ type Phase struct {
 
 func (x *Phase) Reset() {
 	*x = Phase{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[9]
+	mi := &file_irs_v1_workflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +887,7 @@ func (x *Phase) String() string {
 func (*Phase) ProtoMessage() {}
 
 func (x *Phase) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[9]
+	mi := &file_irs_v1_workflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +900,7 @@ func (x *Phase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phase.ProtoReflect.Descriptor instead.
 func (*Phase) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Phase) GetName() string {
@@ -859,7 +955,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[10]
+	mi := &file_irs_v1_workflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +967,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[10]
+	mi := &file_irs_v1_workflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +980,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Action) GetAt() string {
@@ -971,7 +1067,7 @@ type LoadAction struct {
 
 func (x *LoadAction) Reset() {
 	*x = LoadAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[11]
+	mi := &file_irs_v1_workflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1079,7 @@ func (x *LoadAction) String() string {
 func (*LoadAction) ProtoMessage() {}
 
 func (x *LoadAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[11]
+	mi := &file_irs_v1_workflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1092,7 @@ func (x *LoadAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadAction.ProtoReflect.Descriptor instead.
 func (*LoadAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{11}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LoadAction) GetService() string {
@@ -1043,7 +1139,7 @@ type KillAction struct {
 
 func (x *KillAction) Reset() {
 	*x = KillAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[12]
+	mi := &file_irs_v1_workflow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1151,7 @@ func (x *KillAction) String() string {
 func (*KillAction) ProtoMessage() {}
 
 func (x *KillAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[12]
+	mi := &file_irs_v1_workflow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1164,7 @@ func (x *KillAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillAction.ProtoReflect.Descriptor instead.
 func (*KillAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{12}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KillAction) GetService() string {
@@ -1136,7 +1232,7 @@ type ConfigureAction struct {
 
 func (x *ConfigureAction) Reset() {
 	*x = ConfigureAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[13]
+	mi := &file_irs_v1_workflow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1244,7 @@ func (x *ConfigureAction) String() string {
 func (*ConfigureAction) ProtoMessage() {}
 
 func (x *ConfigureAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[13]
+	mi := &file_irs_v1_workflow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1257,7 @@ func (x *ConfigureAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureAction.ProtoReflect.Descriptor instead.
 func (*ConfigureAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{13}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfigureAction) GetService() string {
@@ -1196,7 +1292,7 @@ type ScaleAction struct {
 
 func (x *ScaleAction) Reset() {
 	*x = ScaleAction{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[14]
+	mi := &file_irs_v1_workflow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1304,7 @@ func (x *ScaleAction) String() string {
 func (*ScaleAction) ProtoMessage() {}
 
 func (x *ScaleAction) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[14]
+	mi := &file_irs_v1_workflow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1317,7 @@ func (x *ScaleAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleAction.ProtoReflect.Descriptor instead.
 func (*ScaleAction) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{14}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScaleAction) GetService() string {
@@ -1263,7 +1359,7 @@ type Assertion struct {
 
 func (x *Assertion) Reset() {
 	*x = Assertion{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[15]
+	mi := &file_irs_v1_workflow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1371,7 @@ func (x *Assertion) String() string {
 func (*Assertion) ProtoMessage() {}
 
 func (x *Assertion) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[15]
+	mi := &file_irs_v1_workflow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1384,7 @@ func (x *Assertion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assertion.ProtoReflect.Descriptor instead.
 func (*Assertion) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{15}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Assertion) GetName() string {
@@ -1363,7 +1459,7 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\rready_timeout\x18\x03 \x01(\tR\freadyTimeout\x122\n" +
 	"\n" +
 	"kubernetes\x18\x04 \x01(\v2\x12.irs.v1.KubernetesR\n" +
-	"kubernetes\"\xa7\a\n" +
+	"kubernetes\"\xb9\b\n" +
 	"\n" +
 	"Kubernetes\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1378,7 +1474,8 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\venvoy_image\x18\n" +
 	" \x01(\tR\n" +
 	"envoyImage\x12Y\n" +
-	"\x13relay_node_selector\x18\v \x03(\v2).irs.v1.Kubernetes.RelayNodeSelectorEntryR\x11relayNodeSelector\x1aO\n" +
+	"\x13relay_node_selector\x18\v \x03(\v2).irs.v1.Kubernetes.RelayNodeSelectorEntryR\x11relayNodeSelector\x12?\n" +
+	"\tplacement\x18\f \x03(\v2!.irs.v1.Kubernetes.PlacementEntryR\tplacement\x1aO\n" +
 	"\x0eResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +
 	"\x05value\x18\x02 \x01(\v2\x11.irs.v1.ResourcesR\x05value:\x028\x01\x1a?\n" +
@@ -1392,6 +1489,17 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aD\n" +
 	"\x16RelayNodeSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aO\n" +
+	"\x0ePlacementEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +
+	"\x05value\x18\x02 \x01(\v2\x11.irs.v1.PlacementR\x05value:\x028\x01\"\x82\x02\n" +
+	"\tPlacement\x12H\n" +
+	"\rnode_selector\x18\x01 \x03(\v2#.irs.v1.Placement.NodeSelectorEntryR\fnodeSelector\x124\n" +
+	"\vtolerations\x18\x02 \x03(\v2\x12.irs.v1.TolerationR\vtolerations\x12\x1c\n" +
+	"\tdedicated\x18\x03 \x01(\bR\tdedicated\x12\x16\n" +
+	"\x06spread\x18\x04 \x01(\tR\x06spread\x1a?\n" +
+	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x01\n" +
 	"\tResources\x12\x1f\n" +
@@ -1476,68 +1584,75 @@ func file_irs_v1_workflow_proto_rawDescGZIP() []byte {
 	return file_irs_v1_workflow_proto_rawDescData
 }
 
-var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_irs_v1_workflow_proto_goTypes = []any{
 	(*Workflow)(nil),        // 0: irs.v1.Workflow
 	(*Sweep)(nil),           // 1: irs.v1.Sweep
 	(*Platform)(nil),        // 2: irs.v1.Platform
 	(*Kubernetes)(nil),      // 3: irs.v1.Kubernetes
-	(*Resources)(nil),       // 4: irs.v1.Resources
-	(*Toleration)(nil),      // 5: irs.v1.Toleration
-	(*InstalledMesh)(nil),   // 6: irs.v1.InstalledMesh
-	(*PodSelector)(nil),     // 7: irs.v1.PodSelector
-	(*Service)(nil),         // 8: irs.v1.Service
-	(*Phase)(nil),           // 9: irs.v1.Phase
-	(*Action)(nil),          // 10: irs.v1.Action
-	(*LoadAction)(nil),      // 11: irs.v1.LoadAction
-	(*KillAction)(nil),      // 12: irs.v1.KillAction
-	(*ConfigureAction)(nil), // 13: irs.v1.ConfigureAction
-	(*ScaleAction)(nil),     // 14: irs.v1.ScaleAction
-	(*Assertion)(nil),       // 15: irs.v1.Assertion
-	nil,                     // 16: irs.v1.Kubernetes.ResourcesEntry
-	nil,                     // 17: irs.v1.Kubernetes.NodeSelectorEntry
-	nil,                     // 18: irs.v1.Kubernetes.LabelsEntry
-	nil,                     // 19: irs.v1.Kubernetes.AnnotationsEntry
-	nil,                     // 20: irs.v1.Kubernetes.RelayNodeSelectorEntry
-	nil,                     // 21: irs.v1.PodSelector.LabelsEntry
-	(*Mesh)(nil),            // 22: irs.v1.Mesh
-	(*WorkerConfig)(nil),    // 23: irs.v1.WorkerConfig
-	(*Load)(nil),            // 24: irs.v1.Load
+	(*Placement)(nil),       // 4: irs.v1.Placement
+	(*Resources)(nil),       // 5: irs.v1.Resources
+	(*Toleration)(nil),      // 6: irs.v1.Toleration
+	(*InstalledMesh)(nil),   // 7: irs.v1.InstalledMesh
+	(*PodSelector)(nil),     // 8: irs.v1.PodSelector
+	(*Service)(nil),         // 9: irs.v1.Service
+	(*Phase)(nil),           // 10: irs.v1.Phase
+	(*Action)(nil),          // 11: irs.v1.Action
+	(*LoadAction)(nil),      // 12: irs.v1.LoadAction
+	(*KillAction)(nil),      // 13: irs.v1.KillAction
+	(*ConfigureAction)(nil), // 14: irs.v1.ConfigureAction
+	(*ScaleAction)(nil),     // 15: irs.v1.ScaleAction
+	(*Assertion)(nil),       // 16: irs.v1.Assertion
+	nil,                     // 17: irs.v1.Kubernetes.ResourcesEntry
+	nil,                     // 18: irs.v1.Kubernetes.NodeSelectorEntry
+	nil,                     // 19: irs.v1.Kubernetes.LabelsEntry
+	nil,                     // 20: irs.v1.Kubernetes.AnnotationsEntry
+	nil,                     // 21: irs.v1.Kubernetes.RelayNodeSelectorEntry
+	nil,                     // 22: irs.v1.Kubernetes.PlacementEntry
+	nil,                     // 23: irs.v1.Placement.NodeSelectorEntry
+	nil,                     // 24: irs.v1.PodSelector.LabelsEntry
+	(*Mesh)(nil),            // 25: irs.v1.Mesh
+	(*WorkerConfig)(nil),    // 26: irs.v1.WorkerConfig
+	(*Load)(nil),            // 27: irs.v1.Load
 }
 var file_irs_v1_workflow_proto_depIdxs = []int32{
 	2,  // 0: irs.v1.Workflow.platform:type_name -> irs.v1.Platform
-	8,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
-	9,  // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
-	15, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
-	22, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
+	9,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
+	10, // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
+	16, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
+	25, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
 	1,  // 5: irs.v1.Workflow.sweep:type_name -> irs.v1.Sweep
 	3,  // 6: irs.v1.Platform.kubernetes:type_name -> irs.v1.Kubernetes
-	16, // 7: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
-	17, // 8: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
-	5,  // 9: irs.v1.Kubernetes.tolerations:type_name -> irs.v1.Toleration
-	18, // 10: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
-	19, // 11: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
-	6,  // 12: irs.v1.Kubernetes.mesh:type_name -> irs.v1.InstalledMesh
-	20, // 13: irs.v1.Kubernetes.relay_node_selector:type_name -> irs.v1.Kubernetes.RelayNodeSelectorEntry
-	7,  // 14: irs.v1.InstalledMesh.control_plane:type_name -> irs.v1.PodSelector
-	7,  // 15: irs.v1.InstalledMesh.node_proxies:type_name -> irs.v1.PodSelector
-	21, // 16: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
-	23, // 17: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
-	10, // 18: irs.v1.Phase.actions:type_name -> irs.v1.Action
-	11, // 19: irs.v1.Action.load:type_name -> irs.v1.LoadAction
-	12, // 20: irs.v1.Action.kill:type_name -> irs.v1.KillAction
-	13, // 21: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
-	14, // 22: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
-	10, // 23: irs.v1.Action.serial:type_name -> irs.v1.Action
-	10, // 24: irs.v1.Action.parallel:type_name -> irs.v1.Action
-	24, // 25: irs.v1.LoadAction.set:type_name -> irs.v1.Load
-	23, // 26: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
-	4,  // 27: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	17, // 7: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
+	18, // 8: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
+	6,  // 9: irs.v1.Kubernetes.tolerations:type_name -> irs.v1.Toleration
+	19, // 10: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
+	20, // 11: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
+	7,  // 12: irs.v1.Kubernetes.mesh:type_name -> irs.v1.InstalledMesh
+	21, // 13: irs.v1.Kubernetes.relay_node_selector:type_name -> irs.v1.Kubernetes.RelayNodeSelectorEntry
+	22, // 14: irs.v1.Kubernetes.placement:type_name -> irs.v1.Kubernetes.PlacementEntry
+	23, // 15: irs.v1.Placement.node_selector:type_name -> irs.v1.Placement.NodeSelectorEntry
+	6,  // 16: irs.v1.Placement.tolerations:type_name -> irs.v1.Toleration
+	8,  // 17: irs.v1.InstalledMesh.control_plane:type_name -> irs.v1.PodSelector
+	8,  // 18: irs.v1.InstalledMesh.node_proxies:type_name -> irs.v1.PodSelector
+	24, // 19: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
+	26, // 20: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
+	11, // 21: irs.v1.Phase.actions:type_name -> irs.v1.Action
+	12, // 22: irs.v1.Action.load:type_name -> irs.v1.LoadAction
+	13, // 23: irs.v1.Action.kill:type_name -> irs.v1.KillAction
+	14, // 24: irs.v1.Action.configure:type_name -> irs.v1.ConfigureAction
+	15, // 25: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
+	11, // 26: irs.v1.Action.serial:type_name -> irs.v1.Action
+	11, // 27: irs.v1.Action.parallel:type_name -> irs.v1.Action
+	27, // 28: irs.v1.LoadAction.set:type_name -> irs.v1.Load
+	26, // 29: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
+	5,  // 30: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
+	4,  // 31: irs.v1.Kubernetes.PlacementEntry.value:type_name -> irs.v1.Placement
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_workflow_proto_init() }
@@ -1553,7 +1668,7 @@ func file_irs_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_workflow_proto_rawDesc), len(file_irs_v1_workflow_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

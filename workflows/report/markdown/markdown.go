@@ -76,7 +76,7 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) {
 		fmt.Fprintln(w)
 	}
 	assertions(w, res.GetAssertions())
-	keyFigures(w, res.GetTotal())
+	keyFigures(w, res.GetTotal(), report.ServiceNodes(res))
 	if res.GetRegressions() != nil {
 		Regressions(w, res.GetRegressions())
 	}
@@ -133,23 +133,36 @@ func assertions(w io.Writer, as []*irsv1.AssertionResult) {
 	fmt.Fprintln(w)
 }
 
-// keyFigures is the whole run per service: what the client saw and what each service cost.
-func keyFigures(w io.Writer, total *irsv1.PhaseResult) {
+// keyFigures is the whole run per service: what the client saw and what each service cost, and, when the run
+// knows them (Kubernetes), the nodes each service's replicas ran on.
+func keyFigures(w io.Writer, total *irsv1.PhaseResult, nodes map[string][]string) {
 	if total == nil || len(total.GetServices()) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "| Service | Seen as | req/s | 5xx | p50 | p99 | CPU | Memory | Sidecar CPU | Sidecar memory |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	nodeHead, nodeRule := "", ""
+	if nodes != nil {
+		nodeHead, nodeRule = " Nodes |", "---|"
+	}
+	fmt.Fprintln(w, "| Service | Seen as | req/s | 5xx | p50 | p99 | CPU | Memory | Sidecar CPU | Sidecar memory |"+nodeHead)
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"+nodeRule)
 	for _, p := range total.GetServices() {
 		sc, scm := "-", "-"
 		if p.GetSidecars() > 0 {
 			sc, scm = fmt.Sprintf("%.0fm", p.GetSidecarCpuMcores()), fmt.Sprintf("%.1f MB", p.GetSidecarRssMb())
 		}
-		fmt.Fprintf(w, "| %s | %s | %.1f | %.2f%% | %s | %s | %.0fm | %.1f MB | %s | %s |\n", cell(p.GetService()), cell(p.GetKind()),
-			p.GetRps(), 100*p.GetFailureRate(), ms(p, p.GetP50Ms()), ms(p, p.GetP99Ms()), p.GetCpuMcores(), p.GetRssMb(), sc, scm)
+		nodeCell := ""
+		if nodes != nil {
+			nodeCell = " " + cell(report.NodesCell(nodes[p.GetService()])) + " |"
+		}
+		fmt.Fprintf(w, "| %s | %s | %.1f | %.2f%% | %s | %s | %.0fm | %.1f MB | %s | %s |%s\n", cell(p.GetService()), cell(p.GetKind()),
+			p.GetRps(), 100*p.GetFailureRate(), ms(p, p.GetP50Ms()), ms(p, p.GetP99Ms()), p.GetCpuMcores(), p.GetRssMb(), sc, scm, nodeCell)
 	}
 	if cp := total.GetControlPlane(); cp != nil {
-		fmt.Fprintf(w, "| control plane | | | | | | %.0fm | %.1f MB | | |\n", cp.GetCpuMcores(), cp.GetRssMb())
+		nodeCell := ""
+		if nodes != nil {
+			nodeCell = " |"
+		}
+		fmt.Fprintf(w, "| control plane | | | | | | %.0fm | %.1f MB | | |%s\n", cp.GetCpuMcores(), cp.GetRssMb(), nodeCell)
 	}
 	fmt.Fprintln(w)
 }

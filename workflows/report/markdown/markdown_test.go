@@ -53,3 +53,45 @@ func TestHostileNames(t *testing.T) {
 		}
 	}
 }
+
+// TestNodesColumn: the key figures name the nodes each service's replicas ran on when the result knows them
+// (Kubernetes), and have no such column otherwise (a local run).
+func TestNodesColumn(t *testing.T) {
+	res := reporttest.Result(t, "base")
+	var b bytes.Buffer
+	markdown.Result(&b, res)
+	if strings.Contains(b.String(), "Nodes") {
+		t.Errorf("a run without nodes has a Nodes column:\n%s", b.String())
+	}
+	var services []string
+	for _, p := range res.GetTotal().GetServices() {
+		services = append(services, p.GetService())
+	}
+	if len(services) < 2 {
+		t.Fatalf("the base result has services %v, want two or more", services)
+	}
+	res.Replicas = []*irsv1.ReplicaRecord{
+		{Service: services[0], Replica: services[0] + "-0", Node: "irs-node-1"},
+		{Service: services[1], Replica: services[1] + "-0", Node: "irs-node-3"},
+		{Service: services[1], Replica: services[1] + "-1", Node: "irs-node-2"},
+		{Service: services[1], Replica: services[1] + "-2", Node: "irs-node-2"},
+	}
+	b.Reset()
+	markdown.Result(&b, res)
+	out := b.String()
+	if !strings.Contains(out, "| Sidecar memory | Nodes |") {
+		t.Fatalf("no Nodes column:\n%s", out)
+	}
+	for _, row := range []string{"| " + services[0] + " |", "| " + services[1] + " |"} {
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, row) {
+				line = l
+			}
+		}
+		want := map[string]string{services[0]: "| irs-node-1 |", services[1]: "| irs-node-2, irs-node-3 |"}[strings.Trim(row, "| ")]
+		if !strings.HasSuffix(line, want) {
+			t.Errorf("row %q, want it to end with %q", line, want)
+		}
+	}
+}

@@ -54,6 +54,7 @@ type view struct {
 	Regression *regressionView
 	Phases     []phaseView
 	Kills      []killRow
+	Replicas   *replicaView
 	Events     []*irsv1.RunEvent
 	Env        [][2]string
 	Figures    *figureTable

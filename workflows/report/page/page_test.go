@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/report/page"
 	"github.com/irs-sim/irs/workflows/report/reporttest"
+	"google.golang.org/protobuf/proto"
 )
 
 // MaxLargePage is the most an hour-long run of a hundred services may weigh as a page.
@@ -118,5 +120,41 @@ func TestNoChartLibrary(t *testing.T) {
 			t.Errorf("without the library: %v", err)
 		}
 		t.Fatal("the chart library is missing: run make assets")
+	}
+}
+
+// TestNodeColumns: the replicas the run had are listed, with the node each ran on, and the kills name their
+// victim's node, when the result knows nodes (Kubernetes); a local run's tables have no node column.
+func TestNodeColumns(t *testing.T) {
+	res := reporttest.Result(t, "base")
+	res.Kills = []*irsv1.KillRecord{{Service: "storefront", Replica: "storefront-1", Signal: "SIGKILL", Killed: 2}}
+	res.Replicas = []*irsv1.ReplicaRecord{{Service: "storefront", Replica: "storefront-1", Started: -1, Ended: proto.Float64(2.04)},
+		{Service: "storefront", Replica: "storefront-2", Started: 2.8}}
+	res.ReplicasOmitted = 3
+	var b bytes.Buffer
+	if err := page.Result(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	local := b.String()
+	if strings.Contains(local, "<th>Node</th>") || !strings.Contains(local, "Replicas (2)") || !strings.Contains(local, "2.040s") ||
+		!strings.Contains(local, "and 3 more replicas") {
+		t.Errorf("local run: want the replicas listed, their end, those left out counted, and no node column")
+	}
+
+	res.Replicas[0].Node, res.Replicas[1].Node = "irs-node-2", "irs-node-3"
+	res.Environment.LoadgenNodes, res.Environment.LoadgenServices = []string{"irs-node-1"}, []string{"loadgen"}
+	b.Reset()
+	if err := page.Result(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if n := strings.Count(out, "<th>Node</th>"); n != 2 {
+		t.Errorf("%d node columns, want 2 (kills and replicas)", n)
+	}
+	for _, want := range []string{"<td>storefront-1</td><td>irs-node-2</td><td>SIGKILL</td>", "<td>storefront-2</td><td>irs-node-3</td>",
+		"loadgen on irs-node-1 (irs.dev/role=loadgen)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the page lacks %q", want)
+		}
 	}
 }

@@ -46,7 +46,18 @@ type phaseView struct {
 }
 
 type killRow struct {
-	Replica, Signal, Scheduled, Killed, Gone, Removed, Replacement, Ready, Recovery, Errors string
+	Replica, Node, Signal, Scheduled, Killed, Gone, Removed, Replacement, Ready, Recovery, Errors string
+}
+
+// replicaView is the result's replica records, with a node column only when some replica ran on a known node.
+type replicaView struct {
+	Nodes   bool
+	Rows    []replicaRow
+	Omitted uint32
+}
+
+type replicaRow struct {
+	Service, Replica, Node, Started, Ended string
 }
 
 type figureTable struct {
@@ -65,7 +76,8 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) error {
 	v := &view{Title: "IRS: " + res.GetWorkflow().GetName(), Status: res.GetStatus(), Facts: runFacts(res),
 		Notes: res.GetNotes(), Error: res.GetError(), Saturation: res.GetSaturation(), Invalid: res.GetInvalid(),
 		Assertions: assertionRows(res.GetAssertions()), Regression: regressionRows(res.GetRegressions()),
-		Kills: killRows(res.GetKills()), Env: environment(res.GetEnvironment())}
+		Kills: killRows(res.GetKills(), report.ReplicaNodes(res)), Replicas: replicaRows(res),
+		Env: environment(res.GetEnvironment(), [2]string{"Load generators", report.LoadgenPlacement(res.GetEnvironment())})}
 	for _, p := range append(append([]*irsv1.PhaseResult{}, res.GetPhases()...), res.GetTotal()) {
 		if p != nil {
 			v.Phases = append(v.Phases, phaseView{Name: p.GetName(), Start: p.GetStart(), End: p.GetEnd(),
@@ -124,16 +136,24 @@ func regressionRows(r *irsv1.Regressions) *regressionView {
 	return v
 }
 
-func killRows(ks []*irsv1.KillRecord) []killRow {
-	opt := func(v *float64) string {
-		if v == nil {
-			return "-"
-		}
-		return fmt.Sprintf("%.3fs", *v)
+// optSecs shows an optional time in seconds, "-" when absent.
+func optSecs(v *float64) string {
+	if v == nil {
+		return "-"
 	}
+	return fmt.Sprintf("%.3fs", *v)
+}
+
+// killRows are the kills, each with its victim's node when the run knows nodes (nodes not nil).
+func killRows(ks []*irsv1.KillRecord, nodes map[string]string) []killRow {
+	opt := optSecs
 	var rows []killRow
 	for _, k := range ks {
-		rows = append(rows, killRow{Replica: k.GetReplica(), Signal: k.GetSignal(), Scheduled: fmt.Sprintf("%.3fs", k.GetScheduled()),
+		node := ""
+		if nodes != nil {
+			node = orDash(nodes[k.GetReplica()])
+		}
+		rows = append(rows, killRow{Replica: k.GetReplica(), Node: node, Signal: k.GetSignal(), Scheduled: fmt.Sprintf("%.3fs", k.GetScheduled()),
 			Killed: fmt.Sprintf("%.3fs", k.GetKilled()), Gone: opt(k.Gone), Removed: opt(k.EndpointRemoved),
 			Replacement: orDash(k.GetReplacement()), Ready: opt(k.ReplacementReady),
 			Recovery: opt(k.Recovery), Errors: "-"})
@@ -142,6 +162,19 @@ func killRows(ks []*irsv1.KillRecord) []killRow {
 		}
 	}
 	return rows
+}
+
+// replicaRows lists the replicas that were in service (nil: none recorded).
+func replicaRows(res *irsv1.WorkflowResult) *replicaView {
+	if len(res.GetReplicas()) == 0 {
+		return nil
+	}
+	v := &replicaView{Nodes: report.ReplicaNodes(res) != nil, Omitted: res.GetReplicasOmitted()}
+	for _, r := range res.GetReplicas() {
+		v.Rows = append(v.Rows, replicaRow{Service: r.GetService(), Replica: r.GetReplica(), Node: orDash(r.GetNode()),
+			Started: fmt.Sprintf("%.3fs", r.GetStarted()), Ended: optSecs(r.Ended)})
+	}
+	return v
 }
 
 // Comparison writes a comparison's page: a sweep's figures against its parameter, or each figure per variant.
