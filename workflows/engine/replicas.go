@@ -62,6 +62,10 @@ func (e *engine) followReplica(ev workflows.Event, t float64) {
 	case workflows.EventReady:
 		rec := e.book.byID[ev.Replica]
 		if rec == nil {
+			// A pod that a Deployment starts while the run's namespace is being deleted never served the run.
+			if t > e.end.Seconds() {
+				return
+			}
 			e.addReplica(ev.Service, ev.Replica, ev.Node, t)
 			return
 		}

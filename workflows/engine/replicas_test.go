@@ -28,7 +28,7 @@ func follow(e *engine, kind workflows.EventKind, service, replica, node string, 
 // correct when they were ready; a replica restarted in place is open again once ready.
 func TestReplicaRecords(t *testing.T) {
 	e := testEngine(t, shopYAML, 1, time.Second, nil)
-	e.t0 = t0
+	e.t0, e.end = t0, 10*time.Second
 	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	e.recordReplicas([]workflows.Replica{
 		{Service: "storefront", ID: "storefront-a", Started: sec(-10), Node: "n2"},
@@ -43,6 +43,8 @@ func TestReplicaRecords(t *testing.T) {
 	follow(e, workflows.EventReady, "checkout", "checkout-0", "n3", sec(6))
 	follow(e, workflows.EventExit, "storefront", "storefront-a", "", sec(7)) // told twice: the first counts
 	follow(e, workflows.EventExit, "ghost", "ghost-0", "", sec(8))           // never in service: no record
+	// Started by its Deployment while the run's namespace goes, after the timeline: it never served the run.
+	follow(e, workflows.EventReady, "storefront", "storefront-late", "n2", sec(e.end.Seconds()+0.5))
 	e.mu.Lock()
 	e.sortReplicas()
 	e.mu.Unlock()
