@@ -55,7 +55,7 @@ for d in /sys/fs/cgroup/*/irs-node-* /sys/fs/cgroup/irs-node-* /sys/fs/cgroup/*/
 done
 if [ -f "$STATE/created-dirs" ]; then
   while read -r d; do
-    case "$d" in /run/containerd|/var/lib/cni|/var/lib/kubelet|/var/log/containers|/var/log/pods)
+    case "$d" in /run/containerd|/var/lib/cni|/var/lib/kubelet|/var/lib/irs-node-agent|/var/log/containers|/var/log/pods)
       umount -R "$d" 2>/dev/null; rmdir "$d" 2>/dev/null || rm -rf "$d";; esac
   done < "$STATE/created-dirs"
 fi

@@ -5,8 +5,9 @@
 #   scheduler, CoreDNS) lives in network namespace irs-testnode, with the underlay bridge irs-ul (10.99.0.1/24);
 # - node i (irs-node-i) has a network namespace of its own joined to irs-ul by a veth (eth0 10.99.0.(10+i) in the
 #   node, ul-i on the bridge), its pod bridge cni0 (10.244.i.0/24) and routes to the other nodes' pods, and a
-#   mount namespace of its own (private /run/containerd, /var/lib/cni, /var/lib/kubelet, /var/log/containers,
-#   /var/log/pods) in which its containerd, kubelet (cgroup root /irs-node-i) and kube-proxy run;
+#   mount namespace of its own (private /run, /var/lib/cni, /var/lib/kubelet, /var/lib/irs-node-agent,
+#   /var/log/containers, /var/log/pods: host paths pods mount there are per node) in which its containerd,
+#   kubelet (cgroup root /irs-node-i) and kube-proxy run;
 # - with two nodes or more, irs-node-1 is the load generator's node: label and NoSchedule taint irs.dev/role=loadgen,
 #   and (IRS_TESTNODE_PIN, on by default) its pods pinned to the last CPU, the other nodes' pods to the others;
 # - pod traffic between nodes is routed through the control plane's namespace, where a delay line (underlay/)
@@ -60,8 +61,10 @@ since() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1fs", b-a}'; }
 rm -rf "$STATE"
 mkdir -p "$STATE/logs" "$STATE/pids" "$STATE/nodes"
 mkdir -m 700 "$STATE/etcd"
-# Each node mounts its own directories over these in its mount namespace; down.sh removes those made here.
-for d in /run/containerd /var/lib/cni /var/lib/kubelet /var/log/containers /var/log/pods; do
+# Each node mounts its own directories over these in its mount namespace (and a /run of its own, so that the
+# host paths pods mount under /run are per node, as on a real cluster); down.sh removes those made here.
+NODE_DIRS="var/lib/cni var/lib/kubelet var/lib/irs-node-agent var/log/containers var/log/pods"
+for d in $NODE_DIRS; do d=/$d
   [ -e "$d" ] || { mkdir -p "$d"; echo "$d" >> "$STATE/created-dirs"; }
 done
 trap 'rc=$?; if [ $rc -ne 0 ]; then log "start-up failed; stopping (logs kept in $STATE/logs, $STATE/nodes/*/logs)"; IRS_TESTNODE_KEEP_STATE=1 "$HERE/down.sh" >&2 || true; fi' EXIT
@@ -252,8 +255,8 @@ make_cgroup() { # i
 : > "$STATE/resolv.conf" # pods resolve only cluster names: no search domain or server of the machine's
 for i in $(seq 1 "$NODES"); do
   n=$(node_name "$i"); ip=$(node_ip "$i"); D=$(node_dir "$i")
-  mkdir -p "$D/logs" "$D/pids" "$D/cni/net.d" "$D/containerd" "$D/pod-logs" \
-    "$D/mnt/run-containerd" "$D/mnt/var-lib-cni" "$D/mnt/var-lib-kubelet" "$D/mnt/var-log-containers" "$D/mnt/var-log-pods"
+  mkdir -p "$D/logs" "$D/pids" "$D/cni/net.d" "$D/containerd" "$D/pod-logs" "$D/mnt/run-containerd"
+  for d in $NODE_DIRS; do mkdir -p "$D/mnt/${d//\//-}"; done
   kubeconfig "$D/kubelet.kubeconfig" "$n-client" "$CP_IP"
   sed -e "s#@STATE@#$D#g" -e "s#@RUNC@#$(command -v runc)#g" "$HERE/containerd.toml.in" > "$D/containerd/config.toml"
   cat > "$D/cni/net.d/10-irs-bridge.conflist" <<CNI
@@ -339,7 +342,9 @@ KP
   cat > "$D/launch.sh" <<LAUNCH
 #!/usr/bin/env bash
 set -e
-for p in run/containerd var/lib/cni var/lib/kubelet var/log/containers var/log/pods; do
+mount -t tmpfs -o mode=0755,size=64m irs-node-run /run
+for p in run/containerd $NODE_DIRS; do
+  mkdir -p "/\$p"
   mount --bind "$D/mnt/\${p//\//-}" "/\$p"
 done
 containerd --config "$D/containerd/config.toml" > "$D/logs/containerd.log" 2>&1 &
