@@ -1,11 +1,9 @@
 package loadgen
 
 import (
-	"errors"
-	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/irs-sim/irs/internal/hrtimer"
 )
 
 // sleeper waits until a request is due.
@@ -44,50 +42,21 @@ func closeSleepers(ss []sleeper) {
 	}
 }
 
-// preciseSleeper sleeps with the kernel's high-resolution timer precision (tens of microseconds), where Go's
-// timers wake about a millisecond late on the machines IRS runs on. It is a timerfd read through Go's network
-// poller, so the sleeping goroutine holds no processor and no thread.
-type preciseSleeper struct {
-	fd int
-	f  *os.File
-	// offset converts a time.Time to CLOCK_MONOTONIC: mono = offset + t.UnixNano().
-	offset int64
-	buf    [8]byte
-}
+// preciseSleeper is a high-resolution timer (package hrtimer): tens of microseconds late, where Go's timers are
+// about a millisecond late.
+type preciseSleeper struct{ t *hrtimer.Timer }
 
 func newPreciseSleeper() (*preciseSleeper, error) {
-	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	t, err := hrtimer.New()
 	if err != nil {
 		return nil, err
 	}
-	t := &preciseSleeper{fd: fd, f: os.NewFile(uintptr(fd), "timerfd")}
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		t.f.Close()
-		return nil, err
-	}
-	t.offset = ts.Nano() - time.Now().UnixNano()
-	return t, nil
+	return &preciseSleeper{t: t}, nil
 }
 
-func (t *preciseSleeper) sleepUntil(at time.Time) bool {
-	its := unix.ItimerSpec{Value: unix.NsecToTimespec(t.offset + at.UnixNano())}
-	if err := unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &its, nil); err != nil {
-		return false
-	}
-	if _, err := t.f.Read(t.buf[:]); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return false
-		}
-		// Not expected of a timerfd that is ours alone; still, never send early.
-		time.Sleep(time.Until(at))
-	}
-	return true
-}
-
-func (t *preciseSleeper) interrupt() { _ = t.f.SetReadDeadline(time.Unix(1, 0)) }
-
-func (t *preciseSleeper) close() { _ = t.f.Close() }
+func (p *preciseSleeper) sleepUntil(at time.Time) bool { return p.t.SleepUntil(at) }
+func (p *preciseSleeper) interrupt()                   { p.t.Interrupt() }
+func (p *preciseSleeper) close()                       { p.t.Close() }
 
 // coarseSleeper sleeps on a Go timer until the end of the grid tick that at falls in. Every sender whose
 // request is due in the same tick wakes at the same instant, so a tick's requests leave as one burst and the

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/irs-sim/irs/internal/hrtimer"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,9 +44,10 @@ type queue struct {
 // queueDepth bounds the packets one direction holds: beyond it they are dropped, as a router's full buffer does.
 const queueDepth = 8192
 
-// openTUN attaches to the TUN device name (created by `ip tuntap add NAME mode tun`), without packet info.
+// openTUN attaches to the TUN device name (created by `ip tuntap add NAME mode tun`), without packet info;
+// non-blocking, so that reads go through Go's poller and Close ends a read in progress.
 func openTUN(name string) (*os.File, error) {
-	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open /dev/net/tun: %w", err)
 	}
@@ -136,18 +138,21 @@ func (l *line) queue(ctx context.Context, from, to int) *queue {
 	return q
 }
 
-// send writes a direction's packets in order, each when it is due.
+// send writes a direction's packets in order, each when it is due, on a high-resolution timer: Go's timers wake
+// about a millisecond late here, more than the delays a link between nodes has.
 func (l *line) send(ctx context.Context, ch <-chan packet) {
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
+	t, err := hrtimer.New()
+	if err != nil {
+		l.log.Error("no high-resolution timer: packets of this direction go undelayed", "err", err)
+	}
+	if t != nil {
+		defer t.Close()
+		stop := context.AfterFunc(ctx, t.Interrupt)
+		defer stop()
+	}
 	for p := range ch {
-		if d := time.Until(p.due); d > 0 {
-			t.Reset(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				continue // drain without sending: the line is stopping
-			}
+		if t != nil && time.Until(p.due) > 0 && !t.SleepUntil(p.due) {
+			continue // drain without sending: the line is stopping
 		}
 		l.write(p.b)
 	}
