@@ -60,3 +60,29 @@ func CheckRate(v float64) error {
 	}
 	return nil
 }
+
+// ParseBitRate parses a bandwidth in bits per second, with an SI suffix and an optional "bit": "100M", "1G",
+// "2.5Gbit", "1000000". It must be within 1M-1000G (below a megabit a packet takes more than 10 ms to send).
+func ParseBitRate(s string) (float64, error) {
+	t := strings.TrimSuffix(strings.TrimSpace(s), "bit")
+	mult := 1.0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			mult, t = 1e3, t[:n-1]
+		case 'M':
+			mult, t = 1e6, t[:n-1]
+		case 'G':
+			mult, t = 1e9, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("invalid bandwidth %q (want bits per second, e.g. 100M or 1G)", s)
+	}
+	v *= mult
+	if v < 1e6 || v > 1e12 {
+		return 0, fmt.Errorf("bandwidth %q outside 1M-1000G", s)
+	}
+	return v, nil
+}

@@ -83,4 +83,3 @@ func ctl(args []string) error {
 	fmt.Println(protojson.Format(st))
 	return nil
 }
-

@@ -2,11 +2,8 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/netip"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/irs-sim/irs/internal/units"
@@ -44,9 +41,6 @@ type model struct {
 // maxDelay bounds a link's delay and jitter: the line holds every packet in memory for that long.
 const maxDelay = 10 * time.Second
 
-// minRate is the lowest bandwidth accepted (a 1500-byte packet every 12 ms).
-const minRate = 1e6
-
 func parseLink(l *irsv1.Link, field string) (link, error) {
 	var out link
 	var err error
@@ -65,36 +59,11 @@ func parseLink(l *irsv1.Link, field string) (link, error) {
 		}
 	}
 	if l.GetRate() != "" {
-		if out.rate, err = parseBitRate(l.GetRate()); err != nil {
+		if out.rate, err = units.ParseBitRate(l.GetRate()); err != nil {
 			return out, fmt.Errorf("%s.rate: %w", field, err)
 		}
 	}
 	return out, nil
-}
-
-// parseBitRate parses bits per second with an SI suffix: "100M", "1G", "2.5G", "500k", "1000000".
-func parseBitRate(s string) (float64, error) {
-	t := strings.TrimSuffix(strings.TrimSpace(s), "bit")
-	mult := 1.0
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k', 'K':
-			mult, t = 1e3, t[:n-1]
-		case 'M':
-			mult, t = 1e6, t[:n-1]
-		case 'G':
-			mult, t = 1e9, t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("invalid bandwidth %q (want bits per second, e.g. 100M or 1G)", s)
-	}
-	v *= mult
-	if v < minRate || v > 1e12 {
-		return 0, fmt.Errorf("bandwidth %q outside 1M-1000G", s)
-	}
-	return v, nil
 }
 
 // compile checks a state against the cluster's nodes and turns it into a model. The nodes are fixed: a state

@@ -128,18 +128,3 @@ func TestDecideLosesTheShareAsked(t *testing.T) {
 		t.Error("100% loss sent a packet")
 	}
 }
-
-func TestParseBitRate(t *testing.T) {
-	for in, want := range map[string]float64{"100M": 100e6, "1G": 1e9, "2.5G": 2.5e9, "500k": 0, "1000000": 1e6, "1Gbit": 1e9} {
-		got, err := parseBitRate(in)
-		if want == 0 {
-			if err == nil {
-				t.Errorf("%s: want an error", in)
-			}
-			continue
-		}
-		if err != nil || got != want {
-			t.Errorf("%s = %v, %v; want %v", in, got, err, want)
-		}
-	}
-}
