@@ -135,3 +135,16 @@ type Usage struct {
 	// RSSBytes is its memory: resident set (a process), working set (a container).
 	RSSBytes int64
 }
+
+// NodeFaults is a backend whose nodes a workflow can lose, and whose network between nodes it can change: the
+// kubernetes backend (links, partitions and cut nodes only on IRS's test cluster, whose network IRS shapes).
+// A backend without it refuses a workflow with such actions before the run starts.
+type NodeFaults interface {
+	// Link changes the links between nodes (or puts back the run's first ones).
+	Link(ctx context.Context, a *irsv1.LinkAction) error
+	// Partition stops the pod traffic between two groups of nodes, or ends every partition of the run.
+	Partition(ctx context.Context, a *irsv1.PartitionAction) error
+	// LoseNode loses the node named (a.Name; the engine resolves a.Of to a node) as a.Mode says, or brings back
+	// the nodes the run lost (a.Heal). It returns what it did, in words, for the run's events.
+	LoseNode(ctx context.Context, a *irsv1.NodeAction) (string, error)
+}

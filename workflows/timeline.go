@@ -54,6 +54,9 @@ type Step struct {
 	Kill      *irsv1.KillAction
 	Configure *irsv1.ConfigureAction
 	Scale     *irsv1.ScaleAction
+	Link      *irsv1.LinkAction
+	Partition *irsv1.PartitionAction
+	Node      *irsv1.NodeAction
 }
 
 // Kind names the step's action.
@@ -65,9 +68,18 @@ func (s Step) Kind() string {
 		return "kill"
 	case s.Configure != nil:
 		return "configure"
+	case s.Link != nil:
+		return "link"
+	case s.Partition != nil:
+		return "partition"
+	case s.Node != nil:
+		return "node"
 	}
 	return "scale"
 }
+
+// Network says whether the step changes the network between nodes or loses a node (NodeFaults).
+func (s Step) Network() bool { return s.Link != nil || s.Partition != nil || s.Node != nil }
 
 // Service returns the service the step acts on.
 func (s Step) Service() string {
@@ -78,6 +90,10 @@ func (s Step) Service() string {
 		return s.Kill.GetService()
 	case s.Configure != nil:
 		return s.Configure.GetService()
+	case s.Node != nil:
+		return s.Node.GetOf()
+	case s.Link != nil || s.Partition != nil:
+		return ""
 	}
 	return s.Scale.GetService()
 }
@@ -206,6 +222,12 @@ func (b *stepBuilder) once(a *irsv1.Action, at time.Duration, path string) time.
 		step.Configure = a.GetConfigure()
 	case a.GetScale() != nil:
 		step.Scale = a.GetScale()
+	case a.GetLink() != nil:
+		step.Link = a.GetLink()
+	case a.GetPartition() != nil:
+		step.Partition = a.GetPartition()
+	case a.GetNode() != nil:
+		step.Node = a.GetNode()
 	case a.GetWait() != "":
 		d, _ := units.ParseDuration(a.GetWait())
 		return at + b.scale(d)

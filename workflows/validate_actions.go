@@ -136,6 +136,18 @@ func (v *validator) action(path string, a *irsv1.Action, depth int) {
 			v.errs.Addf(field.Join(path, "scale.replicas"), "%d replicas is more than 1000", a.GetScale().GetReplicas())
 		}
 	}
+	if a.GetLink() != nil {
+		kinds++
+		v.linkAction(field.Join(path, "link"), a.GetLink())
+	}
+	if a.GetPartition() != nil {
+		kinds++
+		v.partitionAction(field.Join(path, "partition"), a.GetPartition())
+	}
+	if a.GetNode() != nil {
+		kinds++
+		v.nodeAction(field.Join(path, "node"), a.GetNode())
+	}
 	if a.GetWait() != "" {
 		kinds++
 		v.positive(field.Join(path, "wait"), a.GetWait())
@@ -154,10 +166,10 @@ func (v *validator) action(path string, a *irsv1.Action, depth int) {
 	}
 	switch kinds {
 	case 0:
-		v.errs.Addf(path, "an action needs one of load, kill, configure, scale, wait, serial, parallel")
+		v.errs.Addf(path, "an action needs one of load, kill, configure, scale, link, partition, node, wait, serial, parallel")
 	case 1:
 	default:
-		v.errs.Addf(path, "an action does one thing: set only one of load, kill, configure, scale, wait, serial, parallel")
+		v.errs.Addf(path, "an action does one thing: set only one of load, kill, configure, scale, link, partition, node, wait, serial, parallel")
 	}
 }
 

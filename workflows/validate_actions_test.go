@@ -128,11 +128,58 @@ func TestValidateActions(t *testing.T) {
 			want: []problem{{"11:15", "phases[0].actions[0].wait", `invalid duration "a while"`}},
 		},
 
+		// The network between nodes.
+		{
+			name: "link with a bad delay, loss and rate",
+			doc:  head + "      - link: {set: {delay: fast, loss: 120%, rate: 10k}}\n",
+			want: []problem{
+				{"11:29", "phases[0].actions[0].link.set.delay", `invalid duration "fast"`},
+				{"11:41", "phases[0].actions[0].link.set.loss", "outside 0-100%"},
+				{"11:53", "phases[0].actions[0].link.set.rate", "outside 1M-1000G"},
+			},
+		},
+		{
+			name: "link set and reset",
+			doc:  head + "      - link: {set: {delay: 1ms}, reset: true}\n",
+			want: []problem{{"11:15", "phases[0].actions[0].link", "set or reset, not both"}},
+		},
+		{
+			name: "link with a bad node name",
+			doc:  head + "      - link: {nodes: [Node_2], set: {delay: 1ms}}\n",
+			want: []problem{{"11:24", "phases[0].actions[0].link.nodes[0]", "not a node name"}},
+		},
+		{
+			name: "a good link, partition, node cut and heals",
+			doc: head + "      - link: {nodes: [irs-node-2], set: {delay: 300us, jitter: 50us, loss: 0.1%, rate: 1G}}\n" +
+				"      - partition: {nodes: [irs-node-2], from: [irs-node-3]}\n      - partition: {heal: true}\n" +
+				"      - node: {of: api, select: oldest, mode: cut}\n      - node: {heal: true}\n      - link: {reset: true}\n",
+		},
+		{
+			name: "partition without nodes, and on both sides",
+			doc:  head + "      - partition: {from: [a]}\n      - partition: {nodes: [a], from: [a]}\n",
+			want: []problem{
+				{"11:20", "phases[0].actions[0].partition.nodes", "required: the nodes on one side"},
+				{"12:40", "phases[0].actions[1].partition.from[0]", `node "a" is on both sides`},
+			},
+		},
+		{
+			name: "node action naming nothing, both, an unknown service, a bad mode",
+			doc: head + "      - node: {mode: cut}\n      - node: {name: a, of: api}\n      - node: {of: web}\n" +
+				"      - node: {name: a, mode: crash}\n      - node: {heal: true, of: api}\n",
+			want: []problem{
+				{"11:15", "phases[0].actions[0].node", "name the node"},
+				{"12:15", "phases[0].actions[1].node", "name or of, not both"},
+				{"13:20", "phases[0].actions[2].node.of", `unknown service "web"`},
+				{"14:31", "phases[0].actions[3].node.mode", `unknown mode "crash"`},
+				{"15:32", "phases[0].actions[4].node.of", "of does not apply"},
+			},
+		},
+
 		// What an action does.
 		{
 			name: "action that does nothing",
 			doc:  head + "      - at: 5s\n",
-			want: []problem{{"11:9", "phases[0].actions[0]", "an action needs one of load, kill, configure, scale, wait, serial, parallel"}},
+			want: []problem{{"11:9", "phases[0].actions[0]", "an action needs one of load, kill, configure, scale, link, partition, node, wait, serial, parallel"}},
 		},
 		{
 			name: "action that does two things",

@@ -171,6 +171,8 @@ func (e *engine) step(ctx context.Context, st workflows.Step) {
 		now := time.Now()
 		err = e.o.Backend.Scale(ctx, svc, int(st.Scale.GetReplicas()))
 		e.action(now, st, "scale", "", fmt.Sprintf("to %d replicas", st.Scale.GetReplicas()))
+	case st.Network():
+		err = e.networkStep(ctx, st)
 	}
 	if err != nil {
 		e.event(time.Now(), "error", svc, "", st.Path+": "+err.Error())
@@ -251,6 +253,9 @@ func (e *engine) killStep(ctx context.Context, st workflows.Step) error {
 
 // laneOf is the lane a step runs on: its service's replicas (kill, scale), or its configuration and load.
 func laneOf(st workflows.Step) string {
+	if st.Network() {
+		return networkLane
+	}
 	if st.Kill != nil || st.Scale != nil {
 		return st.Service() + "/replicas"
 	}

@@ -14,7 +14,8 @@ import (
 // MinCoverage is the share of the intervals a service's replicas were up for that they must report in every
 // phase: below it the phase's figures stand on too little (a stats stream stalled, the way to a replica broke),
 // and the run is invalid. A replica that starts or dies mid-interval is not expected in that interval, so kills
-// and restarts never count against it; a tenth allows a late window or two in a short phase.
+// and restarts never count against it, nor is one on a node the run lost, while it is lost; a tenth allows a
+// late window or two in a short phase.
 const MinCoverage = 0.9
 
 // reported records, per replica, the intervals whose stats arrived. Callers hold e.mu.
@@ -90,7 +91,7 @@ func (e *engine) coverage(pr *irsv1.PhaseResult, start, end float64) []*irsv1.Co
 		var missing []int
 		for k := int(math.Floor(start/step+1e-9)) + 1; float64(k)*step <= end+1e-9; k++ {
 			from, to := float64(k-1)*step, float64(k)*step
-			if !upWhole(alive[replica], from, to, step) {
+			if !upWhole(alive[replica], from, to, step) || e.unreachable(replica, from, to) {
 				continue
 			}
 			c.IntervalsExpected++

@@ -90,6 +90,7 @@ type engine struct {
 	killed     map[string]*irsv1.KillRecord // replica → the record of its kill
 	reports    map[string]*replicaReports   // replica → the intervals it reported
 	book       replicaBook                  // every replica in service: where and when (the result's replicas)
+	lostNodes  []nodeLoss                   // nodes the run lost: their replicas are not expected to report
 	machine    map[int]*irsv1.Machine       // interval → how starved the machine was in it
 	pressure   pressureSampler
 	errs       phaseErrors // the phase's 5xx so far, for the progress line (under mu)

@@ -47,6 +47,8 @@ type Config struct {
 	Planes *dataplane.Registry
 	// InPlaceKills says that the workflow kills processes inside pods (pods/exec is then needed).
 	InPlaceKills bool
+	// NodeFaults is what the workflow's node and network actions need of the cluster (NodeFaultsOf).
+	NodeFaults NodeFaultPlan
 	// LoadGenerators are the workflow's pure load generators (workflows.PureLoadGenerators): when the cluster
 	// has a loadgen node, those the placement does not name run there.
 	LoadGenerators map[string]bool
@@ -82,8 +84,12 @@ type Backend struct {
 	proxies  []string // the containers of the mesh's proxies
 	// meshListed are the pods the mesh's last state listed as endpoints (pod → service).
 	meshListed map[string]string
-	stopBeat   context.CancelFunc
-	wg         sync.WaitGroup
+	// underlay is the cluster's network between nodes, when the workflow shapes it; drained the nodes the run
+	// cordoned (network.go).
+	underlay *underlay
+	drained  []string
+	stopBeat context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 var _ workflows.Backend = (*Backend)(nil)
@@ -259,10 +265,13 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 		b.relay.stop()
 	}
 	b.stopMesh()
+	// The network and the nodes first: pods on a node cut off go only once it is back.
+	restoreErr := b.restoreNodes(context.WithoutCancel(ctx))
 	var err error
 	if b.created {
 		err = b.deleteNamespace(ctx, force)
 	}
+	err = errors.Join(restoreErr, err)
 	if b.watchers != nil {
 		b.watchers.stop()
 	}

@@ -53,11 +53,36 @@ func (b *Backend) Check(ctx context.Context) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	var missing []string
 	needed := permissions
 	if b.cfg.InPlaceKills {
 		needed = append(slices.Clone(needed), permission{"create", "", "pods", "exec", true, "kills in place (kill: {in_place: true})"})
 	}
+	if err := b.checkPermissions(ctx, needed); err != nil {
+		return "", err
+	}
+	err = b.c.get(ctx, b.c.core, "", "namespaces", b.cfg.Namespace, &corev1.Namespace{})
+	switch {
+	case err == nil:
+		return "", &EnvironmentError{Err: fmt.Errorf("namespace %s exists: a run makes its own (give another with "+
+			"--namespace, or remove it; irs cleanup --backend kubernetes removes those IRS made)", b.cfg.Namespace)}
+	case isForbidden(err):
+		// May create but not read namespaces: the create will say if it exists.
+	case !isNotFound(err):
+		return "", &EnvironmentError{Err: fmt.Errorf("namespace %s: %w", b.cfg.Namespace, err)}
+	}
+	if err := b.chooseOwnMesh(ctx); err != nil {
+		return "", err
+	}
+	if err := b.checkNodeFaults(ctx); err != nil {
+		return "", err
+	}
+	b.checked = true
+	return version, nil
+}
+
+// checkPermissions checks that the user may do what the run does; the error lists every permission missing.
+func (b *Backend) checkPermissions(ctx context.Context, needed []permission) error {
+	var missing []string
 	for _, p := range needed {
 		ns := ""
 		if p.namespaced {
@@ -65,7 +90,7 @@ func (b *Backend) Check(ctx context.Context) (string, error) {
 		}
 		ok, reason, err := b.c.allowed(ctx, p.verb, p.group, p.resource, p.subresource, ns)
 		if err != nil {
-			return "", &EnvironmentError{Err: fmt.Errorf("check permissions on %s: %w", b.c.server, err)}
+			return &EnvironmentError{Err: fmt.Errorf("check permissions on %s: %w", b.c.server, err)}
 		}
 		if !ok {
 			what := p.resource
@@ -83,24 +108,10 @@ func (b *Backend) Check(ctx context.Context) (string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return "", &EnvironmentError{Err: fmt.Errorf("RBAC: the user of context %q may not, in namespace %s:\n  %s",
+		return &EnvironmentError{Err: fmt.Errorf("RBAC: the user of context %q may not, in namespace %s:\n  %s",
 			b.c.context, b.cfg.Namespace, strings.Join(missing, "\n  "))}
 	}
-	err = b.c.get(ctx, b.c.core, "", "namespaces", b.cfg.Namespace, &corev1.Namespace{})
-	switch {
-	case err == nil:
-		return "", &EnvironmentError{Err: fmt.Errorf("namespace %s exists: a run makes its own (give another with "+
-			"--namespace, or remove it; irs cleanup --backend kubernetes removes those IRS made)", b.cfg.Namespace)}
-	case isForbidden(err):
-		// May create but not read namespaces: the create will say if it exists.
-	case !isNotFound(err):
-		return "", &EnvironmentError{Err: fmt.Errorf("namespace %s: %w", b.cfg.Namespace, err)}
-	}
-	if err := b.chooseOwnMesh(ctx); err != nil {
-		return "", err
-	}
-	b.checked = true
-	return version, nil
+	return nil
 }
 
 // errNotReady is a replica that did not become ready in time.

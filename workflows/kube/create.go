@@ -89,8 +89,8 @@ func (b *Backend) createServices(ctx context.Context) error {
 }
 
 func (b *Backend) createRelay(ctx context.Context) error {
-	d := RelayObjects(b.cfg.Namespace, b.cfg.Image, b.pullPolicy(), b.runLabels(), tokenSecret,
-		b.ownNodeSelector(), tolerations(b.cfg.Platform.GetTolerations()))
+	sel, tol := b.relayPlacement(ctx)
+	d := RelayObjects(b.cfg.Namespace, b.cfg.Image, b.pullPolicy(), b.runLabels(), tokenSecret, sel, tol)
 	return b.c.create(ctx, b.c.apps, b.cfg.Namespace, "deployments", d, &appsv1.Deployment{})
 }
 
@@ -108,6 +108,25 @@ func (b *Backend) createDeployments(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// relayPlacement is where the relay runs: relay_node_selector; else, on a cluster with loadgen nodes, there,
+// beside the load generators (IRS's instrument: off the nodes measured, and out of the way of the faults a
+// workflow injects on them, so that the way to every replica's stats stays up); else the run's node selector.
+func (b *Backend) relayPlacement(ctx context.Context) (map[string]string, []corev1.Toleration) {
+	tol := tolerations(b.cfg.Platform.GetTolerations())
+	if len(b.cfg.Platform.GetRelayNodeSelector()) > 0 {
+		return b.cfg.Platform.GetRelayNodeSelector(), tol
+	}
+	_ = b.lookupNodes(ctx)
+	b.mu.Lock()
+	loadgen := b.nodes != nil && len(b.nodes.loadgen) > 0
+	b.mu.Unlock()
+	if loadgen {
+		p := placePods(b.cfg.Platform, "", loadgenPlacement())
+		return p.NodeSelector, p.Tolerations
+	}
+	return b.ownNodeSelector(), tol
 }
 
 // ownNodeSelector is where IRS's own pods (the relay, the mesh control plane) run.

@@ -31,8 +31,16 @@ type runner struct {
 
 var _ campaign.Backends = (*runner)(nil)
 
-// Check refuses a mesh the backend cannot run.
+// Check refuses a mesh the backend cannot run, and node and network actions where there are no nodes.
 func (r *runner) Check(variants []*irsv1.Mesh) error {
+	if r.kube.backend != backendKubernetes {
+		for _, st := range r.tl.Steps {
+			if st.Network() {
+				return withExitCode(fmt.Errorf("%s: %s actions need --backend kubernetes (this machine has no nodes to lose "+
+					"and no network between them)", st.Path, st.Kind()), ExitInvalidConfig)
+			}
+		}
+	}
 	for _, v := range variants {
 		if err := meshForBackend(r.planes, v, r.kube.backend); err != nil {
 			return withExitCode(err, ExitInvalidConfig)

@@ -136,6 +136,8 @@ func (r *runner) kubeBackend(wf *irsv1.Workflow, mesh *irsv1.Mesh, env *irsv1.En
 		Namespace: ns, RunID: id, Workflow: wf.GetName(), Platform: platform, Image: r.kube.image, Mesh: mesh,
 		ReadyTimeout: r.kubeReadyTimeout(wf), ControlToken: token.New(), Planes: r.planes,
 		LoadGenerators: workflows.PureLoadGenerators(wf),
+		InPlaceKills:   inPlaceKills(r.tl),
+		NodeFaults:     kube.NodeFaultsOf(r.tl),
 		Expires:        time.Now().Add(r.tl.Total + r.kubeReadyTimeout(wf) + time.Hour),
 		WorkerArgs:     []string{"--tag", "workflow=" + wf.GetName(), "--tag", "mesh=" + env.Mesh},
 		Logger:         r.app.logger,

@@ -98,8 +98,10 @@ func (l *line) handle(ctx context.Context, b []byte, rng *rand.Rand) {
 	m := l.model.Load()
 	from, to := -1, -1
 	if len(b) >= 20 && b[0]>>4 == 4 {
-		from = m.nodeOf(netip.AddrFrom4([4]byte(b[12:16])))
-		to = m.nodeOf(netip.AddrFrom4([4]byte(b[16:20])))
+		src, dst := netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
+		if !m.exempt[src] && !m.exempt[dst] {
+			from, to = m.nodeOf(src), m.nodeOf(dst)
+		}
 	}
 	if from < 0 || to < 0 || from == to {
 		l.write(b)

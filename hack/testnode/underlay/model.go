@@ -36,6 +36,8 @@ type model struct {
 	links [][]link
 	// shaped: some packet is delayed, dropped or limited; when false the delay line is bypassed altogether.
 	shaped bool
+	// exempt are the addresses whose packets pass as on a plain wire (the measurement's own way to the pods).
+	exempt map[netip.Addr]bool
 }
 
 // maxDelay bounds a link's delay and jitter: the line holds every packet in memory for that long.
@@ -81,6 +83,14 @@ func compile(st *irsv1.UnderlayState, nodes []node) (*model, error) {
 		}
 		m.down[j] = n.GetDown()
 	}
+	m.exempt = map[netip.Addr]bool{}
+	for i, e := range st.GetExempt() {
+		a, err := netip.ParseAddr(e)
+		if err != nil {
+			return nil, fmt.Errorf("exempt[%d]: %q is not an address", i, e)
+		}
+		m.exempt[a] = true
+	}
 	def, err := parseLink(st.GetDefaultLink(), "default_link")
 	if err != nil {
 		return nil, err
@@ -120,7 +130,7 @@ func compile(st *irsv1.UnderlayState, nodes []node) (*model, error) {
 
 // state is the model as an UnderlayState, with the links as they were given.
 func state(nodes []node, down []bool, given *irsv1.UnderlayState) *irsv1.UnderlayState {
-	out := &irsv1.UnderlayState{DefaultLink: given.GetDefaultLink(), Pairs: given.GetPairs()}
+	out := &irsv1.UnderlayState{DefaultLink: given.GetDefaultLink(), Pairs: given.GetPairs(), Exempt: given.GetExempt()}
 	for i, n := range nodes {
 		out.Nodes = append(out.Nodes, &irsv1.UnderlayNode{Name: n.name, Ip: n.ip.String(), PodCidr: n.pods.String(), Down: down[i]})
 	}

@@ -66,7 +66,11 @@ type UnderlayState struct {
 	DefaultLink *Link `protobuf:"bytes,2,opt,name=default_link,json=defaultLink,proto3" json:"default_link,omitempty"`
 	// Links of particular pairs of nodes, one direction each ("from" sends, "to" receives); a later entry for the
 	// same direction wins.
-	Pairs         []*PairLink `protobuf:"bytes,3,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	Pairs []*PairLink `protobuf:"bytes,3,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	// Pod addresses whose packets cross every link as on a plain wire, partitions included: the measurement's own
+	// way to the pods (IRS's relay), which a fault injected on the system measured must not cut. A node cut off is
+	// cut off for them too.
+	Exempt        []string `protobuf:"bytes,4,rep,name=exempt,proto3" json:"exempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -118,6 +122,13 @@ func (x *UnderlayState) GetDefaultLink() *Link {
 func (x *UnderlayState) GetPairs() []*PairLink {
 	if x != nil {
 		return x.Pairs
+	}
+	return nil
+}
+
+func (x *UnderlayState) GetExempt() []string {
+	if x != nil {
+		return x.Exempt
 	}
 	return nil
 }
@@ -333,11 +344,12 @@ var File_irs_v1_underlay_proto protoreflect.FileDescriptor
 const file_irs_v1_underlay_proto_rawDesc = "" +
 	"\n" +
 	"\x15irs/v1/underlay.proto\x12\x06irs.v1\"\x14\n" +
-	"\x12GetUnderlayRequest\"\x94\x01\n" +
+	"\x12GetUnderlayRequest\"\xac\x01\n" +
 	"\rUnderlayState\x12*\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x14.irs.v1.UnderlayNodeR\x05nodes\x12/\n" +
 	"\fdefault_link\x18\x02 \x01(\v2\f.irs.v1.LinkR\vdefaultLink\x12&\n" +
-	"\x05pairs\x18\x03 \x03(\v2\x10.irs.v1.PairLinkR\x05pairs\"a\n" +
+	"\x05pairs\x18\x03 \x03(\v2\x10.irs.v1.PairLinkR\x05pairs\x12\x16\n" +
+	"\x06exempt\x18\x04 \x03(\tR\x06exempt\"a\n" +
 	"\fUnderlayNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x19\n" +

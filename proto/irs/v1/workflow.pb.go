@@ -924,8 +924,8 @@ func (x *Phase) GetActions() []*Action {
 	return nil
 }
 
-// Action is one thing that happens, or a group of them: exactly one of load, kill, configure, scale, wait,
-// serial, parallel.
+// Action is one thing that happens, or a group of them: exactly one of load, kill, configure, scale, link,
+// partition, node, wait, serial, parallel.
 type Action struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// When the action starts, from the start of the phase (or of its group). Default "0s".
@@ -948,7 +948,13 @@ type Action struct {
 	// ends at its last occurrence).
 	Serial []*Action `protobuf:"bytes,9,rep,name=serial,proto3" json:"serial,omitempty"`
 	// Actions run together; the group ends when all have.
-	Parallel      []*Action `protobuf:"bytes,10,rep,name=parallel,proto3" json:"parallel,omitempty"`
+	Parallel []*Action `protobuf:"bytes,10,rep,name=parallel,proto3" json:"parallel,omitempty"`
+	// Change the links between nodes (IRS's test cluster, hack/testnode).
+	Link *LinkAction `protobuf:"bytes,11,opt,name=link,proto3" json:"link,omitempty"`
+	// Cut the network between nodes, or heal it (IRS's test cluster).
+	Partition *PartitionAction `protobuf:"bytes,12,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Lose a node (cut it off on IRS's test cluster, or drain it on any cluster), or bring it back.
+	Node          *NodeAction `protobuf:"bytes,13,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1049,6 +1055,27 @@ func (x *Action) GetSerial() []*Action {
 func (x *Action) GetParallel() []*Action {
 	if x != nil {
 		return x.Parallel
+	}
+	return nil
+}
+
+func (x *Action) GetLink() *LinkAction {
+	if x != nil {
+		return x.Link
+	}
+	return nil
+}
+
+func (x *Action) GetPartition() *PartitionAction {
+	if x != nil {
+		return x.Partition
+	}
+	return nil
+}
+
+func (x *Action) GetNode() *NodeAction {
+	if x != nil {
+		return x.Node
 	}
 	return nil
 }
@@ -1334,6 +1361,225 @@ func (x *ScaleAction) GetReplicas() uint32 {
 	return 0
 }
 
+// LinkAction changes how pod traffic crosses from one node to another: each packet crosses one link, one way (a
+// request and its response each cross once). Only IRS's test cluster (hack/testnode) lets IRS shape its network;
+// elsewhere a run with a link, partition or node cut action is refused before it starts. At the end of the run
+// the network is put back as the run found it.
+type LinkAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The nodes whose links change: between each of them and every other node, both ways. Default: every node.
+	Nodes []string `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The new link: delay, jitter, loss, rate (see Link; e.g. {delay: 300us, jitter: 50us}). Unset: a plain wire.
+	Set *Link `protobuf:"bytes,2,opt,name=set,proto3" json:"set,omitempty"`
+	// Put back the links as the run found them (of the nodes named, or of all), instead of set.
+	Reset_        bool `protobuf:"varint,3,opt,name=reset,proto3" json:"reset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkAction) Reset() {
+	*x = LinkAction{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkAction) ProtoMessage() {}
+
+func (x *LinkAction) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkAction.ProtoReflect.Descriptor instead.
+func (*LinkAction) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LinkAction) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *LinkAction) GetSet() *Link {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *LinkAction) GetReset_() bool {
+	if x != nil {
+		return x.Reset_
+	}
+	return false
+}
+
+// PartitionAction stops every packet of pod traffic between two groups of nodes, both ways; or heals.
+type PartitionAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One side.
+	Nodes []string `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The other side. Default: every other node. The control plane stays reachable on both sides (the nodes stay
+	// Ready): to cut a node off from everything, use node: {mode: cut}.
+	From []string `protobuf:"bytes,2,rep,name=from,proto3" json:"from,omitempty"`
+	// End every partition of the run, instead.
+	Heal          bool `protobuf:"varint,3,opt,name=heal,proto3" json:"heal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionAction) Reset() {
+	*x = PartitionAction{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionAction) ProtoMessage() {}
+
+func (x *PartitionAction) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionAction.ProtoReflect.Descriptor instead.
+func (*PartitionAction) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PartitionAction) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *PartitionAction) GetFrom() []string {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *PartitionAction) GetHeal() bool {
+	if x != nil {
+		return x.Heal
+	}
+	return false
+}
+
+// NodeAction loses a node, or brings the nodes the run lost back.
+type NodeAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node, by name; or
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// the node a replica of this service runs on when the action runs (chosen as select says).
+	Of string `protobuf:"bytes,2,opt,name=of,proto3" json:"of,omitempty"`
+	// With of: "random" (seeded; default) or "oldest".
+	Select string `protobuf:"bytes,3,opt,name=select,proto3" json:"select,omitempty"`
+	// How the node is lost. "cut" (IRS's test cluster): its link is cut, so that it reaches nothing and nothing
+	// reaches it; its kubelet stops renewing its lease, the node goes NotReady and, once the pods' tolerations of
+	// an unreachable node run out, its pods are evicted and replaced elsewhere (on the test cluster within about
+	// 20 s; on a default cluster 50 s and then 300 s). "drain" (any cluster): the node is cordoned and the run's pods
+	// on it are evicted through the Eviction API, as kubectl drain does, and replaced elsewhere. Default: cut on
+	// IRS's test cluster, drain elsewhere.
+	Mode string `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Bring back every node the run lost (link restored, or uncordoned), or the node named, instead.
+	Heal          bool `protobuf:"varint,5,opt,name=heal,proto3" json:"heal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAction) Reset() {
+	*x = NodeAction{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAction) ProtoMessage() {}
+
+func (x *NodeAction) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAction.ProtoReflect.Descriptor instead.
+func (*NodeAction) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *NodeAction) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NodeAction) GetOf() string {
+	if x != nil {
+		return x.Of
+	}
+	return ""
+}
+
+func (x *NodeAction) GetSelect() string {
+	if x != nil {
+		return x.Select
+	}
+	return ""
+}
+
+func (x *NodeAction) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *NodeAction) GetHeal() bool {
+	if x != nil {
+		return x.Heal
+	}
+	return false
+}
+
 // Assertion is a condition on what the run measured, e.g. expect: "p99 < 500ms".
 type Assertion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1359,7 +1605,7 @@ type Assertion struct {
 
 func (x *Assertion) Reset() {
 	*x = Assertion{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[16]
+	mi := &file_irs_v1_workflow_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1617,7 @@ func (x *Assertion) String() string {
 func (*Assertion) ProtoMessage() {}
 
 func (x *Assertion) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[16]
+	mi := &file_irs_v1_workflow_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1630,7 @@ func (x *Assertion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assertion.ProtoReflect.Descriptor instead.
 func (*Assertion) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{16}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Assertion) GetName() string {
@@ -1433,7 +1679,7 @@ var File_irs_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x15irs/v1/workflow.proto\x12\x06irs.v1\x1a\x13irs/v1/config.proto\x1a\x11irs/v1/mesh.proto\"\xd0\x02\n" +
+	"\x15irs/v1/workflow.proto\x12\x06irs.v1\x1a\x13irs/v1/config.proto\x1a\x11irs/v1/mesh.proto\x1a\x15irs/v1/underlay.proto\"\xd0\x02\n" +
 	"\bWorkflow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x12\n" +
@@ -1530,7 +1776,7 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x05Phase\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bduration\x18\x02 \x01(\tR\bduration\x12(\n" +
-	"\aactions\x18\x03 \x03(\v2\x0e.irs.v1.ActionR\aactions\"\xde\x02\n" +
+	"\aactions\x18\x03 \x03(\v2\x0e.irs.v1.ActionR\aactions\"\xe5\x03\n" +
 	"\x06Action\x12\x0e\n" +
 	"\x02at\x18\x01 \x01(\tR\x02at\x12\x14\n" +
 	"\x05every\x18\x02 \x01(\tR\x05every\x12\x14\n" +
@@ -1542,7 +1788,10 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x04wait\x18\b \x01(\tR\x04wait\x12&\n" +
 	"\x06serial\x18\t \x03(\v2\x0e.irs.v1.ActionR\x06serial\x12*\n" +
 	"\bparallel\x18\n" +
-	" \x03(\v2\x0e.irs.v1.ActionR\bparallel\"Z\n" +
+	" \x03(\v2\x0e.irs.v1.ActionR\bparallel\x12&\n" +
+	"\x04link\x18\v \x01(\v2\x12.irs.v1.LinkActionR\x04link\x125\n" +
+	"\tpartition\x18\f \x01(\v2\x17.irs.v1.PartitionActionR\tpartition\x12&\n" +
+	"\x04node\x18\r \x01(\v2\x12.irs.v1.NodeActionR\x04node\"Z\n" +
 	"\n" +
 	"LoadAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1e\n" +
@@ -1563,7 +1812,23 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x05clear\x18\x03 \x03(\tR\x05clear\"C\n" +
 	"\vScaleAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
-	"\breplicas\x18\x02 \x01(\rR\breplicas\"\xa4\x01\n" +
+	"\breplicas\x18\x02 \x01(\rR\breplicas\"X\n" +
+	"\n" +
+	"LinkAction\x12\x14\n" +
+	"\x05nodes\x18\x01 \x03(\tR\x05nodes\x12\x1e\n" +
+	"\x03set\x18\x02 \x01(\v2\f.irs.v1.LinkR\x03set\x12\x14\n" +
+	"\x05reset\x18\x03 \x01(\bR\x05reset\"O\n" +
+	"\x0fPartitionAction\x12\x14\n" +
+	"\x05nodes\x18\x01 \x03(\tR\x05nodes\x12\x12\n" +
+	"\x04from\x18\x02 \x03(\tR\x04from\x12\x12\n" +
+	"\x04heal\x18\x03 \x01(\bR\x04heal\"p\n" +
+	"\n" +
+	"NodeAction\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02of\x18\x02 \x01(\tR\x02of\x12\x16\n" +
+	"\x06select\x18\x03 \x01(\tR\x06select\x12\x12\n" +
+	"\x04mode\x18\x04 \x01(\tR\x04mode\x12\x12\n" +
+	"\x04heal\x18\x05 \x01(\bR\x04heal\"\xa4\x01\n" +
 	"\tAssertion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -1584,7 +1849,7 @@ func file_irs_v1_workflow_proto_rawDescGZIP() []byte {
 	return file_irs_v1_workflow_proto_rawDescData
 }
 
-var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_irs_v1_workflow_proto_goTypes = []any{
 	(*Workflow)(nil),        // 0: irs.v1.Workflow
 	(*Sweep)(nil),           // 1: irs.v1.Sweep
@@ -1602,41 +1867,45 @@ var file_irs_v1_workflow_proto_goTypes = []any{
 	(*KillAction)(nil),      // 13: irs.v1.KillAction
 	(*ConfigureAction)(nil), // 14: irs.v1.ConfigureAction
 	(*ScaleAction)(nil),     // 15: irs.v1.ScaleAction
-	(*Assertion)(nil),       // 16: irs.v1.Assertion
-	nil,                     // 17: irs.v1.Kubernetes.ResourcesEntry
-	nil,                     // 18: irs.v1.Kubernetes.NodeSelectorEntry
-	nil,                     // 19: irs.v1.Kubernetes.LabelsEntry
-	nil,                     // 20: irs.v1.Kubernetes.AnnotationsEntry
-	nil,                     // 21: irs.v1.Kubernetes.RelayNodeSelectorEntry
-	nil,                     // 22: irs.v1.Kubernetes.PlacementEntry
-	nil,                     // 23: irs.v1.Placement.NodeSelectorEntry
-	nil,                     // 24: irs.v1.PodSelector.LabelsEntry
-	(*Mesh)(nil),            // 25: irs.v1.Mesh
-	(*WorkerConfig)(nil),    // 26: irs.v1.WorkerConfig
-	(*Load)(nil),            // 27: irs.v1.Load
+	(*LinkAction)(nil),      // 16: irs.v1.LinkAction
+	(*PartitionAction)(nil), // 17: irs.v1.PartitionAction
+	(*NodeAction)(nil),      // 18: irs.v1.NodeAction
+	(*Assertion)(nil),       // 19: irs.v1.Assertion
+	nil,                     // 20: irs.v1.Kubernetes.ResourcesEntry
+	nil,                     // 21: irs.v1.Kubernetes.NodeSelectorEntry
+	nil,                     // 22: irs.v1.Kubernetes.LabelsEntry
+	nil,                     // 23: irs.v1.Kubernetes.AnnotationsEntry
+	nil,                     // 24: irs.v1.Kubernetes.RelayNodeSelectorEntry
+	nil,                     // 25: irs.v1.Kubernetes.PlacementEntry
+	nil,                     // 26: irs.v1.Placement.NodeSelectorEntry
+	nil,                     // 27: irs.v1.PodSelector.LabelsEntry
+	(*Mesh)(nil),            // 28: irs.v1.Mesh
+	(*WorkerConfig)(nil),    // 29: irs.v1.WorkerConfig
+	(*Load)(nil),            // 30: irs.v1.Load
+	(*Link)(nil),            // 31: irs.v1.Link
 }
 var file_irs_v1_workflow_proto_depIdxs = []int32{
 	2,  // 0: irs.v1.Workflow.platform:type_name -> irs.v1.Platform
 	9,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
 	10, // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
-	16, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
-	25, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
+	19, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
+	28, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
 	1,  // 5: irs.v1.Workflow.sweep:type_name -> irs.v1.Sweep
 	3,  // 6: irs.v1.Platform.kubernetes:type_name -> irs.v1.Kubernetes
-	17, // 7: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
-	18, // 8: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
+	20, // 7: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
+	21, // 8: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
 	6,  // 9: irs.v1.Kubernetes.tolerations:type_name -> irs.v1.Toleration
-	19, // 10: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
-	20, // 11: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
+	22, // 10: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
+	23, // 11: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
 	7,  // 12: irs.v1.Kubernetes.mesh:type_name -> irs.v1.InstalledMesh
-	21, // 13: irs.v1.Kubernetes.relay_node_selector:type_name -> irs.v1.Kubernetes.RelayNodeSelectorEntry
-	22, // 14: irs.v1.Kubernetes.placement:type_name -> irs.v1.Kubernetes.PlacementEntry
-	23, // 15: irs.v1.Placement.node_selector:type_name -> irs.v1.Placement.NodeSelectorEntry
+	24, // 13: irs.v1.Kubernetes.relay_node_selector:type_name -> irs.v1.Kubernetes.RelayNodeSelectorEntry
+	25, // 14: irs.v1.Kubernetes.placement:type_name -> irs.v1.Kubernetes.PlacementEntry
+	26, // 15: irs.v1.Placement.node_selector:type_name -> irs.v1.Placement.NodeSelectorEntry
 	6,  // 16: irs.v1.Placement.tolerations:type_name -> irs.v1.Toleration
 	8,  // 17: irs.v1.InstalledMesh.control_plane:type_name -> irs.v1.PodSelector
 	8,  // 18: irs.v1.InstalledMesh.node_proxies:type_name -> irs.v1.PodSelector
-	24, // 19: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
-	26, // 20: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
+	27, // 19: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
+	29, // 20: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
 	11, // 21: irs.v1.Phase.actions:type_name -> irs.v1.Action
 	12, // 22: irs.v1.Action.load:type_name -> irs.v1.LoadAction
 	13, // 23: irs.v1.Action.kill:type_name -> irs.v1.KillAction
@@ -1644,15 +1913,19 @@ var file_irs_v1_workflow_proto_depIdxs = []int32{
 	15, // 25: irs.v1.Action.scale:type_name -> irs.v1.ScaleAction
 	11, // 26: irs.v1.Action.serial:type_name -> irs.v1.Action
 	11, // 27: irs.v1.Action.parallel:type_name -> irs.v1.Action
-	27, // 28: irs.v1.LoadAction.set:type_name -> irs.v1.Load
-	26, // 29: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
-	5,  // 30: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
-	4,  // 31: irs.v1.Kubernetes.PlacementEntry.value:type_name -> irs.v1.Placement
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	16, // 28: irs.v1.Action.link:type_name -> irs.v1.LinkAction
+	17, // 29: irs.v1.Action.partition:type_name -> irs.v1.PartitionAction
+	18, // 30: irs.v1.Action.node:type_name -> irs.v1.NodeAction
+	30, // 31: irs.v1.LoadAction.set:type_name -> irs.v1.Load
+	29, // 32: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
+	31, // 33: irs.v1.LinkAction.set:type_name -> irs.v1.Link
+	5,  // 34: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
+	4,  // 35: irs.v1.Kubernetes.PlacementEntry.value:type_name -> irs.v1.Placement
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_workflow_proto_init() }
@@ -1662,13 +1935,14 @@ func file_irs_v1_workflow_proto_init() {
 	}
 	file_irs_v1_config_proto_init()
 	file_irs_v1_mesh_proto_init()
+	file_irs_v1_underlay_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_workflow_proto_rawDesc), len(file_irs_v1_workflow_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
