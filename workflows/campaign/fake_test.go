@@ -70,6 +70,7 @@ type fakeBackends struct {
 	check   func([]*irsv1.Mesh) error
 	prepare func() error
 	newErr  func(wf *irsv1.Workflow) error
+	nodes   bool // KnowsNodes
 
 	mu       sync.Mutex
 	made     []made
@@ -84,6 +85,8 @@ func (f *fakeBackends) Check(v []*irsv1.Mesh) error {
 	}
 	return nil
 }
+
+func (f *fakeBackends) KnowsNodes() bool { return f.nodes }
 
 func (f *fakeBackends) Plan(*irsv1.Workflow) report.PlanOptions { return report.PlanOptions{} }
 
