@@ -42,7 +42,7 @@ func (b *fakeBackend) Kill(context.Context, string, []string, workflows.KillSpec
 	return nil
 }
 func (b *fakeBackend) Scale(context.Context, string, int) error { return nil }
-func (b *fakeBackend) Configure(context.Context, string, *irsv1.ConfigureAction) error {
+func (b *fakeBackend) Configure(context.Context, string, []string, *irsv1.ConfigureAction) error {
 	return nil
 }
 func (b *fakeBackend) SetLoad(context.Context, string, *irsv1.Load) error { return nil }

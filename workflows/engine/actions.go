@@ -126,7 +126,7 @@ func (e *engine) tagService(ctx context.Context, svc string) {
 	e.mu.Unlock()
 	// Validation makes the phase name a tag every worker takes; a push that fails anyway is the run's to report,
 	// not to drop: its workers carry the wrong phase from then on.
-	if err := e.o.Backend.Configure(ctx, svc, &irsv1.ConfigureAction{Service: svc, Set: &irsv1.WorkerConfig{Tags: tags}}); err != nil {
+	if err := e.o.Backend.Configure(ctx, svc, nil, &irsv1.ConfigureAction{Service: svc, Set: &irsv1.WorkerConfig{Tags: tags}}); err != nil {
 		e.logger.Warn("tag the phase", "service", svc, "err", err)
 		e.event(time.Now(), "error", svc, "", "tag the phase: "+err.Error())
 	}
@@ -135,7 +135,7 @@ func (e *engine) tagService(ctx context.Context, svc string) {
 // configureStep applies a configure action; when it changes the service's tags, the phase tag is put back.
 func (e *engine) configureStep(ctx context.Context, c *irsv1.ConfigureAction) error {
 	svc := c.GetService()
-	err := e.o.Backend.Configure(ctx, svc, c)
+	err := e.o.Backend.Configure(ctx, svc, nil, c)
 	if err != nil {
 		return err
 	}
