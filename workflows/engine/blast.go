@@ -1,0 +1,279 @@
+package engine
+
+import (
+	"cmp"
+	"maps"
+	"math"
+	"slices"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+)
+
+// replicaWindow is what one replica reported for one interval, kept for the blast radius of faults: the
+// requests it served and the calls it made (its load's included), by callee. The engine's other books are per
+// service; which replica served or failed is what a fault's radius is about.
+type replicaWindow struct {
+	service, replica string
+	served           int64
+	calls            []callWindow
+}
+
+// callWindow is a replica's calls to one callee over an interval.
+type callWindow struct {
+	callee   string
+	outcomes *irsv1.Outcomes
+	// latency is kept only for the callees faults hit: their callers' p50 and p99 before and after.
+	latency *irsv1.Histogram
+}
+
+// fileWindow keeps a replica's window of interval k, when the run has faults. Callers hold e.mu.
+func (e *engine) fileWindow(k int, service, replica string, s *irsv1.StatsSnapshot) {
+	if e.windows == nil {
+		return
+	}
+	w := replicaWindow{service: service, replica: replica}
+	for _, r := range s.GetInbound() {
+		w.served += r.GetOutcomes().GetRequests()
+	}
+	add := func(callee string, o *irsv1.Outcomes, h *irsv1.Histogram) {
+		if o.GetRequests() == 0 {
+			return
+		}
+		c := callWindow{callee: callee, outcomes: o}
+		if e.faulted[callee] {
+			c.latency = h
+		}
+		w.calls = append(w.calls, c)
+	}
+	for _, l := range s.GetLoad() {
+		add(l.GetTarget(), l.GetOutcomes(), l.GetLatency())
+	}
+	for _, u := range s.GetUpstreams() {
+		add(u.GetService(), u.GetOutcomes(), u.GetLatency())
+	}
+	if w.served > 0 || len(w.calls) > 0 {
+		e.windows[k] = append(e.windows[k], w)
+	}
+}
+
+// faultDamage computes every fault's blast radius from the replicas' windows and the load generators' series
+// (see FaultRecord for the windows). Callers hold e.mu.
+func (e *engine) faultDamage() {
+	e.killsHealed()
+	interval, end := e.interval.Seconds(), e.end.Seconds()
+	load := loadSeries(e.res.GetSeries())
+	bounds := slices.Sorted(slices.Values(e.boundaries))
+	for _, f := range e.res.GetFaults() {
+		t := f.GetT()
+		until, prev := end, 0.0
+		for _, b := range bounds {
+			if b > t && b < until {
+				until = b
+			}
+			if b < t {
+				prev = b
+			}
+		}
+		f.Until = until
+		d := recoveryFrom(load, interval, t, until)
+		f.Recovery, f.Recovered, f.Lost = d.recovery, d.recovered, d.lost
+		after := e.intervals(func(tEnd float64) bool { return tEnd > t && tEnd-interval < until })
+		f.Edges = edgeDamage(e.windows, after)
+		if f.GetService() == "" {
+			continue
+		}
+		before := e.intervals(func(tEnd float64) bool { return tEnd <= t && tEnd-interval >= prev-1e-9 })
+		if len(before) > beforeIntervals {
+			before = before[len(before)-beforeIntervals:]
+		}
+		f.Before = e.faultWindow(f, before)
+		f.After = e.faultWindow(f, after)
+	}
+}
+
+// beforeIntervals is how many intervals the window before a fault holds at most: 10 s at time scale 1, long
+// enough for percentiles, short enough to be the fault's eve rather than the run's.
+const beforeIntervals = 10
+
+// intervals returns, in order, the intervals of the run (by index k: [(k-1)·interval, k·interval)) whose end
+// satisfies in.
+func (e *engine) intervals(in func(end float64) bool) []int {
+	var ks []int
+	last := int(math.Ceil(e.end.Seconds()/e.interval.Seconds() - 1e-9))
+	for k := 1; k <= last; k++ {
+		if in(float64(k) * e.interval.Seconds()) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// faultWindow sums a fault's service's inbound requests, those of the replicas it hit, and its callers' view of
+// it, over intervals (nil for none).
+func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int) *irsv1.FaultWindow {
+	if len(ks) == 0 {
+		return nil
+	}
+	interval := e.interval.Seconds()
+	start, stop := float64(ks[0]-1)*interval, min(float64(ks[len(ks)-1])*interval, e.end.Seconds())
+	w := &irsv1.FaultWindow{Start: start, End: stop}
+	callers := map[string]*acc{}
+	for _, k := range ks {
+		for _, rw := range e.windows[k] {
+			if rw.service == f.GetService() {
+				w.Requests += rw.served
+				if slices.Contains(f.GetReplicas(), rw.replica) {
+					w.HitRequests += rw.served
+				}
+			}
+			for _, c := range rw.calls {
+				if c.callee != f.GetService() {
+					continue
+				}
+				a := callers[rw.service]
+				if a == nil {
+					a = newAcc()
+					callers[rw.service] = a
+				}
+				a.addOutcomes(c.outcomes)
+				addHist(&a.latency, c.latency)
+			}
+		}
+	}
+	if w.Requests > 0 {
+		w.HitShare = float64(w.HitRequests) / float64(w.Requests)
+	}
+	for _, caller := range slices.Sorted(maps.Keys(callers)) {
+		k := key{service: caller, callee: f.GetService(), kind: kindEdge}
+		w.Callers = append(w.Callers, callers[caller].point(k, stop-start, false))
+	}
+	return w
+}
+
+// edgeDamage sums, over intervals, every edge's calls whose failures are in them, split by who failed them and
+// by the caller's replica; edges without failures are left out, the worst first.
+func edgeDamage(windows map[int][]replicaWindow, ks []int) []*irsv1.EdgeDamage {
+	type edge struct{ caller, callee string }
+	edges := map[edge]*irsv1.EdgeDamage{}
+	replicas := map[edge]map[string]*irsv1.ReplicaErrors{}
+	for _, k := range ks {
+		for _, rw := range windows[k] {
+			for _, c := range rw.calls {
+				id := edge{rw.service, c.callee}
+				d := edges[id]
+				if d == nil {
+					d = &irsv1.EdgeDamage{Caller: rw.service, Callee: c.callee}
+					edges[id], replicas[id] = d, map[string]*irsv1.ReplicaErrors{}
+				}
+				addDamage(d, c.outcomes)
+				r := replicas[id][rw.replica]
+				if r == nil {
+					r = &irsv1.ReplicaErrors{Replica: rw.replica}
+					replicas[id][rw.replica] = r
+				}
+				r.Requests += c.outcomes.GetRequests()
+				r.Errors += c.outcomes.GetFailures()
+			}
+		}
+	}
+	var out []*irsv1.EdgeDamage
+	for id, d := range edges {
+		if d.GetErrors() == 0 {
+			continue
+		}
+		for _, r := range replicas[id] {
+			if r.GetErrors() > 0 {
+				d.CallerReplicas = append(d.CallerReplicas, r)
+			}
+		}
+		slices.SortFunc(d.CallerReplicas, func(a, b *irsv1.ReplicaErrors) int {
+			return cmp.Or(cmp.Compare(b.GetErrors(), a.GetErrors()), cmp.Compare(a.GetReplica(), b.GetReplica()))
+		})
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b *irsv1.EdgeDamage) int {
+		return cmp.Or(cmp.Compare(b.GetErrors(), a.GetErrors()), cmp.Compare(a.GetCaller(), b.GetCaller()),
+			cmp.Compare(a.GetCallee(), b.GetCallee()))
+	})
+	return out
+}
+
+// addDamage adds calls' outcomes to an edge's damage: failures split into 5xx from the callee's worker, 5xx a
+// proxy made (no x-irs-worker header) and no response at all.
+func addDamage(d *irsv1.EdgeDamage, o *irsv1.Outcomes) {
+	d.Requests += o.GetRequests()
+	d.Errors += o.GetFailures()
+	var s5, proxy, transport int64
+	for status, n := range o.GetStatuses() {
+		if status >= 500 {
+			s5 += n
+		}
+	}
+	for _, n := range o.GetProxyStatuses() {
+		proxy += n
+	}
+	for _, n := range o.GetErrors() {
+		transport += n
+	}
+	d.AppErrors += s5 - proxy
+	d.ProxyErrors += proxy
+	d.TransportErrors += transport
+	for cause, n := range o.GetProxyCauses() {
+		if d.ProxyCauses == nil {
+			d.ProxyCauses = map[string]int64{}
+		}
+		d.ProxyCauses[cause] += n
+	}
+}
+
+// loadTick is what every load generator sent in one interval, summed: the users' view of the system.
+type loadTick struct {
+	t                  float64
+	requests, failures int64
+}
+
+// loadSeries returns the load generators' requests and failures per interval of a series.
+func loadSeries(series []*irsv1.Tick) []loadTick {
+	out := make([]loadTick, 0, len(series))
+	for _, tick := range series {
+		lt := loadTick{t: tick.GetT()}
+		for _, p := range tick.GetServices() {
+			if p.GetKind() == kindLoad {
+				lt.requests += p.GetRequests()
+				lt.failures += p.GetFailures()
+			}
+		}
+		out = append(out, lt)
+	}
+	return out
+}
+
+// damage is what a disturbance cost the load generators.
+type damage struct {
+	recovery  float64 // seconds from it to the end of the last interval at or over recoveredBelow (0: none was)
+	recovered bool    // under recoveredBelow again before the window's end
+	lost      int64   // requests failed from it until it recovered (at least one interval)
+}
+
+// recoveryFrom measures the damage of a disturbance at t whose window ends at until, over the intervals that
+// end after t and start before until (the interval t fell in counts): a kill's recovery time and errors, and
+// a fault's.
+func recoveryFrom(ticks []loadTick, interval, t, until float64) damage {
+	var d damage
+	in := func(lt loadTick) bool { return lt.t > t && lt.t-interval < until }
+	for _, lt := range ticks {
+		if in(lt) && lt.requests > 0 && float64(lt.failures)/float64(lt.requests) >= recoveredBelow {
+			d.recovery = lt.t - t
+		}
+	}
+	d.recovered = d.recovery == 0
+	for _, lt := range ticks {
+		if lt.t > t && lt.t-interval < t+max(d.recovery, interval) {
+			d.lost += lt.failures
+		}
+		if in(lt) && lt.t > t+d.recovery && lt.requests > 0 {
+			d.recovered = true
+		}
+	}
+	return d
+}
