@@ -24,6 +24,7 @@ import (
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/report"
 )
 
 //go:embed assets
@@ -54,6 +55,8 @@ type view struct {
 	Regression *regressionView
 	Phases     []phaseView
 	Kills      []killRow
+	Faults     []report.Fault
+	FaultsSide *report.FaultComparison
 	Events     []*irsv1.RunEvent
 	Env        [][2]string
 	Figures    *figureTable

@@ -65,7 +65,7 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) error {
 	v := &view{Title: "IRS: " + res.GetWorkflow().GetName(), Status: res.GetStatus(), Facts: runFacts(res),
 		Notes: res.GetNotes(), Error: res.GetError(), Saturation: res.GetSaturation(), Invalid: res.GetInvalid(),
 		Assertions: assertionRows(res.GetAssertions()), Regression: regressionRows(res.GetRegressions()),
-		Kills: killRows(res.GetKills()), Env: environment(res.GetEnvironment())}
+		Kills: killRows(res.GetKills()), Faults: report.Faults(res.GetFaults()), Env: environment(res.GetEnvironment())}
 	for _, p := range append(append([]*irsv1.PhaseResult{}, res.GetPhases()...), res.GetTotal()) {
 		if p != nil {
 			v.Phases = append(v.Phases, phaseView{Name: p.GetName(), Start: p.GetStart(), End: p.GetEnd(),
@@ -160,7 +160,8 @@ func Comparison(w io.Writer, c *irsv1.Comparison) error {
 		facts = append(facts, why)
 	}
 	v := &view{Title: "IRS: " + c.GetWorkflow().GetName() + " compared", Status: status, Facts: facts,
-		Regression: regressionRows(c.GetRegressions()), Env: environment(c.GetEnvironment()), Figures: figures(c)}
+		Regression: regressionRows(c.GetRegressions()), Env: environment(c.GetEnvironment()), Figures: figures(c),
+		FaultsSide: faultsSide(c)}
 	if notPassed := report.RunsNotPassed(c); len(notPassed) > 0 {
 		v.Notes = []string{"runs that did not pass: " + strings.Join(notPassed, ", ")}
 	}
@@ -192,6 +193,22 @@ func figures(c *irsv1.Comparison) *figureTable {
 		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// faultsSide is a comparison's faults side by side, each fault named on its first row only (nil: none).
+func faultsSide(c *irsv1.Comparison) *report.FaultComparison {
+	fc := report.CompareFaults(c)
+	if fc == nil {
+		return nil
+	}
+	last := ""
+	for i, r := range fc.Rows {
+		if r.Fault == last {
+			fc.Rows[i].Fault = ""
+		}
+		last = r.Fault
+	}
+	return fc
 }
 
 // SuiteRun is one run of a suite with the path of its own page ("" when it has none), relative to the suite's.
