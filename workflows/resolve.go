@@ -132,6 +132,9 @@ func DescribeConfigure(c *irsv1.ConfigureAction) string {
 	if len(c.GetClear()) > 0 {
 		parts = append(parts, "clear ["+strings.Join(c.GetClear(), ", ")+"]")
 	}
+	if c.GetRestore() {
+		parts = append(parts, "restore the service's configuration")
+	}
 	if Selects(c) {
 		parts = append(parts, "on "+DescribeSelection(c))
 	}

@@ -294,8 +294,14 @@ func (v *validator) configureSelection(path string, c *irsv1.ConfigureAction) {
 
 func (v *validator) configureAction(path string, c *irsv1.ConfigureAction) {
 	s := v.serviceRef(field.Join(path, "service"), c.GetService())
-	if c.GetSet() == nil && len(c.GetClear()) == 0 {
-		v.errs.Addf(path, "set fields or clear them")
+	switch {
+	case c.GetRestore() && (c.GetSet() != nil || len(c.GetClear()) > 0):
+		v.errs.Addf(field.Join(path, "restore"), "restore gives the chosen replicas their service's configuration back: no set or clear with it")
+	case c.GetRestore() && !Selects(c):
+		v.errs.Addf(field.Join(path, "restore"), "restore needs a selector (count, percent, select, node): without one, every "+
+			"replica runs its service's configuration already")
+	case c.GetSet() == nil && len(c.GetClear()) == 0 && !c.GetRestore():
+		v.errs.Addf(path, "set fields or clear them (or, with a selector, restore them)")
 	}
 	v.configureSelection(path, c)
 	if c.GetSet().GetName() != "" {

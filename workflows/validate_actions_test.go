@@ -275,6 +275,7 @@ func TestValidateConfigureSelection(t *testing.T) {
 			name: "a gray failure and its healing",
 			doc: head + "      - configure: {service: api, count: 1, select: oldest, " + slow + "}\n" +
 				"      - {at: 10s, configure: {service: api, select: previous, clear: [serve.delay]}}\n" +
+				"      - {at: 15s, configure: {service: api, select: previous, restore: true}}\n" +
 				"      - {at: 20s, configure: {service: api, percent: 50%, node: worker-2, set: {serve: {status: {503: 100%}}}}}\n",
 		},
 		{
@@ -323,6 +324,16 @@ func TestValidateConfigureSelection(t *testing.T) {
 			name: "tags cleared with a selector",
 			doc:  head + "      - configure: {service: api, node: n1, clear: [serve.status, tags]}\n",
 			want: []problem{{"11:67", "phases[0].actions[0].configure.clear[1]", "tags is the service's, for every replica"}},
+		},
+		{
+			name: "restore without a selector",
+			doc:  head + "      - configure: {service: api, restore: true}\n",
+			want: []problem{{"11:44", "phases[0].actions[0].configure.restore", "restore needs a selector"}},
+		},
+		{
+			name: "restore and set",
+			doc:  head + "      - configure: {service: api, count: 1, restore: true, " + slow + "}\n",
+			want: []problem{{"11:54", "phases[0].actions[0].configure.restore", "no set or clear with it"}},
 		},
 		{
 			name: "a node's name with spaces",

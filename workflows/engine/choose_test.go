@@ -77,8 +77,8 @@ func (b *configBackend) Configure(_ context.Context, _ string, ids []string, c *
 }
 
 // TestConfigureStep: a configure without a selector changes every replica and is no fault; with one, only the
-// chosen replicas (a gray fault, with an event each); select previous takes them again, and clearing heals the
-// fault. A node on replicas without nodes fails the action without configuring anything.
+// chosen replicas (a gray fault, with an event each); select previous takes them again, and clearing or
+// restoring heals the fault. A node on replicas without nodes fails the action without configuring anything.
 func TestConfigureStep(t *testing.T) {
 	b := &configBackend{live: []workflows.Replica{{ID: "storefront-a"}, {ID: "storefront-b"}, {ID: "storefront-c"}}}
 	e := testEngine(t, shopYAML, 1, time.Second, b)
@@ -122,13 +122,23 @@ func TestConfigureStep(t *testing.T) {
 			f.Healed, len(e.res.GetFaults()), len(e.boundaries))
 	}
 
+	// A restore heals too: a second gray failure on storefront-a, restored.
+	if err := step(2500*time.Millisecond, &irsv1.ConfigureAction{Set: slow, Select: "previous"}); err != nil || len(e.res.GetFaults()) != 2 {
+		t.Fatalf("a second gray failure: %v, %d faults; want 2", err, len(e.res.GetFaults()))
+	}
+	if err := step(2700*time.Millisecond, &irsv1.ConfigureAction{Select: "previous", Restore: true}); err != nil ||
+		e.res.GetFaults()[1].Healed == nil || !slices.Equal(b.ids[4], []string{"storefront-a"}) {
+		t.Errorf("restored: %v, healed %v, replicas %v; want storefront-a restored and the fault healed", err,
+			e.res.GetFaults()[1].Healed, b.ids[4])
+	}
+
 	b.live = b.live[1:] // storefront-a went
 	if err := step(3*time.Second, &irsv1.ConfigureAction{Select: "previous", Set: slow}); err == nil ||
-		!strings.Contains(err.Error(), "none of the replicas chosen before (storefront-a) is in service") || len(b.ids) != 3 {
+		!strings.Contains(err.Error(), "none of the replicas chosen before (storefront-a) is in service") || len(b.ids) != 5 {
 		t.Errorf("previous, all gone: %v, %d configures; want an error naming storefront-a and no configure", err, len(b.ids))
 	}
 	if err := step(4*time.Second, &irsv1.ConfigureAction{Node: "n1", Set: slow}); err == nil ||
-		!strings.Contains(err.Error(), "no node this backend knows") || len(b.ids) != 3 {
+		!strings.Contains(err.Error(), "no node this backend knows") || len(b.ids) != 5 {
 		t.Errorf("by node, locally: %v, %d configures; want an error and no configure", err, len(b.ids))
 	}
 }

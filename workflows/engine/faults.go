@@ -46,8 +46,8 @@ func (e *engine) recordFault(at time.Time, st workflows.Step, r *irsv1.FaultReco
 }
 
 // recordConfigure records what a configure done at at was to the faults: with a selector and something set, a
-// gray fault on the chosen replicas (of the service's of); clearing only, the healing of the gray faults whose
-// replicas it reached (chosen; nil: every one).
+// gray fault on the chosen replicas (of the service's of); clearing or restoring only, the healing of the gray
+// faults whose replicas it reached (chosen; nil: every one).
 func (e *engine) recordConfigure(at time.Time, st workflows.Step, chosen []workflows.Replica, of int) {
 	c := st.Configure
 	if c.GetSet() != nil {

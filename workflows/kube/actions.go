@@ -121,7 +121,7 @@ func (b *Backend) Configure(ctx context.Context, service string, ids []string, c
 		b.mu.Unlock()
 		return fmt.Errorf("unknown service %q", service)
 	}
-	if ids != nil {
+	if ids != nil || c.GetRestore() {
 		err := b.configurePods(s, ids, c)
 		b.mu.Unlock()
 		if err != nil {
@@ -150,13 +150,16 @@ func (b *Backend) Configure(ctx context.Context, service string, ids []string, c
 	return b.pushConfig(ctx, s, nil)
 }
 
-// configurePods applies a configure action to the own configuration of the pods named that are still the
-// service's. Callers hold b.mu.
+// configurePods applies a configure action to the own configuration of the pods named (nil: every one, for a
+// restore) that are still the service's; a restore drops it. Callers hold b.mu.
 func (b *Backend) configurePods(s *service, ids []string, c *irsv1.ConfigureAction) error {
-	for _, id := range ids {
-		p := b.pods[id]
-		if p == nil || p.service != s.spec.Name || p.deleting || p.terminated {
-			continue // gone meanwhile: nothing to change
+	for id, p := range b.pods {
+		if ids != nil && !slices.Contains(ids, id) || p.service != s.spec.Name || p.deleting || p.terminated {
+			continue // not named, or gone meanwhile: nothing to change
+		}
+		if c.GetRestore() {
+			p.config = nil
+			continue
 		}
 		own := p.config
 		if own == nil {

@@ -106,6 +106,19 @@ func TestConfigurePods(t *testing.T) {
 		t.Errorf("the ConfigMap holds %s; want the tag, no 503s", doc)
 	}
 
+	restore := &irsv1.ConfigureAction{Service: "api", Select: "previous", Restore: true}
+	if err := b.Configure(ctx, "api", []string{"api-1"}, restore); err != nil {
+		t.Fatal(err)
+	}
+	got = workers.take()
+	if c := got["10.0.0.1"]; len(got) != 1 || len(c.GetServe().GetStatus()) > 0 || c.GetTags()["phase"] != "gray" {
+		t.Errorf("restored, api-1 was given %v (pushed %d); want it alone, the service's configuration: the tag, no 503s", c, len(got))
+	}
+
+	if err := b.Configure(ctx, "api", []string{"api-1"}, failing); err != nil {
+		t.Fatal(err)
+	}
+	workers.take()
 	b.onPod(workerPod("api", "api-1", 0, ready("10.0.0.1"), restarted(1, "Error", 137)), false)
 	if err := b.Configure(ctx, "api", nil, tagged); err != nil {
 		t.Fatal(err)

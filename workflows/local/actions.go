@@ -119,7 +119,7 @@ func (b *Backend) Configure(ctx context.Context, service string, ids []string, c
 		b.mu.Unlock()
 		return err
 	}
-	if ids != nil {
+	if ids != nil || c.GetRestore() {
 		rs, err := b.configureReplicas(s, ids, c)
 		b.mu.Unlock()
 		if err != nil {
@@ -150,11 +150,17 @@ func (b *Backend) Configure(ctx context.Context, service string, ids []string, c
 }
 
 // configureReplicas applies a configure action to the live replicas named (the others are gone: nothing to
-// do) and returns them, for the push. Callers hold b.mu.
+// do; nil: every one, for a restore) and returns them, for the push. A restore drops a replica's own
+// configuration. Callers hold b.mu.
 func (b *Backend) configureReplicas(s *service, ids []string, c *irsv1.ConfigureAction) ([]*replica, error) {
 	var rs []*replica
 	for _, r := range b.liveReplicas(s) {
-		if !slices.Contains(ids, r.id) {
+		if ids != nil && !slices.Contains(ids, r.id) {
+			continue
+		}
+		if c.GetRestore() {
+			r.config = nil
+			rs = append(rs, r)
 			continue
 		}
 		own := r.config

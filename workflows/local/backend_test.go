@@ -64,8 +64,8 @@ func configOf(t *testing.T, b *local.Backend, service, id string) *irsv1.WorkerC
 }
 
 // TestConfigureReplicas: a configure of replicas named reaches them alone, on real workers; it survives a later
-// change of every replica (which reaches them too), and the replacement of a changed replica starts without
-// it. A configure of replicas gone does nothing.
+// change of every replica (which reaches them too) until they are restored, and the replacement of a changed
+// replica starts without it. A configure of replicas gone does nothing.
 func TestConfigureReplicas(t *testing.T) {
 	b := startBackend(t,
 		workflows.ServiceSpec{Name: "server", Replicas: 3, Seed: 1, Worker: &irsv1.WorkerConfig{Serve: &irsv1.Serve{Delay: "1ms"}}},
@@ -92,7 +92,19 @@ func TestConfigureReplicas(t *testing.T) {
 		}
 	}
 
+	// Restored, it runs the service's configuration, as changed for every replica since.
+	restore := &irsv1.ConfigureAction{Service: "server", Select: "previous", Restore: true}
+	if err := b.Configure(t.Context(), "server", []string{gray}, restore); err != nil {
+		t.Fatalf("restore %s: %v", gray, err)
+	}
+	if c := configOf(t, b, "server", gray); len(c.GetServe().GetStatus()) > 0 || c.GetTags()["phase"] != "gray" {
+		t.Errorf("%s restored runs %v; want the service's configuration: no 503s, the tag", gray, c)
+	}
+
 	// Its replacement starts from the service's configuration.
+	if err := b.Configure(t.Context(), "server", []string{gray}, failing); err != nil {
+		t.Fatalf("configure %s: %v", gray, err)
+	}
 	if err := b.Kill(t.Context(), "server", []string{gray}, workflows.KillSpec{Signal: workflows.SignalKill}); err != nil {
 		t.Fatal(err)
 	}

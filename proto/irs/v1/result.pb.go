@@ -297,8 +297,8 @@ type FaultRecord struct {
 	// When it was due and when it was done.
 	Scheduled float64 `protobuf:"fixed64,8,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
 	T         float64 `protobuf:"fixed64,9,opt,name=t,proto3" json:"t,omitempty"`
-	// When it was undone: a gray fault when a later configure cleared it on every replica it hit (or they had all
-	// exited), a kill when every replica killed had a ready replacement. Absent: not before the run ended.
+	// When it was undone: a gray fault when later configures cleared or restored every replica it hit (or those
+	// had exited), a kill when every replica killed had a ready replacement. Absent: not before the run ended.
 	Healed *float64 `protobuf:"fixed64,10,opt,name=healed,proto3,oneof" json:"healed,omitempty"`
 	// The end of its window (see above).
 	Until float64 `protobuf:"fixed64,11,opt,name=until,proto3" json:"until,omitempty"`

@@ -1128,7 +1128,7 @@ func (x *KillAction) GetInPlace() bool {
 // included (and a chosen replica's worker restarted in place), start without the change. With a selector only
 // serve may be set or cleared: calls, load and tags shape the service graph, its routes and its metrics, which
 // are the service's. The run records a configure with a selector that sets something as a fault (kind "gray")
-// with its blast radius; one that only clears heals the gray faults of the replicas it reaches.
+// with its blast radius; one that only clears, or restores, heals the gray faults of the replicas it reaches.
 type ConfigureAction struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
@@ -1146,7 +1146,11 @@ type ConfigureAction struct {
 	Select string `protobuf:"bytes,6,opt,name=select,proto3" json:"select,omitempty"`
 	// Only the replicas on this node (Kubernetes, where each replica's node is known). The local backend runs
 	// every replica on this machine: a node there is an error.
-	Node          string `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
+	Node string `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
+	// With a selector, instead of set and clear: give the chosen replicas their service's configuration back,
+	// undoing what configures with a selector changed on them. The way to heal a gray failure whatever it
+	// changed: {service: server, select: previous, restore: true}.
+	Restore       bool `protobuf:"varint,8,opt,name=restore,proto3" json:"restore,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1228,6 +1232,13 @@ func (x *ConfigureAction) GetNode() string {
 		return x.Node
 	}
 	return ""
+}
+
+func (x *ConfigureAction) GetRestore() bool {
+	if x != nil {
+		return x.Restore
+	}
+	return false
 }
 
 // ScaleAction sets a service's number of replicas.
@@ -1493,7 +1504,7 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x06select\x18\x04 \x01(\tR\x06select\x12\x16\n" +
 	"\x06signal\x18\x05 \x01(\tR\x06signal\x12\x14\n" +
 	"\x05grace\x18\x06 \x01(\tR\x05grace\x12\x19\n" +
-	"\bin_place\x18\a \x01(\bR\ainPlace\"\xc5\x01\n" +
+	"\bin_place\x18\a \x01(\bR\ainPlace\"\xdf\x01\n" +
 	"\x0fConfigureAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12&\n" +
 	"\x03set\x18\x02 \x01(\v2\x14.irs.v1.WorkerConfigR\x03set\x12\x14\n" +
@@ -1501,7 +1512,8 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12\x18\n" +
 	"\apercent\x18\x05 \x01(\tR\apercent\x12\x16\n" +
 	"\x06select\x18\x06 \x01(\tR\x06select\x12\x12\n" +
-	"\x04node\x18\a \x01(\tR\x04node\"C\n" +
+	"\x04node\x18\a \x01(\tR\x04node\x12\x18\n" +
+	"\arestore\x18\b \x01(\bR\arestore\"C\n" +
 	"\vScaleAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\"\xa4\x01\n" +
