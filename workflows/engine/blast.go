@@ -14,7 +14,7 @@ import (
 // service; which replica served or failed is what a fault's radius is about.
 type replicaWindow struct {
 	service, replica string
-	served           int64
+	served, failed   int64 // inbound requests, and those it answered with a 5xx (or never answered)
 	calls            []callWindow
 }
 
@@ -34,6 +34,7 @@ func (e *engine) fileWindow(k int, service, replica string, s *irsv1.StatsSnapsh
 	w := replicaWindow{service: service, replica: replica}
 	for _, r := range s.GetInbound() {
 		w.served += r.GetOutcomes().GetRequests()
+		w.failed += r.GetOutcomes().GetFailures()
 	}
 	add := func(callee string, o *irsv1.Outcomes, h *irsv1.Histogram) {
 		if o.GetRequests() == 0 {
@@ -118,6 +119,7 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int) *irsv1.FaultWindow 
 	start, stop := float64(ks[0]-1)*interval, min(float64(ks[len(ks)-1])*interval, e.end.Seconds())
 	w := &irsv1.FaultWindow{Start: start, End: stop}
 	callers := map[string]*acc{}
+	replicas := map[string]*irsv1.ReplicaErrors{}
 	for _, k := range ks {
 		for _, rw := range e.windows[k] {
 			if rw.service == f.GetService() {
@@ -125,6 +127,12 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int) *irsv1.FaultWindow 
 				if slices.Contains(f.GetReplicas(), rw.replica) {
 					w.HitRequests += rw.served
 				}
+				r := replicas[rw.replica]
+				if r == nil {
+					r = &irsv1.ReplicaErrors{Replica: rw.replica}
+					replicas[rw.replica] = r
+				}
+				r.Requests, r.Errors = r.Requests+rw.served, r.Errors+rw.failed
 			}
 			for _, c := range rw.calls {
 				if c.callee != f.GetService() {
@@ -142,6 +150,9 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int) *irsv1.FaultWindow 
 	}
 	if w.Requests > 0 {
 		w.HitShare = float64(w.HitRequests) / float64(w.Requests)
+	}
+	for _, id := range slices.Sorted(maps.Keys(replicas)) {
+		w.Replicas = append(w.Replicas, replicas[id])
 	}
 	for _, caller := range slices.Sorted(maps.Keys(callers)) {
 		k := key{service: caller, callee: f.GetService(), kind: kindEdge}

@@ -134,6 +134,17 @@ func TestFaultDamage(t *testing.T) {
 			t.Errorf("callers %v; want client's p50 of 5 ms", w.GetCallers())
 		}
 	}
+	for _, w := range []struct {
+		name   string
+		window *irsv1.FaultWindow
+		failed int64
+	}{{"before", before, 0}, {"after", after, 132}} {
+		want := []*irsv1.ReplicaErrors{{Replica: "server-0", Requests: 132, Errors: w.failed},
+			{Replica: "server-1", Requests: 132}, {Replica: "server-2", Requests: 136}}
+		if got := w.window.GetReplicas(); len(got) != 3 || !proto.Equal(got[0], want[0]) || !proto.Equal(got[1], want[1]) || !proto.Equal(got[2], want[2]) {
+			t.Errorf("replicas %s: %v, want %v", w.name, got, want)
+		}
+	}
 	if c := after.GetCallers()[0]; c.GetRequests() != 401 || c.GetFailures() != 121 || before.GetCallers()[0].GetFailures() != 0 {
 		t.Errorf("client's calls after: %d, %d failed (before: %d failed); want 401, 121 (0)", c.GetRequests(), c.GetFailures(),
 			before.GetCallers()[0].GetFailures())

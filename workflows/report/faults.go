@@ -25,6 +25,9 @@ type Fault struct {
 	Edges []string
 	// Callers are the fault's service's callers, each in a line: p50, p99 and 5xx before → after.
 	Callers []string
+	// Served says what each replica of the service served after the fault, and failed: "server-0 132 (132
+	// failed), server-1 132" ("" without).
+	Served string
 }
 
 // Faults says what every fault of a run did.
@@ -46,6 +49,15 @@ func Faults(fs []*irsv1.FaultRecord) []Fault {
 			v.Edges = append(v.Edges, describeEdge(e))
 		}
 		v.Callers = describeCallers(f)
+		var served []string
+		for _, r := range f.GetAfter().GetReplicas() {
+			s := fmt.Sprintf("%s %d", r.GetReplica(), r.GetRequests())
+			if r.GetErrors() > 0 {
+				s += fmt.Sprintf(" (%d failed)", r.GetErrors())
+			}
+			served = append(served, s)
+		}
+		v.Served = strings.Join(served, ", ")
 		out = append(out, v)
 	}
 	return out
@@ -142,6 +154,9 @@ func faultTables(w io.Writer, fs []*irsv1.FaultRecord) {
 	t.write(w)
 	for _, v := range views {
 		fmt.Fprintf(w, "  %s at %s: %s\n", v.Title, v.At, v.Target)
+		if v.Served != "" {
+			fmt.Fprintf(w, "    served after by %s\n", v.Served)
+		}
 		for _, c := range v.Callers {
 			fmt.Fprintf(w, "    seen by %s\n", c)
 		}

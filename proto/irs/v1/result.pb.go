@@ -583,7 +583,7 @@ func (x *EdgeDamage) GetCallerReplicas() []*ReplicaErrors {
 	return nil
 }
 
-// ReplicaErrors is what one replica's calls met.
+// ReplicaErrors is what one replica's calls met (or, in a FaultWindow, what it served).
 type ReplicaErrors struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Replica       string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
@@ -658,7 +658,10 @@ type FaultWindow struct {
 	HitRequests int64   `protobuf:"varint,4,opt,name=hit_requests,json=hitRequests,proto3" json:"hit_requests,omitempty"`
 	HitShare    float64 `protobuf:"fixed64,5,opt,name=hit_share,json=hitShare,proto3" json:"hit_share,omitempty"`
 	// Each caller's view of the service (the edge caller->service): requests, failures, statuses, p50, p99.
-	Callers       []*Point `protobuf:"bytes,6,rep,name=callers,proto3" json:"callers,omitempty"`
+	Callers []*Point `protobuf:"bytes,6,rep,name=callers,proto3" json:"callers,omitempty"`
+	// Each of the service's replicas that served in the window: the requests it served and those it failed (5xx):
+	// whether the fault stayed on the replicas it hit.
+	Replicas      []*ReplicaErrors `protobuf:"bytes,7,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,6 +734,13 @@ func (x *FaultWindow) GetHitShare() float64 {
 func (x *FaultWindow) GetCallers() []*Point {
 	if x != nil {
 		return x.Callers
+	}
+	return nil
+}
+
+func (x *FaultWindow) GetReplicas() []*ReplicaErrors {
+	if x != nil {
+		return x.Replicas
 	}
 	return nil
 }
@@ -3249,14 +3259,15 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\rReplicaErrors\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x1a\n" +
 	"\brequests\x18\x02 \x01(\x03R\brequests\x12\x16\n" +
-	"\x06errors\x18\x03 \x01(\x03R\x06errors\"\xba\x01\n" +
+	"\x06errors\x18\x03 \x01(\x03R\x06errors\"\xed\x01\n" +
 	"\vFaultWindow\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x01R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x01R\x03end\x12\x1a\n" +
 	"\brequests\x18\x03 \x01(\x03R\brequests\x12!\n" +
 	"\fhit_requests\x18\x04 \x01(\x03R\vhitRequests\x12\x1b\n" +
 	"\thit_share\x18\x05 \x01(\x01R\bhitShare\x12'\n" +
-	"\acallers\x18\x06 \x03(\v2\r.irs.v1.PointR\acallers\"\xb5\x03\n" +
+	"\acallers\x18\x06 \x03(\v2\r.irs.v1.PointR\acallers\x121\n" +
+	"\breplicas\x18\a \x03(\v2\x15.irs.v1.ReplicaErrorsR\breplicas\"\xb5\x03\n" +
 	"\n" +
 	"KillRecord\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
@@ -3593,44 +3604,45 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	26, // 17: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
 	3,  // 18: irs.v1.EdgeDamage.caller_replicas:type_name -> irs.v1.ReplicaErrors
 	11, // 19: irs.v1.FaultWindow.callers:type_name -> irs.v1.Point
-	11, // 20: irs.v1.Tick.services:type_name -> irs.v1.Point
-	11, // 21: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	11, // 22: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	11, // 23: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
-	10, // 24: irs.v1.Tick.machine:type_name -> irs.v1.Machine
-	27, // 25: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	28, // 26: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	34, // 27: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	29, // 28: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	30, // 29: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
-	11, // 30: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	11, // 31: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	11, // 32: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	11, // 33: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	13, // 34: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	32, // 35: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	7,  // 36: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	17, // 37: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	16, // 38: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	19, // 39: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	35, // 40: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	31, // 41: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 42: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	18, // 43: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	20, // 44: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	20, // 45: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	21, // 46: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	22, // 47: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	33, // 48: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	7,  // 49: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	33, // 50: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	33, // 51: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	24, // 52: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	53, // [53:53] is the sub-list for method output_type
-	53, // [53:53] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	3,  // 20: irs.v1.FaultWindow.replicas:type_name -> irs.v1.ReplicaErrors
+	11, // 21: irs.v1.Tick.services:type_name -> irs.v1.Point
+	11, // 22: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	11, // 23: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	11, // 24: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
+	10, // 25: irs.v1.Tick.machine:type_name -> irs.v1.Machine
+	27, // 26: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	28, // 27: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	34, // 28: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	29, // 29: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	30, // 30: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
+	11, // 31: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	11, // 32: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	11, // 33: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	11, // 34: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	13, // 35: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	32, // 36: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	7,  // 37: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	17, // 38: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	16, // 39: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	19, // 40: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	35, // 41: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	31, // 42: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 43: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	18, // 44: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	20, // 45: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	20, // 46: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	21, // 47: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	22, // 48: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	33, // 49: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	7,  // 50: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	33, // 51: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	33, // 52: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	24, // 53: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }

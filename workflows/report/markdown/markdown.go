@@ -176,6 +176,9 @@ func faults(w io.Writer, fs []*irsv1.FaultRecord) {
 			fmt.Fprint(w, " no call failed")
 		}
 		fmt.Fprintln(w)
+		if v.Served != "" {
+			fmt.Fprintf(w, "  - served after by %s\n", md(v.Served))
+		}
 		for _, c := range v.Callers {
 			fmt.Fprintf(w, "  - seen by %s\n", md(c))
 		}

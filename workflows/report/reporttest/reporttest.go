@@ -111,13 +111,15 @@ func Faulty(t testing.TB, mesh string) *irsv1.WorkflowResult {
 				CallerReplicas: []*irsv1.ReplicaErrors{{Replica: "loadgen-0", Requests: 3000, Errors: 1500}}},
 		},
 		Before: &irsv1.FaultWindow{Start: 16, End: 26, Requests: 5000, HitRequests: 2500, HitShare: 0.5, Callers: callers(5000, 0, 2.1, 4.8)},
-		After:  &irsv1.FaultWindow{Start: 26, End: 33, Requests: 3500, HitRequests: 1750, HitShare: 0.5, Callers: callers(3500, 1750, 2.2, 5.1)},
+		After: &irsv1.FaultWindow{Start: 26, End: 33, Requests: 3500, HitRequests: 1750, HitShare: 0.5, Callers: callers(3500, 1750, 2.2, 5.1),
+			Replicas: []*irsv1.ReplicaErrors{{Replica: "backend-0", Requests: 1750, Errors: 1750}, {Replica: "backend-2", Requests: 1750}}},
 	}
 	if mesh == "envoy" { // outlier detection ejects backend-0 within a second
 		gray.Recovery, gray.Recovered, gray.Lost = 1, true, 9
 		gray.Edges = []*irsv1.EdgeDamage{{Caller: "frontend", Callee: "backend", Requests: 3500, Errors: 9, AppErrors: 7, ProxyErrors: 2,
 			ProxyCauses: map[string]int64{"URX": 2}, CallerReplicas: []*irsv1.ReplicaErrors{{Replica: "frontend-0", Requests: 1750, Errors: 9}}}}
 		gray.After.HitRequests, gray.After.HitShare, gray.After.Callers = 12, 12.0/3500, callers(3500, 9, 2.4, 6.3)
+		gray.After.Replicas = []*irsv1.ReplicaErrors{{Replica: "backend-0", Requests: 12, Errors: 12}, {Replica: "backend-2", Requests: 3488}}
 	}
 	kill := &irsv1.FaultRecord{Kind: "kill", Service: "backend", Replicas: []string{"backend-1"}, Phase: "kills",
 		Action: "phases[1].actions[0]", Scheduled: 14, T: 14.000468981, Healed: proto.Float64(16.043858927), Until: 26.001,
