@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -102,8 +103,10 @@ func TestConfigurePods(t *testing.T) {
 		t.Errorf("api-2 was given %v; want the tag, no 503s", c)
 	}
 	cm := stored[*corev1.ConfigMap](t, fc, configmapsResource, "run", "api-worker")
-	if doc := cm.Data["worker.json"]; !strings.Contains(doc, `"phase": "gray"`) || strings.Contains(doc, "503") {
-		t.Errorf("the ConfigMap holds %s; want the tag, no 503s", doc)
+	var inMap irsv1.WorkerConfig
+	if err := protojson.Unmarshal([]byte(cm.Data["worker.json"]), &inMap); err != nil || inMap.GetTags()["phase"] != "gray" ||
+		len(inMap.GetServe().GetStatus()) > 0 {
+		t.Errorf("the ConfigMap holds %s (%v); want the tag, no 503s", cm.Data["worker.json"], err)
 	}
 
 	restore := &irsv1.ConfigureAction{Service: "api", Select: "previous", Restore: true}
