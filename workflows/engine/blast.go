@@ -76,9 +76,10 @@ func (e *engine) faultDamage() {
 			}
 		}
 		f.Until = until
-		d := recoveryFrom(load, interval, t, until)
+		span := faultSpan{t: t, until: until, interval: interval, runEnd: end}
+		d := recoveryFrom(load, span)
 		f.Recovery, f.Recovered, f.Lost = d.recovery, d.recovered, d.lost
-		after := e.intervals(func(tEnd float64) bool { return tEnd > t && tEnd-interval < until })
+		after := e.intervals(span.holds)
 		f.Edges = edgeDamage(e.windows, after)
 		if f.GetService() == "" {
 			continue
@@ -266,23 +267,44 @@ type damage struct {
 	lost      int64   // requests failed from it until it recovered (at least one interval)
 }
 
-// recoveryFrom measures the damage of a disturbance at t whose window ends at until, over the intervals that
-// end after t and start before until (the interval t fell in counts): a kill's recovery time and errors, and
-// a fault's.
-func recoveryFrom(ticks []loadTick, interval, t, until float64) damage {
+// faultSpan is the span a disturbance at t is measured over, until the next one (or the end of the run), in
+// collection intervals.
+type faultSpan struct {
+	t, until, interval, runEnd float64
+}
+
+// holds reports whether the interval that ends at end is in the window: it ends after t and no later than until
+// (at the end of the run, it starts before it), or t fell in it. The interval the next disturbance fell in is
+// that one's: it would count what followed it (a heal's relief, another kill's errors) as this one's.
+func (w faultSpan) holds(end float64) bool {
+	const eps = 1e-9
+	switch {
+	case end <= w.t:
+		return false
+	case end-w.interval <= w.t+eps: // t fell in it
+		return true
+	case w.until >= w.runEnd-eps:
+		return end-w.interval < w.until-eps
+	}
+	return end <= w.until+eps
+}
+
+// recoveryFrom measures the damage of a disturbance over its window (a kill's recovery time and errors, and a
+// fault's): the load generators' recovery, whether they recovered within the window, and the requests they
+// lost until then (at least over the interval it fell in).
+func recoveryFrom(ticks []loadTick, w faultSpan) damage {
 	var d damage
-	in := func(lt loadTick) bool { return lt.t > t && lt.t-interval < until }
 	for _, lt := range ticks {
-		if in(lt) && lt.requests > 0 && float64(lt.failures)/float64(lt.requests) >= recoveredBelow {
-			d.recovery = lt.t - t
+		if w.holds(lt.t) && lt.requests > 0 && float64(lt.failures)/float64(lt.requests) >= recoveredBelow {
+			d.recovery = lt.t - w.t
 		}
 	}
 	d.recovered = d.recovery == 0
 	for _, lt := range ticks {
-		if lt.t > t && lt.t-interval < t+max(d.recovery, interval) {
+		if lt.t > w.t && lt.t-w.interval < w.t+max(d.recovery, w.interval) {
 			d.lost += lt.failures
 		}
-		if in(lt) && lt.t > t+d.recovery && lt.requests > 0 {
+		if w.holds(lt.t) && lt.t > w.t+d.recovery && lt.requests > 0 {
 			d.recovered = true
 		}
 	}

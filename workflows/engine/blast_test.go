@@ -152,7 +152,7 @@ func TestFaultDamage(t *testing.T) {
 }
 
 // TestFaultWindows: the window before a fault holds at most 10 intervals and none before the previous fault;
-// faults at the same time share their window, which ends at the next one; a kill is healed when its
+// faults at the same time share their window, which ends at the next one (whose interval is the next one's); a kill is healed when its
 // replacements are ready, which does not end its window.
 func TestFaultWindows(t *testing.T) {
 	e := testEngine(t, grayYAML, 1, time.Second, nil)
@@ -179,8 +179,8 @@ func TestFaultWindows(t *testing.T) {
 	if b := last.GetBefore(); b.GetStart() != 14 || b.GetEnd() != 20 {
 		t.Errorf("before the last fault: %v; want 14-20s (the whole intervals since the previous fault)", b)
 	}
-	if a := gray.GetAfter(); a.GetStart() != 14 || a.GetEnd() != 21 {
-		t.Errorf("after: %v; want 14-21s (the interval the next fault fell in counts)", a)
+	if a := gray.GetAfter(); a.GetStart() != 14 || a.GetEnd() != 20 {
+		t.Errorf("after: %v; want 14-20s (the interval the next fault fell in is that one's)", a)
 	}
 	if first.GetHealed() != 16.5 || last.Healed != nil || gray.Healed != nil {
 		t.Errorf("healed %v, %v, %v; want the kill at its replacement (16.5), the others not", first.Healed, gray.Healed, last.Healed)
@@ -205,13 +205,14 @@ func TestRecoveryFrom(t *testing.T) {
 		want     damage
 	}{
 		{name: "recovered", t: 1.5, until: 4.5, want: damage{recovery: 1.5, recovered: true, lost: 25}},
-		{name: "still failing at the window's end", t: 1.5, until: 2.5, want: damage{recovery: 1.5, lost: 25}},
+		{name: "still failing at the window's end", t: 1.5, until: 2.5, want: damage{recovery: 0.5, lost: 25}},
 		{name: "no harm", t: 3.5, until: 4.5, want: damage{recovered: true}},
-		{name: "the interval the window's end fell in counts", t: 3.5, until: 5.5, want: damage{recovery: 2.5, lost: 50}},
+		{name: "the interval the window's end fell in is the next one's", t: 3.5, until: 5.5, want: damage{recovered: true}},
+		{name: "at the end of the run, the last interval counts", t: 3.5, until: 6, want: damage{recovery: 2.5, lost: 50}},
 		{name: "failing at the end of the run", t: 4.5, until: 6, want: damage{recovery: 1.5, lost: 50}},
 	}
 	for _, tt := range tests {
-		if got := recoveryFrom(ticks, 1, tt.t, tt.until); got != tt.want {
+		if got := recoveryFrom(ticks, faultSpan{t: tt.t, until: tt.until, interval: 1, runEnd: 6}); got != tt.want {
 			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
 		}
 	}

@@ -66,7 +66,7 @@ func (e *engine) killDamage() {
 		if i+1 < len(times) {
 			until = times[i+1]
 		}
-		byKill[i] = recoveryFrom(load, e.interval.Seconds(), kt, until)
+		byKill[i] = recoveryFrom(load, faultSpan{t: kt, until: until, interval: e.interval.Seconds(), runEnd: e.end.Seconds()})
 	}
 	for _, r := range e.res.GetKills() {
 		// A record's kill is the last kill event at or before it was recorded (the same moment, give or take).

@@ -276,8 +276,9 @@ func (x *WorkflowResult) GetFaults() []*FaultRecord {
 // Its window runs from the fault (t) to the next fault or heal the timeline does, or the end of the run,
 // whichever is first: faults at the same time share it. Phase ends do not close it: what a fault sets off (a
 // replacement starting, callers learning of it) runs on across them. The window is cut into the collection
-// intervals (interval): an interval counts as after the fault when it ends after t and starts before the
-// window's end (the interval the fault fell in counts, as for a kill's damage).
+// intervals (interval): an interval counts as after the fault when it ends after t and no later than the
+// window's end (at the end of the run: when it starts before it). The interval the fault fell in counts; the
+// one the next fault or heal fell in is that one's (it would count a heal's relief as this fault's recovery).
 type FaultRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "kill" (replicas killed) or "gray" (a configure with a selector: the chosen replicas changed, the others
@@ -765,8 +766,8 @@ type KillRecord struct {
 	Replacement      string   `protobuf:"bytes,8,opt,name=replacement,proto3" json:"replacement,omitempty"`
 	ReplacementReady *float64 `protobuf:"fixed64,9,opt,name=replacement_ready,json=replacementReady,proto3,oneof" json:"replacement_ready,omitempty"`
 	// The damage the load generators saw: seconds from the kill until their 5xx rate stayed under 1 % (until the
-	// next kill or the end of the run; 0 when it never reached 1 %), and the requests that failed from the kill
-	// until then. Kills at the same time share theirs.
+	// next kill, whose interval is its own, or the end of the run; 0 when it never reached 1 %), and the requests
+	// that failed from the kill until then. Kills at the same time share theirs.
 	Recovery      *float64 `protobuf:"fixed64,10,opt,name=recovery,proto3,oneof" json:"recovery,omitempty"`
 	Errors        *int64   `protobuf:"varint,11,opt,name=errors,proto3,oneof" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
