@@ -132,8 +132,8 @@ func (e *engine) tagService(ctx context.Context, svc string) {
 }
 
 // configureStep applies a configure action: to every replica, or to those its selector chooses (a gray
-// failure, recorded as a fault; or, when it only clears, the healing of one). When it changes the service's
-// tags, the phase tag is put back.
+// failure, recorded as a fault; or, when it only clears or restores, the healing of one). When it changes the
+// service's tags, the phase tag is put back.
 func (e *engine) configureStep(ctx context.Context, st workflows.Step) error {
 	c := st.Configure
 	svc := c.GetService()
@@ -143,8 +143,7 @@ func (e *engine) configureStep(ctx context.Context, st workflows.Step) error {
 	if workflows.Selects(c) {
 		var err error
 		if chosen, of, err = e.chooseConfigured(st); err != nil {
-			e.action(time.Now(), st, "configure", "", detail+": "+err.Error())
-			return err
+			return err // the step's error event says it
 		}
 		if len(chosen) == 0 {
 			e.action(time.Now(), st, "configure", "", detail+": no live replica to configure")
