@@ -20,9 +20,11 @@ type Backend interface {
 	Kill(ctx context.Context, service string, ids []string, k KillSpec) error
 	// Scale sets a service's number of replicas.
 	Scale(ctx context.Context, service string, replicas int) error
-	// Configure applies a configure action (see Configure) to every replica's configuration, and to the replicas
-	// started later.
-	Configure(ctx context.Context, service string, c *irsv1.ConfigureAction) error
+	// Configure applies a configure action (see Configure) to the configuration of the replicas named (those
+	// still live), or, with replicas nil, of every replica and of the replicas started later. A replica changed
+	// alone keeps its change through later changes of every replica (a phase's tag); its replacement starts
+	// without it.
+	Configure(ctx context.Context, service string, replicas []string, c *irsv1.ConfigureAction) error
 	// SetLoad (re)starts the load of every replica of a service with load (its target's endpoints resolved by
 	// the backend), or stops it with nil; replicas started later get it too.
 	SetLoad(ctx context.Context, service string, load *irsv1.Load) error

@@ -3,6 +3,7 @@ package workflows
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -131,7 +132,40 @@ func DescribeConfigure(c *irsv1.ConfigureAction) string {
 	if len(c.GetClear()) > 0 {
 		parts = append(parts, "clear ["+strings.Join(c.GetClear(), ", ")+"]")
 	}
+	if c.GetRestore() {
+		parts = append(parts, "restore the service's configuration")
+	}
+	if Selects(c) {
+		parts = append(parts, "on "+DescribeSelection(c))
+	}
 	return strings.Join(parts, " ")
+}
+
+// DescribeSelection says which replicas a configure with a selector chooses: "1 replica (random)", "50% of the
+// replicas on node-2 (oldest)", "the replicas the previous configure chose".
+func DescribeSelection(c *irsv1.ConfigureAction) string {
+	if c.GetSelect() == "previous" {
+		return "the replicas the previous configure chose"
+	}
+	var what string
+	switch {
+	case c.GetPercent() != "":
+		what = c.GetPercent() + " of the replicas"
+	case c.GetCount() > 1:
+		what = fmt.Sprintf("%d replicas", c.GetCount())
+	case c.GetCount() == 1 || c.GetNode() == "":
+		what = "1 replica"
+	default:
+		what = "every replica"
+	}
+	if c.GetNode() != "" {
+		what += " on node " + c.GetNode()
+	}
+	sel := c.GetSelect()
+	if sel == "" {
+		sel = "random"
+	}
+	return what + " (" + sel + ")"
 }
 
 // MeshUpstreams are the services a configuration calls or sends load to (load may be the load a service will

@@ -24,7 +24,12 @@ func Validate(doc *Document, compile CompileWorker) error {
 	v := validator{wf: doc.Workflow, compile: compile, services: map[string]*irsv1.Service{}, phases: map[string]bool{},
 		edges: map[string]map[string]bool{}}
 	v.validate()
-	all := field.Combine(doc.decodeErrs, v.errs.Err())
+	return doc.invalid(field.Combine(doc.decodeErrs, v.errs.Err()))
+}
+
+// invalid returns a document's problems, located and in the order of the file, as an *InvalidError (nil for
+// none).
+func (doc *Document) invalid(all field.List) error {
 	if len(all) == 0 {
 		return nil
 	}
@@ -42,6 +47,31 @@ func Validate(doc *Document, compile CompileWorker) error {
 	return &InvalidError{File: doc.File, Errors: all}
 }
 
+// ValidateWithoutNodes checks a valid document for a backend that knows no node of its replicas (the local
+// backend runs them all on this machine): an action that chooses replicas by node is refused before the run
+// starts, where the engine would otherwise find it out when the action runs, minutes in. Problems come as an
+// *InvalidError, with line:column.
+func ValidateWithoutNodes(doc *Document) error {
+	var errs field.List
+	var walk func(path string, as []*irsv1.Action)
+	walk = func(path string, as []*irsv1.Action) {
+		for i, a := range as {
+			p := field.Index(path, i)
+			if a.GetConfigure().GetNode() != "" {
+				errs.Addf(field.Join(p, "configure.node"), "the replicas run on no node this backend knows (the local "+
+					"backend runs every replica on this machine): choose them by count, percent or select, or run on "+
+					"Kubernetes (--backend kubernetes)")
+			}
+			walk(field.Join(p, "serial"), a.GetSerial())
+			walk(field.Join(p, "parallel"), a.GetParallel())
+		}
+	}
+	for i, ph := range doc.Workflow.GetPhases() {
+		walk(field.Join(field.Index("phases", i), "actions"), ph.GetActions())
+	}
+	return doc.invalid(errs)
+}
+
 type validator struct {
 	wf       *irsv1.Workflow
 	compile  CompileWorker
@@ -51,16 +81,23 @@ type validator struct {
 	// edges are the calls and load targets that actions add (caller → callees), for edge assertions.
 	edges map[string]map[string]bool
 	// calls are every call the workflow makes, by caller (static and set by actions), for the cycle check;
-	// scaled the most replicas a scale action gives each service; kills the kill actions with a count.
+	// scaled the most replicas a scale action gives each service; kills the kill and configure actions with a
+	// count.
 	calls  map[string][]callEdge
 	scaled map[string]uint32
 	kills  []killRef
+	// chooses: the services some configure chooses replicas of (not by select previous); previous: the
+	// configures that choose the previous ones.
+	chooses  map[string]bool
+	previous []killRef
 }
 
-// killRef is a kill action with a count, where the workflow says it.
+// killRef is an action that chooses a count of replicas (a kill, a configure with a selector), where the
+// workflow says it; verb says what it does to them.
 type killRef struct {
 	service, path string
 	count         uint32
+	verb          string
 }
 
 func (v *validator) validate() {
@@ -112,6 +149,7 @@ func (v *validator) validate() {
 	}
 	v.callCycles()
 	v.overKills()
+	v.previousChoices()
 	v.sweep()
 }
 

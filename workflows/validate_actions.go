@@ -218,19 +218,7 @@ func (v *validator) loadAction(path string, l *irsv1.LoadAction) {
 
 func (v *validator) killAction(path string, k *irsv1.KillAction) {
 	v.serviceRef(field.Join(path, "service"), k.GetService())
-	if k.GetCount() > 0 {
-		v.kills = append(v.kills, killRef{service: k.GetService(), path: field.Join(path, "count"), count: k.GetCount()})
-	}
-	if k.GetCount() > 0 && k.GetPercent() != "" {
-		v.errs.Addf(path, "count or percent, not both")
-	}
-	if k.GetPercent() != "" {
-		p, err := units.ParsePercent(k.GetPercent())
-		v.errs.Add(field.Join(path, "percent"), err)
-		if err == nil && p == 0 {
-			v.errs.Addf(field.Join(path, "percent"), "must be more than 0%%")
-		}
-	}
+	v.selection(path, k.GetService(), k.GetCount(), k.GetPercent(), "kill")
 	switch k.GetSelect() {
 	case "", "random", "oldest":
 	default:
@@ -247,11 +235,87 @@ func (v *validator) killAction(path string, k *irsv1.KillAction) {
 	}
 }
 
+// selection checks how many replicas an action chooses (kill, configure), where path is the action's.
+func (v *validator) selection(path, service string, count uint32, percent, verb string) {
+	if count > 0 {
+		v.kills = append(v.kills, killRef{service: service, path: field.Join(path, "count"), count: count, verb: verb})
+	}
+	if count > 0 && percent != "" {
+		v.errs.Addf(path, "count or percent, not both")
+	}
+	if percent != "" {
+		p, err := units.ParsePercent(percent)
+		v.errs.Add(field.Join(path, "percent"), err)
+		if err == nil && p == 0 {
+			v.errs.Addf(field.Join(path, "percent"), "must be more than 0%%")
+		}
+	}
+}
+
+// Selects reports whether a configure action chooses replicas (count, percent, select or node) rather than
+// changing every one.
+func Selects(c *irsv1.ConfigureAction) bool {
+	return c.GetCount() > 0 || c.GetPercent() != "" || c.GetSelect() != "" || c.GetNode() != ""
+}
+
+// configureSelection checks a configure's selector: which replicas it chooses, and that it changes only how
+// they serve (their calls, load and tags are the service's: its graph, its routes, its metrics' phase).
+func (v *validator) configureSelection(path string, c *irsv1.ConfigureAction) {
+	if !Selects(c) {
+		return
+	}
+	if c.GetSelect() != "previous" {
+		v.selection(path, c.GetService(), c.GetCount(), c.GetPercent(), "configure")
+	}
+	switch c.GetSelect() {
+	case "", "random", "oldest":
+		if v.chooses == nil {
+			v.chooses = map[string]bool{}
+		}
+		v.chooses[c.GetService()] = true
+	case "previous":
+		v.previous = append(v.previous, killRef{service: c.GetService(), path: field.Join(path, "select")})
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"count", c.GetCount() > 0}, {"percent", c.GetPercent() != ""}, {"node", c.GetNode() != ""}} {
+			if f.set {
+				v.errs.Addf(field.Join(path, f.name), "select previous takes the replicas a previous configure chose: no %s", f.name)
+			}
+		}
+	default:
+		v.errs.Addf(field.Join(path, "select"), "unknown selection %q (want random, oldest or previous)", c.GetSelect())
+	}
+	if n := c.GetNode(); n != "" && strings.TrimSpace(n) != n {
+		v.errs.Addf(field.Join(path, "node"), "%q: a node's name has no spaces around it", n)
+	}
+	const why = "a configure with a selector (count, percent, select, node) changes how the chosen replicas serve; " +
+		"%s is the service's, for every replica: set it in a configure without a selector"
+	c.GetSet().ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if fd.Name() != "serve" {
+			v.errs.Addf(field.Join(path, "set", string(fd.Name())), why, fd.Name())
+		}
+		return true
+	})
+	for i, p := range c.GetClear() {
+		if top, _, _ := strings.Cut(p, "."); top != "serve" {
+			v.errs.Addf(field.Index(field.Join(path, "clear"), i), why, top)
+		}
+	}
+}
+
 func (v *validator) configureAction(path string, c *irsv1.ConfigureAction) {
 	s := v.serviceRef(field.Join(path, "service"), c.GetService())
-	if c.GetSet() == nil && len(c.GetClear()) == 0 {
-		v.errs.Addf(path, "set fields or clear them")
+	switch {
+	case c.GetRestore() && (c.GetSet() != nil || len(c.GetClear()) > 0):
+		v.errs.Addf(field.Join(path, "restore"), "restore gives the chosen replicas their service's configuration back: no set or clear with it")
+	case c.GetRestore() && !Selects(c):
+		v.errs.Addf(field.Join(path, "restore"), "restore needs a selector (count, percent, select, node): without one, every "+
+			"replica runs its service's configuration already")
+	case c.GetSet() == nil && len(c.GetClear()) == 0 && !c.GetRestore():
+		v.errs.Addf(path, "set fields or clear them (or, with a selector, restore them)")
 	}
+	v.configureSelection(path, c)
 	if c.GetSet().GetName() != "" {
 		v.errs.Addf(field.Join(path, "set.name"), "set by the backend (the service's name): remove it")
 	}

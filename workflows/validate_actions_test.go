@@ -1,8 +1,11 @@
 package workflows_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/irs-sim/irs/workflows"
 )
 
 // TestValidateActions covers what Validate checks in the phases' actions: the services they act on, their
@@ -308,4 +311,107 @@ func TestValidateActions(t *testing.T) {
 			want: []problem{{"11:56", "phases[0].actions[0].configure.set.load.target", `unknown service "db"`}},
 		},
 	})
+}
+
+// TestValidateConfigureSelection covers a configure's selector: which replicas it chooses, and that it changes
+// only how they serve.
+func TestValidateConfigureSelection(t *testing.T) {
+	const slow = "set: {serve: {delay: 200ms}}"
+	runValidateCases(t, []validateCase{
+		{
+			name: "a gray failure and its healing",
+			doc: head + "      - configure: {service: api, count: 1, select: oldest, " + slow + "}\n" +
+				"      - {at: 10s, configure: {service: api, select: previous, clear: [serve.delay]}}\n" +
+				"      - {at: 15s, configure: {service: api, select: previous, restore: true}}\n" +
+				"      - {at: 20s, configure: {service: api, percent: 50%, node: worker-2, set: {serve: {status: {503: 100%}}}}}\n",
+		},
+		{
+			name: "count and percent",
+			doc:  head + "      - configure: {service: api, count: 1, percent: 10%, " + slow + "}\n",
+			want: []problem{{"11:20", "phases[0].actions[0].configure", "count or percent, not both"}},
+		},
+		{
+			name: "a percent of nothing",
+			doc:  head + "      - configure: {service: api, percent: 0%, " + slow + "}\n",
+			want: []problem{{"11:44", "phases[0].actions[0].configure.percent", "must be more than 0%"}},
+		},
+		{
+			name: "unknown selection",
+			doc:  head + "      - configure: {service: api, select: newest, " + slow + "}\n",
+			want: []problem{{"11:43", "phases[0].actions[0].configure.select", `unknown selection "newest" (want random, oldest or previous)`}},
+		},
+		{
+			name: "a kill does not take previous",
+			doc:  head + "      - kill: {service: api, select: previous}\n",
+			want: []problem{{"11:38", "phases[0].actions[0].kill.select", `unknown selection "previous" (want random or oldest)`}},
+		},
+		{
+			name: "previous with a count",
+			doc: head + "      - configure: {service: api, select: oldest, " + slow + "}\n" +
+				"      - configure: {service: api, select: previous, count: 2, clear: [serve.delay]}\n",
+			want: []problem{{"12:60", "phases[0].actions[1].configure.count", "select previous takes the replicas a previous configure chose: no count"}},
+		},
+		{
+			name: "previous with nothing chosen before",
+			doc:  head + "      - configure: {service: api, select: previous, clear: [serve.delay]}\n",
+			want: []problem{{"11:43", "phases[0].actions[0].configure.select", "previous: no configure of api chooses replicas"}},
+		},
+		{
+			name: "more replicas than the service has",
+			doc:  head + "      - configure: {service: api, count: 3, " + slow + "}\n",
+			want: []problem{{"11:42", "phases[0].actions[0].configure.count", "configures 3 replicas of api, which never has more than 1 (replicas: 1): the run would configure 1"}},
+		},
+		{
+			name: "calls with a selector",
+			doc:  head + "      - configure: {service: api, count: 1, set: {calls: [{service: gen}]}}\n",
+			want: []problem{{"11:58", "phases[0].actions[0].configure.set.calls",
+				"a configure with a selector (count, percent, select, node) changes how the chosen replicas serve; calls is the service's"}},
+		},
+		{
+			name: "tags cleared with a selector",
+			doc:  head + "      - configure: {service: api, node: n1, clear: [serve.status, tags]}\n",
+			want: []problem{{"11:67", "phases[0].actions[0].configure.clear[1]", "tags is the service's, for every replica"}},
+		},
+		{
+			name: "restore without a selector",
+			doc:  head + "      - configure: {service: api, restore: true}\n",
+			want: []problem{{"11:44", "phases[0].actions[0].configure.restore", "restore needs a selector"}},
+		},
+		{
+			name: "restore and set",
+			doc:  head + "      - configure: {service: api, count: 1, restore: true, " + slow + "}\n",
+			want: []problem{{"11:54", "phases[0].actions[0].configure.restore", "no set or clear with it"}},
+		},
+		{
+			name: "a node's name with spaces",
+			doc:  head + "      - configure: {service: api, node: ' n1', " + slow + "}\n",
+			want: []problem{{"11:41", "phases[0].actions[0].configure.node", `" n1": a node's name has no spaces around it`}},
+		},
+	})
+}
+
+// TestValidateWithoutNodes: on a backend that knows no node (local), a configure by node is refused where the
+// workflow says it, in groups too; without one, nothing is.
+func TestValidateWithoutNodes(t *testing.T) {
+	doc, err := workflows.Parse([]byte(head+
+		"      - configure: {service: api, node: n1, set: {serve: {delay: 1s}}}\n"+
+		"      - serial: [{wait: 1s}, {configure: {service: api, count: 1, node: n2, clear: [serve.delay]}}]\n"), "w.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workflows.Validate(doc, compileWorker); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	var invalid *workflows.InvalidError
+	if err := workflows.ValidateWithoutNodes(doc); !errors.As(err, &invalid) {
+		t.Fatalf("ValidateWithoutNodes = %v, want an *InvalidError", err)
+	}
+	checkProblems(t, invalid.Errors, []problem{
+		{"11:41", "phases[0].actions[0].configure.node", "the replicas run on no node this backend knows"},
+		{"12:73", "phases[0].actions[1].serial[1].configure.node", "(the local backend runs every replica on this machine)"},
+	})
+	doc, _ = workflows.Parse([]byte(head+"      - configure: {service: api, count: 1, set: {serve: {delay: 1s}}}\n"), "w.yaml")
+	if err := workflows.ValidateWithoutNodes(doc); err != nil {
+		t.Errorf("ValidateWithoutNodes of a workflow without nodes = %v, want nil", err)
+	}
 }

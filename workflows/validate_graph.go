@@ -108,16 +108,32 @@ func (v *validator) mostReplicas(service string) (n uint32, how string) {
 	return n, how
 }
 
-// overKills reports kills of more replicas than the service ever has: the backend kills what there is, and the
-// run measures a smaller failure than the workflow describes.
+// overKills reports kills (and configures) of more replicas than the service ever has: the backend kills what
+// there is, and the run measures a smaller failure than the workflow describes.
 func (v *validator) overKills() {
 	for _, k := range v.kills {
 		if k.count == 0 {
 			continue
 		}
+		verb := k.verb
+		if verb == "" {
+			verb = "kill"
+		}
 		if most, how := v.mostReplicas(k.service); most > 0 && k.count > most {
-			v.errs.Addf(k.path, "kills %d replicas of %s, which never has more than %d (%s): the run would kill %d and "+
-				"measure a smaller failure than this says; kill at most %d, or use percent", k.count, k.service, most, how, most, most)
+			v.errs.Addf(k.path, "%ss %d replicas of %s, which never has more than %d (%s): the run would %s %d and "+
+				"measure a smaller failure than this says; %s at most %d, or use percent", verb, k.count, k.service, most, how,
+				verb, most, verb, most)
+		}
+	}
+}
+
+// previousChoices reports a configure that chooses the replicas a previous one chose when no configure of the
+// service chooses any.
+func (v *validator) previousChoices() {
+	for _, p := range v.previous {
+		if !v.chooses[p.service] && v.services[p.service] != nil {
+			v.errs.Addf(p.path, "previous: no configure of %s chooses replicas (count, percent, select random or oldest, "+
+				"node) for this one to take again", p.service)
 		}
 	}
 }

@@ -43,6 +43,9 @@ type Options struct {
 type Backends interface {
 	// Check refuses, before anything starts, variants these backends cannot run.
 	Check(variants []*irsv1.Mesh) error
+	// KnowsNodes reports whether the backends know the node each replica runs on (Kubernetes), which actions
+	// that choose replicas by node need.
+	KnowsNodes() bool
 	// Plan says what a dry run's plan shows of where the runs of wf go.
 	Plan(wf *irsv1.Workflow) report.PlanOptions
 	// Prepare finds what the variants need to run (locally, Envoy), once a dry run would have ended and before

@@ -93,6 +93,8 @@ func TestRunComparison(t *testing.T) {
 func TestRunRefusals(t *testing.T) {
 	dir := t.TempDir()
 	file := writeWorkflow(t, dir, "tiny", fmt.Sprintf(tinyWorkflow, "tiny"))
+	byNode := writeWorkflow(t, dir, "by-node", fmt.Sprintf(tinyWorkflow, "by-node")+
+		"    actions: [{configure: {service: bar, node: worker-2, set: {serve: {delay: 50ms}}}}]\n")
 	notADir := filepath.Join(dir, "file")
 	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -124,6 +126,9 @@ func TestRunRefusals(t *testing.T) {
 		{name: "a mesh the backends cannot run", backends: &fakeBackends{check: func([]*irsv1.Mesh) error { return errCluster }},
 			want: "no cluster"},
 		{name: "what the backends need", backends: &fakeBackends{prepare: func() error { return errCluster }}, want: "no cluster"},
+		// Replicas chosen by node on backends that know no node (local): refused at its line, not when it runs.
+		{name: "a node the backends do not know", file: byNode, invalid: true,
+			want: "by-node.yaml:11:48: phases[1].actions[0].configure.node: the replicas run on no node this backend knows"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

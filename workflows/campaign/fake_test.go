@@ -42,7 +42,7 @@ func (b *fakeBackend) Kill(context.Context, string, []string, workflows.KillSpec
 	return nil
 }
 func (b *fakeBackend) Scale(context.Context, string, int) error { return nil }
-func (b *fakeBackend) Configure(context.Context, string, *irsv1.ConfigureAction) error {
+func (b *fakeBackend) Configure(context.Context, string, []string, *irsv1.ConfigureAction) error {
 	return nil
 }
 func (b *fakeBackend) SetLoad(context.Context, string, *irsv1.Load) error { return nil }
@@ -70,6 +70,7 @@ type fakeBackends struct {
 	check   func([]*irsv1.Mesh) error
 	prepare func() error
 	newErr  func(wf *irsv1.Workflow) error
+	nodes   bool // KnowsNodes
 
 	mu       sync.Mutex
 	made     []made
@@ -84,6 +85,8 @@ func (f *fakeBackends) Check(v []*irsv1.Mesh) error {
 	}
 	return nil
 }
+
+func (f *fakeBackends) KnowsNodes() bool { return f.nodes }
 
 func (f *fakeBackends) Plan(*irsv1.Workflow) report.PlanOptions { return report.PlanOptions{} }
 

@@ -61,6 +61,11 @@ func (c *Campaign) check(ctx context.Context, path string, opts Options) (*plan,
 	if p.backends, err = c.Backends(p.wf, p.tl); err != nil {
 		return p, err
 	}
+	if !p.backends.KnowsNodes() {
+		if err := workflows.ValidateWithoutNodes(doc); err != nil {
+			return p, invalid(err)
+		}
+	}
 	if err := p.sweep(c.Compile); err != nil {
 		return p, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -126,19 +125,46 @@ func (e *engine) tagService(ctx context.Context, svc string) {
 	e.mu.Unlock()
 	// Validation makes the phase name a tag every worker takes; a push that fails anyway is the run's to report,
 	// not to drop: its workers carry the wrong phase from then on.
-	if err := e.o.Backend.Configure(ctx, svc, &irsv1.ConfigureAction{Service: svc, Set: &irsv1.WorkerConfig{Tags: tags}}); err != nil {
+	if err := e.o.Backend.Configure(ctx, svc, nil, &irsv1.ConfigureAction{Service: svc, Set: &irsv1.WorkerConfig{Tags: tags}}); err != nil {
 		e.logger.Warn("tag the phase", "service", svc, "err", err)
 		e.event(time.Now(), "error", svc, "", "tag the phase: "+err.Error())
 	}
 }
 
-// configureStep applies a configure action; when it changes the service's tags, the phase tag is put back.
-func (e *engine) configureStep(ctx context.Context, c *irsv1.ConfigureAction) error {
+// configureStep applies a configure action: to every replica, or to those its selector chooses (a gray
+// failure, recorded as a fault; or, when it only clears or restores, the healing of one). When it changes the
+// service's tags, the phase tag is put back.
+func (e *engine) configureStep(ctx context.Context, st workflows.Step) error {
+	c := st.Configure
 	svc := c.GetService()
-	err := e.o.Backend.Configure(ctx, svc, c)
-	if err != nil {
+	detail := workflows.DescribeConfigure(c)
+	var chosen []workflows.Replica
+	of := 0
+	if workflows.Selects(c) {
+		var err error
+		if chosen, of, err = e.chooseConfigured(st); err != nil {
+			return err // the step's error event says it
+		}
+		if len(chosen) == 0 {
+			e.action(time.Now(), st, "configure", "", detail+": no live replica to configure")
+			return nil
+		}
+	}
+	now := time.Now()
+	if chosen == nil {
+		e.action(now, st, "configure", "", detail)
+	}
+	for _, r := range chosen {
+		e.action(now, st, "configure", r.ID, detail)
+	}
+	var ids []string // nil: every replica, and those started later
+	if chosen != nil {
+		ids = idsOf(chosen)
+	}
+	if err := e.o.Backend.Configure(ctx, svc, ids, c); err != nil {
 		return err
 	}
+	e.recordConfigure(now, st, chosen, of)
 	touched := c.GetSet().GetTags() != nil
 	e.mu.Lock()
 	if slices.Contains(c.GetClear(), "tags") {
@@ -154,6 +180,41 @@ func (e *engine) configureStep(ctx context.Context, c *irsv1.ConfigureAction) er
 	return nil
 }
 
+// chooseConfigured picks the replicas a configure with a selector acts on (seeded, as a kill's victims), and
+// returns them with how many there were to choose from. select previous takes the replicas the service's last
+// configure chose, those still in service.
+func (e *engine) chooseConfigured(st workflows.Step) ([]workflows.Replica, int, error) {
+	c := st.Configure
+	svc := c.GetService()
+	live := e.o.Backend.Replicas(svc) // oldest first
+	if c.GetSelect() != "previous" {
+		chosen, of, err := choose(live, choice{count: c.GetCount(), percent: c.GetPercent(), oldest: c.GetSelect() == "oldest",
+			node: c.GetNode()}, stepRand(e.o.Workflow.GetSeed(), st))
+		if err == nil && len(chosen) > 0 {
+			e.mu.Lock()
+			e.chosen[svc] = idsOf(chosen)
+			e.mu.Unlock()
+		}
+		return chosen, of, err
+	}
+	e.mu.Lock()
+	before, ok := e.chosen[svc]
+	e.mu.Unlock()
+	if !ok {
+		return nil, 0, fmt.Errorf("select previous: no configure chose replicas of %s before", svc)
+	}
+	var chosen []workflows.Replica
+	for _, r := range live {
+		if slices.Contains(before, r.ID) {
+			chosen = append(chosen, r)
+		}
+	}
+	if len(chosen) == 0 {
+		return nil, 0, fmt.Errorf("select previous: none of the replicas chosen before (%s) is in service", strings.Join(before, ", "))
+	}
+	return chosen, len(live), nil
+}
+
 // step performs one action occurrence. A failing action is recorded as an event; the run goes on. Its events
 // carry when it was due and when it was done.
 func (e *engine) step(ctx context.Context, st workflows.Step) {
@@ -165,8 +226,7 @@ func (e *engine) step(ctx context.Context, st workflows.Step) {
 	case st.Kill != nil:
 		err = e.killStep(ctx, st)
 	case st.Configure != nil:
-		e.action(time.Now(), st, "configure", "", workflows.DescribeConfigure(st.Configure))
-		err = e.configureStep(ctx, st.Configure)
+		err = e.configureStep(ctx, st)
 	case st.Scale != nil:
 		now := time.Now()
 		err = e.o.Backend.Scale(ctx, svc, int(st.Scale.GetReplicas()))
@@ -207,25 +267,14 @@ func (e *engine) loadStep(ctx context.Context, st workflows.Step) error {
 func (e *engine) killStep(ctx context.Context, st workflows.Step) error {
 	k := st.Kill
 	svc := k.GetService()
-	live := e.o.Backend.Replicas(svc) // oldest first
-	if len(live) == 0 {
+	victims, of, err := choose(e.o.Backend.Replicas(svc), choice{count: k.GetCount(), percent: k.GetPercent(),
+		oldest: k.GetSelect() == "oldest"}, stepRand(e.o.Workflow.GetSeed(), st))
+	if err != nil {
+		return err
+	}
+	if len(victims) == 0 {
 		e.action(time.Now(), st, "kill", "", "no live replica to kill")
 		return nil
-	}
-	n := int(k.GetCount())
-	if k.GetPercent() != "" {
-		p, _ := units.ParsePercent(k.GetPercent())
-		n = int(math.Ceil(p * float64(len(live))))
-	}
-	n = min(max(n, 1), len(live))
-	var victims []workflows.Replica
-	if k.GetSelect() == "oldest" {
-		victims = live[:n]
-	} else {
-		perm := killRand(e.o.Workflow.GetSeed(), st).Perm(len(live))
-		for _, i := range perm[:n] {
-			victims = append(victims, live[i])
-		}
 	}
 	sig, grace := workflows.SignalKill, 10*time.Second
 	if k.GetSignal() == "term" {
@@ -234,21 +283,29 @@ func (e *engine) killStep(ctx context.Context, st workflows.Step) error {
 			grace, _ = units.ParseDuration(k.GetGrace())
 		}
 	}
-	ids := make([]string, len(victims))
-	for i, v := range victims {
-		ids[i] = v.ID
-	}
+	ids := idsOf(victims)
 	now := time.Now()
 	signal := strings.ToUpper("sig" + signalName(sig))
 	if k.GetInPlace() {
 		signal += " to the process (restart in place)"
 	}
-	e.recordKills(now, st, svc, ids, signal) // before the kill: what follows may be reported at once
-	err := e.o.Backend.Kill(ctx, svc, ids, workflows.KillSpec{Signal: sig, Grace: grace, InPlace: k.GetInPlace()})
+	// Before the kill: what follows may be reported at once.
+	e.recordKills(now, st, svc, ids, signal)
+	e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultKill, Service: svc, Replicas: ids, Nodes: nodesOf(victims),
+		Target: fmt.Sprintf("%s to %d of %d replicas (%s)", signal, len(victims), of, selection(k.GetSelect()))})
+	err = e.o.Backend.Kill(ctx, svc, ids, workflows.KillSpec{Signal: sig, Grace: grace, InPlace: k.GetInPlace()})
 	for _, id := range ids {
 		e.action(now, st, "kill", id, signal)
 	}
 	return err
+}
+
+// selection names how replicas were chosen (random by default).
+func selection(sel string) string {
+	if sel == "" {
+		return "random"
+	}
+	return sel
 }
 
 // laneOf is the lane a step runs on: its service's replicas (kill, scale), or its configuration and load.

@@ -142,7 +142,7 @@ type slowBackend struct {
 	killAt []time.Time
 }
 
-func (b *slowBackend) Configure(ctx context.Context, _ string, _ *irsv1.ConfigureAction) error {
+func (b *slowBackend) Configure(ctx context.Context, _ string, _ []string, _ *irsv1.ConfigureAction) error {
 	select {
 	case <-time.After(500 * time.Millisecond): // a push to many replicas
 	case <-ctx.Done():
@@ -189,7 +189,7 @@ func TestStepsRunOnTime(t *testing.T) {
 // refusingBackend refuses every configuration, as workers refused a tag they could not carry.
 type refusingBackend struct{ killBackend }
 
-func (b *refusingBackend) Configure(context.Context, string, *irsv1.ConfigureAction) error {
+func (b *refusingBackend) Configure(context.Context, string, []string, *irsv1.ConfigureAction) error {
 	return errors.New(`tags["phase"]: names and values may not contain , | or spaces`)
 }
 

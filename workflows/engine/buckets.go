@@ -18,6 +18,7 @@ func (e *engine) consumeSamples(col *collector) {
 		k := int(mid/e.interval) + 1 // intervals are [start, end)
 		if mid >= 0 && time.Duration(k-1)*e.interval < e.end {
 			e.reported(s.service, s.replica, k)
+			e.fileWindow(k, s.service, s.replica, s.stats)
 		}
 		switch {
 		case mid < 0 || time.Duration(k-1)*e.interval >= e.end:

@@ -94,6 +94,14 @@ type engine struct {
 	machine    map[int]*irsv1.Machine       // interval → how starved the machine was in it
 	pressure   pressureSampler
 	errs       phaseErrors // the phase's 5xx so far, for the progress line (under mu)
+	// The faults' books: the replicas the service's last configure with a selector chose, the gray faults not
+	// healed yet, when the timeline injected or healed a fault (each ends the window of the faults before
+	// it), and, when the timeline has faults, every replica's windows (by interval) and the services faults hit.
+	chosen     map[string][]string
+	grays      []*openGray
+	boundaries []float64
+	windows    map[int][]replicaWindow
+	faulted    map[string]bool
 	// end is when the timeline ended: its planned end, or when the run was interrupted.
 	end time.Duration
 }
@@ -194,6 +202,10 @@ func newEngine(o Options) *engine {
 	for name, l := range o.Timeline.InitialLoads {
 		e.loads[name] = l
 	}
+	e.chosen = map[string][]string{}
+	if faulty, services := hasFaults(o.Timeline); faulty {
+		e.windows, e.faulted = map[int][]replicaWindow{}, services
+	}
 	e.tags = map[string]map[string]string{}
 	for _, s := range o.Workflow.GetServices() {
 		e.tags[s.GetName()] = s.GetWorker().GetTags()
@@ -213,10 +225,10 @@ func newEngine(o Options) *engine {
 	return e
 }
 
-// killRand returns the generator of a kill's random choice of victims, from the run's seed and the step (its
-// action and time): steps run concurrently, so each has its own, and the same seed makes the same choices
-// whatever order they ran in.
-func killRand(seed uint64, st workflows.Step) *rand.Rand {
+// stepRand returns the generator of a step's random choice of replicas (a kill's victims, a gray failure's), from
+// the run's seed and the step (its action and time): steps run concurrently, so each has its own, and the same
+// seed makes the same choices whatever order they ran in.
+func stepRand(seed uint64, st workflows.Step) *rand.Rand {
 	return rand.New(rand.NewPCG(serviceSeed(seed, st.Path), uint64(st.At)^0x6b696c6c))
 }
 
@@ -289,6 +301,7 @@ func (e *engine) consumeEvents(col *collector) {
 		e.mu.Lock()
 		e.followKill(ev, t)
 		e.followReplica(ev, t)
+		e.followFault(ev, t)
 		e.mu.Unlock()
 	}
 }
@@ -338,6 +351,7 @@ func (e *engine) finish(status string) error {
 	e.res.Total = total
 	if e.res.Status != StatusError {
 		e.killDamage()
+		e.faultDamage()
 		e.res.Assertions = e.assertions()
 		if status == StatusPassed {
 			for _, a := range e.res.Assertions {

@@ -58,42 +58,15 @@ func (e *engine) followKill(ev workflows.Event, t float64) {
 // 1 % (until the next kill or the end of the run), and how many of their requests failed until then. Callers
 // hold e.mu.
 func (e *engine) killDamage() {
-	type sums struct{ requests, failures int64 }
-	var ticks []float64
-	perTick := map[float64]sums{}
-	for _, tick := range e.res.GetSeries() {
-		var s sums
-		for _, p := range tick.GetServices() {
-			if p.GetKind() == kindLoad {
-				s.requests += p.GetRequests()
-				s.failures += p.GetFailures()
-			}
-		}
-		ticks = append(ticks, tick.GetT())
-		perTick[tick.GetT()] = s
-	}
+	load := loadSeries(e.res.GetSeries())
 	times := workflows.Kills(e.res.GetEvents(), 0, e.end.Seconds())
-	interval := e.interval.Seconds()
-	type damage struct {
-		recovery float64
-		errors   int64
-	}
 	byKill := make([]damage, len(times))
 	for i, kt := range times {
 		until := e.end.Seconds()
 		if i+1 < len(times) {
 			until = times[i+1]
 		}
-		for _, t := range ticks {
-			if s := perTick[t]; t > kt && t-interval < until && s.requests > 0 && float64(s.failures)/float64(s.requests) >= recoveredBelow {
-				byKill[i].recovery = t - kt
-			}
-		}
-		for _, t := range ticks {
-			if t > kt && t-interval < kt+max(byKill[i].recovery, interval) {
-				byKill[i].errors += perTick[t].failures
-			}
-		}
+		byKill[i] = recoveryFrom(load, faultSpan{t: kt, until: until, interval: e.interval.Seconds(), runEnd: e.end.Seconds()})
 	}
 	for _, r := range e.res.GetKills() {
 		// A record's kill is the last kill event at or before it was recorded (the same moment, give or take).
@@ -104,10 +77,10 @@ func (e *engine) killDamage() {
 			}
 		}
 		if i >= 0 {
-			r.Recovery, r.Errors = proto.Float64(byKill[i].recovery), proto.Int64(byKill[i].errors) // run seconds, as the record's other times
+			r.Recovery, r.Errors = proto.Float64(byKill[i].recovery), proto.Int64(byKill[i].lost) // run seconds, as the record's other times
 		}
 	}
 }
 
-// recoveredBelow is the 5xx rate under which the load generators count as recovered from a kill.
+// recoveredBelow is the 5xx rate under which the load generators count as recovered from a kill or a fault.
 const recoveredBelow = 0.01

@@ -57,13 +57,11 @@ func (e *engine) nodeOf(st workflows.Step) (workflows.Replica, bool) {
 			live = append(live, r)
 		}
 	}
-	if len(live) == 0 {
+	chosen, _, _ := choose(live, choice{count: 1, oldest: st.Node.GetSelect() == "oldest"}, stepRand(e.o.Workflow.GetSeed(), st))
+	if len(chosen) == 0 {
 		return workflows.Replica{}, false
 	}
-	if st.Node.GetSelect() == "oldest" {
-		return live[0], true
-	}
-	return live[killRand(e.o.Workflow.GetSeed(), st).IntN(len(live))], true
+	return chosen[0], true
 }
 
 // networkLane is the lane of every network step: they change one shared network, in the timeline's order.

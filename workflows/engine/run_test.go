@@ -33,7 +33,7 @@ func (b *slowCountersBackend) Client(string, string) (irsv1.WorkerControlService
 	return nil, false
 }
 
-func (b *slowCountersBackend) Configure(context.Context, string, *irsv1.ConfigureAction) error {
+func (b *slowCountersBackend) Configure(context.Context, string, []string, *irsv1.ConfigureAction) error {
 	return nil // the phase's tag
 }
 

@@ -112,13 +112,22 @@ func (b *Backend) Scale(ctx context.Context, service string, n int) error {
 }
 
 // Configure implements workflows.Backend: the service's ConfigMap (for the pods started later) and every live
-// replica (through its control API).
-func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.ConfigureAction) error {
+// replica (through its control API); or, for the replicas named, each one's own configuration, pushed to it
+// alone: its ConfigMap stays the service's, so a replacement, or its worker restarted in place, runs without.
+func (b *Backend) Configure(ctx context.Context, service string, ids []string, c *irsv1.ConfigureAction) error {
 	b.mu.Lock()
 	s, ok := b.services[service]
 	if !ok {
 		b.mu.Unlock()
 		return fmt.Errorf("unknown service %q", service)
+	}
+	if ids != nil || c.GetRestore() {
+		err := b.configurePods(s, ids, c)
+		b.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		return b.pushConfig(ctx, s, ids)
 	}
 	next, err := workflows.Configure(s.config, c)
 	if err != nil {
@@ -126,13 +135,53 @@ func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.Config
 		return err
 	}
 	s.config = next
+	for _, p := range b.pods {
+		if p.service == service && p.config != nil { // the change reaches it too, over its own
+			if p.config, err = workflows.Configure(p.config, c); err != nil {
+				b.mu.Unlock()
+				return fmt.Errorf("configure %s: %w", p.name, err)
+			}
+		}
+	}
 	b.mu.Unlock()
 	if err := b.beforePush(ctx, service); err != nil {
 		return err
 	}
-	return b.pushAll(ctx, service, func(p *pod, client irsv1.WorkerControlServiceClient, cctx context.Context) error {
+	return b.pushConfig(ctx, s, nil)
+}
+
+// configurePods applies a configure action to the own configuration of the pods named (nil: every one, for a
+// restore) that are still the service's; a restore drops it. Callers hold b.mu.
+func (b *Backend) configurePods(s *service, ids []string, c *irsv1.ConfigureAction) error {
+	for id, p := range b.pods {
+		if ids != nil && !slices.Contains(ids, id) || p.service != s.spec.Name || p.deleting || p.terminated {
+			continue // not named, or gone meanwhile: nothing to change
+		}
+		if c.GetRestore() {
+			p.config = nil
+			continue
+		}
+		own := p.config
+		if own == nil {
+			own = s.config
+		}
+		next, err := workflows.Configure(own, c)
+		if err != nil {
+			return fmt.Errorf("configure %s: %w", id, err)
+		}
+		p.config = next
+	}
+	return nil
+}
+
+// pushConfig gives a service's live replicas (those named; nil: every one) the configuration each runs now.
+func (b *Backend) pushConfig(ctx context.Context, s *service, ids []string) error {
+	return b.pushAll(ctx, s.spec.Name, func(p *pod, client irsv1.WorkerControlServiceClient, cctx context.Context) error {
+		if ids != nil && !slices.Contains(ids, p.name) {
+			return nil
+		}
 		b.mu.Lock()
-		cfg := b.resolved(s)
+		cfg := b.resolvedPod(s, p)
 		b.mu.Unlock()
 		_, err := client.ReplaceConfig(cctx, &irsv1.ReplaceConfigRequest{Config: cfg})
 		return err

@@ -120,6 +120,9 @@ type pod struct {
 	why               string   // why it cannot start, if it cannot (see stuck)
 	client            irsv1.WorkerControlServiceClient
 	pushMu            sync.Mutex // orders configuration pushes and load changes to it
+	// config is the pod's own worker configuration, once a configure chose it alone (nil: its service's, as
+	// its ConfigMap has it, which a restarted worker reads again).
+	config *irsv1.WorkerConfig
 }
 
 // New returns a backend for a cluster; nothing is contacted until Check or Start.

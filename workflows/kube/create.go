@@ -190,8 +190,20 @@ func (b *Backend) objects(name string) (Objects, error) {
 
 // resolved is the configuration a service's replicas run: listen on the data port, the current load, and every
 // upstream's endpoint its Service's ClusterIP. Callers hold b.mu.
-func (b *Backend) resolved(s *service) *irsv1.WorkerConfig {
-	cfg := proto.Clone(s.config).(*irsv1.WorkerConfig)
+func (b *Backend) resolved(s *service) *irsv1.WorkerConfig { return b.resolvedFrom(s, s.config) }
+
+// resolvedPod is the configuration one replica runs: its own, once a configure chose it alone, else its
+// service's. Callers hold b.mu.
+func (b *Backend) resolvedPod(s *service, p *pod) *irsv1.WorkerConfig {
+	if p.config != nil {
+		return b.resolvedFrom(s, p.config)
+	}
+	return b.resolved(s)
+}
+
+// resolvedFrom resolves a service's configuration, or a replica's own (own), as resolved says.
+func (b *Backend) resolvedFrom(s *service, own *irsv1.WorkerConfig) *irsv1.WorkerConfig {
+	cfg := proto.Clone(own).(*irsv1.WorkerConfig)
 	cfg.Name = s.spec.Name
 	cfg.Listen = "0.0.0.0:" + strconv.Itoa(DataPort)
 	cfg.Seed = s.spec.Seed

@@ -98,6 +98,7 @@ func (b *Backend) onPod(o any, deleted bool) {
 	worker := containerStatus(kp, ContainerWorker)
 	if worker != nil && worker.RestartCount > p.restarts {
 		p.restarts = worker.RestartCount
+		p.config = nil // the restarted worker read its service's configuration (the ConfigMap), not its own
 		detail := "the worker's process ended; restarted in place"
 		if t := worker.LastTerminationState.Terminated; t != nil {
 			detail = fmt.Sprintf("the worker's process ended (%s, exit %d); restarted in place", t.Reason, t.ExitCode)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -108,13 +109,23 @@ func (b *Backend) stopDrained(r *replica) {
 	}
 }
 
-// Configure implements workflows.Backend.
-func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.ConfigureAction) error {
+// Configure implements workflows.Backend. A replica configured alone holds its own configuration, which every
+// push to it (an endpoint change, a later configure of every replica) resolves from; its replacement starts
+// from the service's.
+func (b *Backend) Configure(ctx context.Context, service string, ids []string, c *irsv1.ConfigureAction) error {
 	b.mu.Lock()
 	s, err := b.lookup(service)
 	if err != nil {
 		b.mu.Unlock()
 		return err
+	}
+	if ids != nil || c.GetRestore() {
+		rs, err := b.configureReplicas(s, ids, c)
+		b.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		return b.pushAll(ctx, rs)
 	}
 	next, err := workflows.Configure(s.config, c)
 	if err != nil {
@@ -122,12 +133,48 @@ func (b *Backend) Configure(ctx context.Context, service string, c *irsv1.Config
 		return err
 	}
 	s.config = next
+	for _, r := range s.replicas {
+		if r.config != nil { // the change reaches it too, over its own
+			if r.config, err = workflows.Configure(r.config, c); err != nil {
+				b.mu.Unlock()
+				return fmt.Errorf("configure %s: %w", r.id, err)
+			}
+		}
+	}
 	rs := b.liveReplicas(s)
 	b.mu.Unlock()
 	if err := b.syncRoutes(ctx, s); err != nil {
 		return err
 	}
 	return b.pushAll(ctx, rs)
+}
+
+// configureReplicas applies a configure action to the live replicas named (the others are gone: nothing to
+// do; nil: every one, for a restore) and returns them, for the push. A restore drops a replica's own
+// configuration. Callers hold b.mu.
+func (b *Backend) configureReplicas(s *service, ids []string, c *irsv1.ConfigureAction) ([]*replica, error) {
+	var rs []*replica
+	for _, r := range b.liveReplicas(s) {
+		if ids != nil && !slices.Contains(ids, r.id) {
+			continue
+		}
+		if c.GetRestore() {
+			r.config = nil
+			rs = append(rs, r)
+			continue
+		}
+		own := r.config
+		if own == nil {
+			own = s.config
+		}
+		next, err := workflows.Configure(own, c)
+		if err != nil {
+			return nil, fmt.Errorf("configure %s: %w", r.id, err)
+		}
+		r.config = next
+		rs = append(rs, r)
+	}
+	return rs, nil
 }
 
 // syncRoutes makes sure a service's sidecars have an outbound listener for everything its workers now call

@@ -118,6 +118,8 @@ type replica struct {
 	// ip is the replica's own loopback address under a mesh (its "pod IP"); sidecar its Envoy, if it has one.
 	ip      string
 	sidecar *sidecar
+	// config is the replica's own configuration, once a configure chose it alone (nil: its service's).
+	config *irsv1.WorkerConfig
 }
 
 // endpoint is where callers send to the replica: its sidecar's inbound listener, or its worker.

@@ -15,12 +15,16 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// resolved is the configuration a replica runs now: listen on a free loopback port, the current load, and
+// resolved is the configuration a replica runs now (its own, or its service's): listen on a free loopback port, the current load, and
 // endpoints as the callers know them, or, when the replica has a sidecar, its sidecar's outbound listener for
 // each service (the sidecar learns the endpoints over xDS). Callers hold b.mu.
 func (b *Backend) resolved(r *replica) *irsv1.WorkerConfig {
 	s := r.svc
-	cfg := proto.Clone(s.config).(*irsv1.WorkerConfig)
+	own := s.config
+	if r.config != nil {
+		own = r.config
+	}
+	cfg := proto.Clone(own).(*irsv1.WorkerConfig)
 	cfg.Listen = "127.0.0.1:0"
 	if s.load != nil {
 		cfg.Load = proto.Clone(s.load).(*irsv1.Load)

@@ -18,6 +18,8 @@ func TestGoldenText(t *testing.T) {
 		{"regressed.txt", func(b *bytes.Buffer) { report.Summary(b, reporttest.Regressed(t), "") }},
 		{"sweep.txt", func(b *bytes.Buffer) { report.Comparison(b, reporttest.Sweep(t), "comparison.json") }},
 		{"suite.txt", func(b *bytes.Buffer) { report.Suite(b, Suite(), "runs/suite.json") }},
+		{"faults.txt", func(b *bytes.Buffer) { report.Summary(b, reporttest.Faulty(t, "none"), "") }},
+		{"faults-compared.txt", func(b *bytes.Buffer) { report.Comparison(b, reporttest.FaultComparison(t), "comparison.json") }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer

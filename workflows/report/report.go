@@ -280,6 +280,7 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 		}
 		kt.write(w)
 	}
+	faultTables(w, res.GetFaults())
 	kills := 0
 	for _, ev := range res.GetEvents() {
 		if ev.GetKind() == "kill" && ev.GetReplica() != "" {
@@ -532,6 +533,7 @@ func Comparison(w io.Writer, c *irsv1.Comparison, path string) {
 		}
 		t.write(w)
 	}
+	compareFaultTable(w, c)
 	if runs := RunsNotPassed(c); len(runs) > 0 {
 		fmt.Fprintf(w, "\nruns that did not pass: %s\n", strings.Join(runs, ", "))
 	}

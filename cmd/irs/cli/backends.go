@@ -49,6 +49,10 @@ func (r *runner) Check(variants []*irsv1.Mesh) error {
 	return nil
 }
 
+// KnowsNodes reports whether the replicas' nodes are known: on a cluster; locally every replica runs on this
+// machine.
+func (r *runner) KnowsNodes() bool { return r.kube.backend == backendKubernetes }
+
 // Plan says, for a dry run on a cluster, that the cluster restarts and discovers replicas, within what time.
 func (r *runner) Plan(wf *irsv1.Workflow) report.PlanOptions {
 	var plan report.PlanOptions

@@ -76,8 +76,11 @@ type WorkflowResult struct {
 	Replicas []*ReplicaRecord `protobuf:"bytes,23,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// How many replicas were left out of replicas, past its bound (a run with very many kills or scale-ups).
 	ReplicasOmitted uint32 `protobuf:"varint,24,opt,name=replicas_omitted,json=replicasOmitted,proto3" json:"replicas_omitted,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Every fault the timeline injected (a kill, a gray failure), in the order done, each with its blast radius:
+	// which callers saw errors, of what kind, how many requests were lost and how long until recovery.
+	Faults        []*FaultRecord `protobuf:"bytes,25,rep,name=faults,proto3" json:"faults,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkflowResult) Reset() {
@@ -278,6 +281,13 @@ func (x *WorkflowResult) GetReplicasOmitted() uint32 {
 	return 0
 }
 
+func (x *WorkflowResult) GetFaults() []*FaultRecord {
+	if x != nil {
+		return x.Faults
+	}
+	return nil
+}
+
 // ReplicaRecord is one replica of a service, in seconds from the start of the first phase (negative: before it,
 // as the replicas the run started with were ready).
 type ReplicaRecord struct {
@@ -361,6 +371,483 @@ func (x *ReplicaRecord) GetEnded() float64 {
 	return 0
 }
 
+// FaultRecord is one fault the timeline injected and its blast radius, in seconds from the start of the first
+// phase. One record shape serves every kind of fault: kinds to come (a node lost, a partition, a link made
+// slow, a mesh component killed) fill what applies to them.
+//
+// Its window runs from the fault (t) to the next fault or heal the timeline does, or the end of the run,
+// whichever is first: faults at the same time share it. Phase ends do not close it: what a fault sets off (a
+// replacement starting, callers learning of it) runs on across them. The window is cut into the collection
+// intervals (interval): an interval counts as after the fault when it ends after t and no later than the
+// window's end (at the end of the run: when it starts before it). The interval the fault fell in counts; the
+// one the next fault or heal fell in is that one's (it would count a heal's relief as this fault's recovery).
+type FaultRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "kill" (replicas killed) or "gray" (a configure with a selector: the chosen replicas changed, the others
+	// not).
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The service the fault hit ("" for one that hits no one service, such as a node).
+	Service string `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	// What was done to what, in words: "SIGKILL to 1 of 3 replicas (random)", "serve.delay=200ms on 1 of 3
+	// replicas (oldest)".
+	Target string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// The replicas hit, and the nodes they ran on (Kubernetes; none locally).
+	Replicas []string `protobuf:"bytes,4,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Nodes    []string `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The phase it was done in and the action that did it ("phases[1].actions[0]").
+	Phase  string `protobuf:"bytes,6,opt,name=phase,proto3" json:"phase,omitempty"`
+	Action string `protobuf:"bytes,7,opt,name=action,proto3" json:"action,omitempty"`
+	// When it was due and when it was done.
+	Scheduled float64 `protobuf:"fixed64,8,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	T         float64 `protobuf:"fixed64,9,opt,name=t,proto3" json:"t,omitempty"`
+	// When it was undone: a gray fault when later configures cleared or restored every replica it hit (or those
+	// had exited), a kill when every replica killed had a ready replacement. Absent: not before the run ended.
+	Healed *float64 `protobuf:"fixed64,10,opt,name=healed,proto3,oneof" json:"healed,omitempty"`
+	// The end of its window (see above).
+	Until float64 `protobuf:"fixed64,11,opt,name=until,proto3" json:"until,omitempty"`
+	// The damage the load generators saw, as a kill's (KillRecord): seconds from the fault to the end of the last
+	// interval of its window in which their 5xx rate was 1 % or more (0: never), whether it was under 1 % again
+	// before the window's end (false: still failing when the next fault or heal came, or the run ended), and the
+	// requests that failed from the fault until it recovered (until the end of the first interval, when it never
+	// reached 1 %).
+	Recovery  float64 `protobuf:"fixed64,12,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Recovered bool    `protobuf:"varint,13,opt,name=recovered,proto3" json:"recovered,omitempty"`
+	Lost      int64   `protobuf:"varint,14,opt,name=lost,proto3" json:"lost,omitempty"`
+	// Every edge (caller->callee) that saw errors in the window, what its calls met.
+	Edges []*EdgeDamage `protobuf:"bytes,15,rep,name=edges,proto3" json:"edges,omitempty"`
+	// The fault's service's inbound requests and its callers' view of it, over the window before the fault and
+	// the window after (for a fault with a service).
+	Before        *FaultWindow `protobuf:"bytes,16,opt,name=before,proto3" json:"before,omitempty"`
+	After         *FaultWindow `protobuf:"bytes,17,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FaultRecord) Reset() {
+	*x = FaultRecord{}
+	mi := &file_irs_v1_result_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FaultRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FaultRecord) ProtoMessage() {}
+
+func (x *FaultRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FaultRecord.ProtoReflect.Descriptor instead.
+func (*FaultRecord) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FaultRecord) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *FaultRecord) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *FaultRecord) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *FaultRecord) GetReplicas() []string {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *FaultRecord) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *FaultRecord) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *FaultRecord) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *FaultRecord) GetScheduled() float64 {
+	if x != nil {
+		return x.Scheduled
+	}
+	return 0
+}
+
+func (x *FaultRecord) GetT() float64 {
+	if x != nil {
+		return x.T
+	}
+	return 0
+}
+
+func (x *FaultRecord) GetHealed() float64 {
+	if x != nil && x.Healed != nil {
+		return *x.Healed
+	}
+	return 0
+}
+
+func (x *FaultRecord) GetUntil() float64 {
+	if x != nil {
+		return x.Until
+	}
+	return 0
+}
+
+func (x *FaultRecord) GetRecovery() float64 {
+	if x != nil {
+		return x.Recovery
+	}
+	return 0
+}
+
+func (x *FaultRecord) GetRecovered() bool {
+	if x != nil {
+		return x.Recovered
+	}
+	return false
+}
+
+func (x *FaultRecord) GetLost() int64 {
+	if x != nil {
+		return x.Lost
+	}
+	return 0
+}
+
+func (x *FaultRecord) GetEdges() []*EdgeDamage {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
+func (x *FaultRecord) GetBefore() *FaultWindow {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *FaultRecord) GetAfter() *FaultWindow {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+// EdgeDamage is what the calls of one edge met in a fault's window.
+type EdgeDamage struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Caller string                 `protobuf:"bytes,1,opt,name=caller,proto3" json:"caller,omitempty"`
+	Callee string                 `protobuf:"bytes,2,opt,name=callee,proto3" json:"callee,omitempty"`
+	// Calls made (completed), and calls that failed, after any retry.
+	Requests int64 `protobuf:"varint,3,opt,name=requests,proto3" json:"requests,omitempty"`
+	Errors   int64 `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
+	// The failures split by who made them: a 5xx from the callee's worker (the application), a 5xx no worker made
+	// (a proxy's: statuses less proxy_statuses), and no response at all (timeout, refused, reset: transport).
+	AppErrors       int64 `protobuf:"varint,5,opt,name=app_errors,json=appErrors,proto3" json:"app_errors,omitempty"`
+	ProxyErrors     int64 `protobuf:"varint,6,opt,name=proxy_errors,json=proxyErrors,proto3" json:"proxy_errors,omitempty"`
+	TransportErrors int64 `protobuf:"varint,7,opt,name=transport_errors,json=transportErrors,proto3" json:"transport_errors,omitempty"`
+	// Why proxies made theirs, where they said (see stats Outcomes.proxy_causes).
+	ProxyCauses map[string]int64 `protobuf:"bytes,8,rep,name=proxy_causes,json=proxyCauses,proto3" json:"proxy_causes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The caller's replicas whose calls failed, most failures first.
+	CallerReplicas []*ReplicaErrors `protobuf:"bytes,9,rep,name=caller_replicas,json=callerReplicas,proto3" json:"caller_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EdgeDamage) Reset() {
+	*x = EdgeDamage{}
+	mi := &file_irs_v1_result_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EdgeDamage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EdgeDamage) ProtoMessage() {}
+
+func (x *EdgeDamage) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EdgeDamage.ProtoReflect.Descriptor instead.
+func (*EdgeDamage) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EdgeDamage) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+func (x *EdgeDamage) GetCallee() string {
+	if x != nil {
+		return x.Callee
+	}
+	return ""
+}
+
+func (x *EdgeDamage) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *EdgeDamage) GetErrors() int64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+func (x *EdgeDamage) GetAppErrors() int64 {
+	if x != nil {
+		return x.AppErrors
+	}
+	return 0
+}
+
+func (x *EdgeDamage) GetProxyErrors() int64 {
+	if x != nil {
+		return x.ProxyErrors
+	}
+	return 0
+}
+
+func (x *EdgeDamage) GetTransportErrors() int64 {
+	if x != nil {
+		return x.TransportErrors
+	}
+	return 0
+}
+
+func (x *EdgeDamage) GetProxyCauses() map[string]int64 {
+	if x != nil {
+		return x.ProxyCauses
+	}
+	return nil
+}
+
+func (x *EdgeDamage) GetCallerReplicas() []*ReplicaErrors {
+	if x != nil {
+		return x.CallerReplicas
+	}
+	return nil
+}
+
+// ReplicaErrors is what one replica's calls met (or, in a FaultWindow, what it served).
+type ReplicaErrors struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replica       string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	Requests      int64                  `protobuf:"varint,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	Errors        int64                  `protobuf:"varint,3,opt,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaErrors) Reset() {
+	*x = ReplicaErrors{}
+	mi := &file_irs_v1_result_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaErrors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaErrors) ProtoMessage() {}
+
+func (x *ReplicaErrors) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaErrors.ProtoReflect.Descriptor instead.
+func (*ReplicaErrors) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReplicaErrors) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *ReplicaErrors) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *ReplicaErrors) GetErrors() int64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+// FaultWindow is what a fault's service served, and how its callers saw it, over one window. before: the
+// intervals that end at or before the fault, at most 10 of them (10 s at time scale 1), none starting before
+// the previous fault or heal or the start of the first phase; absent when there is no such interval. after: the
+// fault's window.
+type FaultWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Start float64                `protobuf:"fixed64,1,opt,name=start,proto3" json:"start,omitempty"`
+	End   float64                `protobuf:"fixed64,2,opt,name=end,proto3" json:"end,omitempty"`
+	// The service's inbound requests (served by any replica) and those the replicas the fault hit served, and their
+	// share: how much of the traffic the bad replicas still got.
+	Requests    int64   `protobuf:"varint,3,opt,name=requests,proto3" json:"requests,omitempty"`
+	HitRequests int64   `protobuf:"varint,4,opt,name=hit_requests,json=hitRequests,proto3" json:"hit_requests,omitempty"`
+	HitShare    float64 `protobuf:"fixed64,5,opt,name=hit_share,json=hitShare,proto3" json:"hit_share,omitempty"`
+	// Each caller's view of the service (the edge caller->service): requests, failures, statuses, p50, p99.
+	Callers []*Point `protobuf:"bytes,6,rep,name=callers,proto3" json:"callers,omitempty"`
+	// Each of the service's replicas that served in the window: the requests it served and those it failed (5xx):
+	// whether the fault stayed on the replicas it hit.
+	Replicas      []*ReplicaErrors `protobuf:"bytes,7,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FaultWindow) Reset() {
+	*x = FaultWindow{}
+	mi := &file_irs_v1_result_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FaultWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FaultWindow) ProtoMessage() {}
+
+func (x *FaultWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FaultWindow.ProtoReflect.Descriptor instead.
+func (*FaultWindow) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FaultWindow) GetStart() float64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *FaultWindow) GetEnd() float64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *FaultWindow) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *FaultWindow) GetHitRequests() int64 {
+	if x != nil {
+		return x.HitRequests
+	}
+	return 0
+}
+
+func (x *FaultWindow) GetHitShare() float64 {
+	if x != nil {
+		return x.HitShare
+	}
+	return 0
+}
+
+func (x *FaultWindow) GetCallers() []*Point {
+	if x != nil {
+		return x.Callers
+	}
+	return nil
+}
+
+func (x *FaultWindow) GetReplicas() []*ReplicaErrors {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 // KillRecord is one replica killed and what followed, in seconds from the start of the first phase (absent:
 // not seen before the run ended).
 type KillRecord struct {
@@ -381,8 +868,8 @@ type KillRecord struct {
 	Replacement      string   `protobuf:"bytes,8,opt,name=replacement,proto3" json:"replacement,omitempty"`
 	ReplacementReady *float64 `protobuf:"fixed64,9,opt,name=replacement_ready,json=replacementReady,proto3,oneof" json:"replacement_ready,omitempty"`
 	// The damage the load generators saw: seconds from the kill until their 5xx rate stayed under 1 % (until the
-	// next kill or the end of the run; 0 when it never reached 1 %), and the requests that failed from the kill
-	// until then. Kills at the same time share theirs.
+	// next kill, whose interval is its own, or the end of the run; 0 when it never reached 1 %), and the requests
+	// that failed from the kill until then. Kills at the same time share theirs.
 	Recovery      *float64 `protobuf:"fixed64,10,opt,name=recovery,proto3,oneof" json:"recovery,omitempty"`
 	Errors        *int64   `protobuf:"varint,11,opt,name=errors,proto3,oneof" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -391,7 +878,7 @@ type KillRecord struct {
 
 func (x *KillRecord) Reset() {
 	*x = KillRecord{}
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -403,7 +890,7 @@ func (x *KillRecord) String() string {
 func (*KillRecord) ProtoMessage() {}
 
 func (x *KillRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -416,7 +903,7 @@ func (x *KillRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillRecord.ProtoReflect.Descriptor instead.
 func (*KillRecord) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KillRecord) GetService() string {
@@ -516,7 +1003,7 @@ type Saturation struct {
 
 func (x *Saturation) Reset() {
 	*x = Saturation{}
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +1015,7 @@ func (x *Saturation) String() string {
 func (*Saturation) ProtoMessage() {}
 
 func (x *Saturation) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +1028,7 @@ func (x *Saturation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Saturation.ProtoReflect.Descriptor instead.
 func (*Saturation) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Saturation) GetService() string {
@@ -636,7 +1123,7 @@ type Environment struct {
 
 func (x *Environment) Reset() {
 	*x = Environment{}
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +1135,7 @@ func (x *Environment) String() string {
 func (*Environment) ProtoMessage() {}
 
 func (x *Environment) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +1148,7 @@ func (x *Environment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Environment.ProtoReflect.Descriptor instead.
 func (*Environment) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Environment) GetIrsVersion() string {
@@ -811,7 +1298,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +1310,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +1323,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunEvent) GetT() float64 {
@@ -908,7 +1395,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1407,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1420,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Tick) GetT() float64 {
@@ -1000,7 +1487,7 @@ type Machine struct {
 
 func (x *Machine) Reset() {
 	*x = Machine{}
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1499,7 @@ func (x *Machine) String() string {
 func (*Machine) ProtoMessage() {}
 
 func (x *Machine) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1512,7 @@ func (x *Machine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Machine.ProtoReflect.Descriptor instead.
 func (*Machine) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Machine) GetOversleepMs() float64 {
@@ -1116,7 +1603,7 @@ type Point struct {
 
 func (x *Point) Reset() {
 	*x = Point{}
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1615,7 @@ func (x *Point) String() string {
 func (*Point) ProtoMessage() {}
 
 func (x *Point) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1628,7 @@ func (x *Point) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Point.ProtoReflect.Descriptor instead.
 func (*Point) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Point) GetService() string {
@@ -1437,7 +1924,7 @@ type PhaseResult struct {
 
 func (x *PhaseResult) Reset() {
 	*x = PhaseResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1936,7 @@ func (x *PhaseResult) String() string {
 func (*PhaseResult) ProtoMessage() {}
 
 func (x *PhaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1949,7 @@ func (x *PhaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseResult.ProtoReflect.Descriptor instead.
 func (*PhaseResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PhaseResult) GetName() string {
@@ -1545,7 +2032,7 @@ type Coverage struct {
 
 func (x *Coverage) Reset() {
 	*x = Coverage{}
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +2044,7 @@ func (x *Coverage) String() string {
 func (*Coverage) ProtoMessage() {}
 
 func (x *Coverage) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +2057,7 @@ func (x *Coverage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Coverage.ProtoReflect.Descriptor instead.
 func (*Coverage) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Coverage) GetService() string {
@@ -1655,7 +2142,7 @@ type AssertionResult struct {
 
 func (x *AssertionResult) Reset() {
 	*x = AssertionResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +2154,7 @@ func (x *AssertionResult) String() string {
 func (*AssertionResult) ProtoMessage() {}
 
 func (x *AssertionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +2167,7 @@ func (x *AssertionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssertionResult.ProtoReflect.Descriptor instead.
 func (*AssertionResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AssertionResult) GetName() string {
@@ -1788,7 +2275,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +2287,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +2300,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Comparison) GetSchema() string {
@@ -1906,7 +2393,7 @@ type SweepParameter struct {
 
 func (x *SweepParameter) Reset() {
 	*x = SweepParameter{}
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2405,7 @@ func (x *SweepParameter) String() string {
 func (*SweepParameter) ProtoMessage() {}
 
 func (x *SweepParameter) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2418,7 @@ func (x *SweepParameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepParameter.ProtoReflect.Descriptor instead.
 func (*SweepParameter) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SweepParameter) GetName() string {
@@ -1975,7 +2462,7 @@ type Variant struct {
 
 func (x *Variant) Reset() {
 	*x = Variant{}
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2474,7 @@ func (x *Variant) String() string {
 func (*Variant) ProtoMessage() {}
 
 func (x *Variant) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2487,7 @@ func (x *Variant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variant.ProtoReflect.Descriptor instead.
 func (*Variant) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Variant) GetName() string {
@@ -2068,7 +2555,7 @@ type Figure struct {
 
 func (x *Figure) Reset() {
 	*x = Figure{}
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2567,7 @@ func (x *Figure) String() string {
 func (*Figure) ProtoMessage() {}
 
 func (x *Figure) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2580,7 @@ func (x *Figure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Figure.ProtoReflect.Descriptor instead.
 func (*Figure) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Figure) GetName() string {
@@ -2160,7 +2647,7 @@ type Regressions struct {
 
 func (x *Regressions) Reset() {
 	*x = Regressions{}
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2659,7 @@ func (x *Regressions) String() string {
 func (*Regressions) ProtoMessage() {}
 
 func (x *Regressions) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2672,7 @@ func (x *Regressions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Regressions.ProtoReflect.Descriptor instead.
 func (*Regressions) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Regressions) GetSchema() string {
@@ -2276,7 +2763,7 @@ type RunReference struct {
 
 func (x *RunReference) Reset() {
 	*x = RunReference{}
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2775,7 @@ func (x *RunReference) String() string {
 func (*RunReference) ProtoMessage() {}
 
 func (x *RunReference) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2788,7 @@ func (x *RunReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReference.ProtoReflect.Descriptor instead.
 func (*RunReference) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RunReference) GetPath() string {
@@ -2374,7 +2861,7 @@ type RegressionLimit struct {
 
 func (x *RegressionLimit) Reset() {
 	*x = RegressionLimit{}
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2873,7 @@ func (x *RegressionLimit) String() string {
 func (*RegressionLimit) ProtoMessage() {}
 
 func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2886,7 @@ func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegressionLimit.ProtoReflect.Descriptor instead.
 func (*RegressionLimit) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegressionLimit) GetMetric() string {
@@ -2473,7 +2960,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2972,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2985,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Change) GetVariant() string {
@@ -2640,7 +3127,7 @@ type Suite struct {
 
 func (x *Suite) Reset() {
 	*x = Suite{}
-	mi := &file_irs_v1_result_proto_msgTypes[20]
+	mi := &file_irs_v1_result_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +3139,7 @@ func (x *Suite) String() string {
 func (*Suite) ProtoMessage() {}
 
 func (x *Suite) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[20]
+	mi := &file_irs_v1_result_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +3152,7 @@ func (x *Suite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suite.ProtoReflect.Descriptor instead.
 func (*Suite) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{20}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Suite) GetSchema() string {
@@ -2738,7 +3225,7 @@ type SuiteRun struct {
 
 func (x *SuiteRun) Reset() {
 	*x = SuiteRun{}
-	mi := &file_irs_v1_result_proto_msgTypes[21]
+	mi := &file_irs_v1_result_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +3237,7 @@ func (x *SuiteRun) String() string {
 func (*SuiteRun) ProtoMessage() {}
 
 func (x *SuiteRun) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[21]
+	mi := &file_irs_v1_result_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +3250,7 @@ func (x *SuiteRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuiteRun.ProtoReflect.Descriptor instead.
 func (*SuiteRun) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{21}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SuiteRun) GetFile() string {
@@ -2819,7 +3306,7 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xa1\b\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xce\b\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -2853,7 +3340,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"parameters\x12\x18\n" +
 	"\ainvalid\x18\x16 \x03(\tR\ainvalid\x121\n" +
 	"\breplicas\x18\x17 \x03(\v2\x15.irs.v1.ReplicaRecordR\breplicas\x12)\n" +
-	"\x10replicas_omitted\x18\x18 \x01(\rR\x0freplicasOmitted\x1a=\n" +
+	"\x10replicas_omitted\x18\x18 \x01(\rR\x0freplicasOmitted\x12+\n" +
+	"\x06faults\x18\x19 \x03(\v2\x13.irs.v1.FaultRecordR\x06faults\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x01\n" +
@@ -2863,7 +3351,54 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x18\n" +
 	"\astarted\x18\x04 \x01(\x01R\astarted\x12\x19\n" +
 	"\x05ended\x18\x05 \x01(\x01H\x00R\x05ended\x88\x01\x01B\b\n" +
-	"\x06_ended\"\xb5\x03\n" +
+	"\x06_ended\"\xed\x03\n" +
+	"\vFaultRecord\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\aservice\x18\x02 \x01(\tR\aservice\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x1a\n" +
+	"\breplicas\x18\x04 \x03(\tR\breplicas\x12\x14\n" +
+	"\x05nodes\x18\x05 \x03(\tR\x05nodes\x12\x14\n" +
+	"\x05phase\x18\x06 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06action\x18\a \x01(\tR\x06action\x12\x1c\n" +
+	"\tscheduled\x18\b \x01(\x01R\tscheduled\x12\f\n" +
+	"\x01t\x18\t \x01(\x01R\x01t\x12\x1b\n" +
+	"\x06healed\x18\n" +
+	" \x01(\x01H\x00R\x06healed\x88\x01\x01\x12\x14\n" +
+	"\x05until\x18\v \x01(\x01R\x05until\x12\x1a\n" +
+	"\brecovery\x18\f \x01(\x01R\brecovery\x12\x1c\n" +
+	"\trecovered\x18\r \x01(\bR\trecovered\x12\x12\n" +
+	"\x04lost\x18\x0e \x01(\x03R\x04lost\x12(\n" +
+	"\x05edges\x18\x0f \x03(\v2\x12.irs.v1.EdgeDamageR\x05edges\x12+\n" +
+	"\x06before\x18\x10 \x01(\v2\x13.irs.v1.FaultWindowR\x06before\x12)\n" +
+	"\x05after\x18\x11 \x01(\v2\x13.irs.v1.FaultWindowR\x05afterB\t\n" +
+	"\a_healed\"\xa5\x03\n" +
+	"\n" +
+	"EdgeDamage\x12\x16\n" +
+	"\x06caller\x18\x01 \x01(\tR\x06caller\x12\x16\n" +
+	"\x06callee\x18\x02 \x01(\tR\x06callee\x12\x1a\n" +
+	"\brequests\x18\x03 \x01(\x03R\brequests\x12\x16\n" +
+	"\x06errors\x18\x04 \x01(\x03R\x06errors\x12\x1d\n" +
+	"\n" +
+	"app_errors\x18\x05 \x01(\x03R\tappErrors\x12!\n" +
+	"\fproxy_errors\x18\x06 \x01(\x03R\vproxyErrors\x12)\n" +
+	"\x10transport_errors\x18\a \x01(\x03R\x0ftransportErrors\x12F\n" +
+	"\fproxy_causes\x18\b \x03(\v2#.irs.v1.EdgeDamage.ProxyCausesEntryR\vproxyCauses\x12>\n" +
+	"\x0fcaller_replicas\x18\t \x03(\v2\x15.irs.v1.ReplicaErrorsR\x0ecallerReplicas\x1a>\n" +
+	"\x10ProxyCausesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"]\n" +
+	"\rReplicaErrors\x12\x18\n" +
+	"\areplica\x18\x01 \x01(\tR\areplica\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x03R\brequests\x12\x16\n" +
+	"\x06errors\x18\x03 \x01(\x03R\x06errors\"\xed\x01\n" +
+	"\vFaultWindow\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x01R\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\x01R\x03end\x12\x1a\n" +
+	"\brequests\x18\x03 \x01(\x03R\brequests\x12!\n" +
+	"\fhit_requests\x18\x04 \x01(\x03R\vhitRequests\x12\x1b\n" +
+	"\thit_share\x18\x05 \x01(\x01R\bhitShare\x12'\n" +
+	"\acallers\x18\x06 \x03(\v2\r.irs.v1.PointR\acallers\x121\n" +
+	"\breplicas\x18\a \x03(\v2\x15.irs.v1.ReplicaErrorsR\breplicas\"\xb5\x03\n" +
 	"\n" +
 	"KillRecord\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
@@ -3142,94 +3677,107 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
 	(*ReplicaRecord)(nil),         // 1: irs.v1.ReplicaRecord
-	(*KillRecord)(nil),            // 2: irs.v1.KillRecord
-	(*Saturation)(nil),            // 3: irs.v1.Saturation
-	(*Environment)(nil),           // 4: irs.v1.Environment
-	(*RunEvent)(nil),              // 5: irs.v1.RunEvent
-	(*Tick)(nil),                  // 6: irs.v1.Tick
-	(*Machine)(nil),               // 7: irs.v1.Machine
-	(*Point)(nil),                 // 8: irs.v1.Point
-	(*PhaseResult)(nil),           // 9: irs.v1.PhaseResult
-	(*Coverage)(nil),              // 10: irs.v1.Coverage
-	(*AssertionResult)(nil),       // 11: irs.v1.AssertionResult
-	(*Comparison)(nil),            // 12: irs.v1.Comparison
-	(*SweepParameter)(nil),        // 13: irs.v1.SweepParameter
-	(*Variant)(nil),               // 14: irs.v1.Variant
-	(*Figure)(nil),                // 15: irs.v1.Figure
-	(*Regressions)(nil),           // 16: irs.v1.Regressions
-	(*RunReference)(nil),          // 17: irs.v1.RunReference
-	(*RegressionLimit)(nil),       // 18: irs.v1.RegressionLimit
-	(*Change)(nil),                // 19: irs.v1.Change
-	(*Suite)(nil),                 // 20: irs.v1.Suite
-	(*SuiteRun)(nil),              // 21: irs.v1.SuiteRun
-	nil,                           // 22: irs.v1.WorkflowResult.ParametersEntry
-	nil,                           // 23: irs.v1.Point.StatusesEntry
-	nil,                           // 24: irs.v1.Point.ErrorsEntry
-	nil,                           // 25: irs.v1.Point.ProxyStatusesEntry
-	nil,                           // 26: irs.v1.Point.ProxyCausesEntry
-	nil,                           // 27: irs.v1.Variant.ParametersEntry
-	(*Workflow)(nil),              // 28: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 30: irs.v1.Histogram
-	(*Mesh)(nil),                  // 31: irs.v1.Mesh
+	(*FaultRecord)(nil),           // 2: irs.v1.FaultRecord
+	(*EdgeDamage)(nil),            // 3: irs.v1.EdgeDamage
+	(*ReplicaErrors)(nil),         // 4: irs.v1.ReplicaErrors
+	(*FaultWindow)(nil),           // 5: irs.v1.FaultWindow
+	(*KillRecord)(nil),            // 6: irs.v1.KillRecord
+	(*Saturation)(nil),            // 7: irs.v1.Saturation
+	(*Environment)(nil),           // 8: irs.v1.Environment
+	(*RunEvent)(nil),              // 9: irs.v1.RunEvent
+	(*Tick)(nil),                  // 10: irs.v1.Tick
+	(*Machine)(nil),               // 11: irs.v1.Machine
+	(*Point)(nil),                 // 12: irs.v1.Point
+	(*PhaseResult)(nil),           // 13: irs.v1.PhaseResult
+	(*Coverage)(nil),              // 14: irs.v1.Coverage
+	(*AssertionResult)(nil),       // 15: irs.v1.AssertionResult
+	(*Comparison)(nil),            // 16: irs.v1.Comparison
+	(*SweepParameter)(nil),        // 17: irs.v1.SweepParameter
+	(*Variant)(nil),               // 18: irs.v1.Variant
+	(*Figure)(nil),                // 19: irs.v1.Figure
+	(*Regressions)(nil),           // 20: irs.v1.Regressions
+	(*RunReference)(nil),          // 21: irs.v1.RunReference
+	(*RegressionLimit)(nil),       // 22: irs.v1.RegressionLimit
+	(*Change)(nil),                // 23: irs.v1.Change
+	(*Suite)(nil),                 // 24: irs.v1.Suite
+	(*SuiteRun)(nil),              // 25: irs.v1.SuiteRun
+	nil,                           // 26: irs.v1.WorkflowResult.ParametersEntry
+	nil,                           // 27: irs.v1.EdgeDamage.ProxyCausesEntry
+	nil,                           // 28: irs.v1.Point.StatusesEntry
+	nil,                           // 29: irs.v1.Point.ErrorsEntry
+	nil,                           // 30: irs.v1.Point.ProxyStatusesEntry
+	nil,                           // 31: irs.v1.Point.ProxyCausesEntry
+	nil,                           // 32: irs.v1.Variant.ParametersEntry
+	(*Workflow)(nil),              // 33: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 35: irs.v1.Histogram
+	(*Mesh)(nil),                  // 36: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	28, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
-	4,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	29, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	29, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
-	9,  // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
-	5,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
-	6,  // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
-	11, // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
-	9,  // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
-	3,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
-	2,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
-	16, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
-	22, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
+	33, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	8,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
+	34, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	34, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	13, // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
+	9,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
+	10, // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
+	15, // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
+	13, // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
+	7,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
+	6,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
+	20, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
+	26, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
 	1,  // 13: irs.v1.WorkflowResult.replicas:type_name -> irs.v1.ReplicaRecord
-	8,  // 14: irs.v1.Tick.services:type_name -> irs.v1.Point
-	8,  // 15: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	8,  // 16: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	8,  // 17: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
-	7,  // 18: irs.v1.Tick.machine:type_name -> irs.v1.Machine
-	23, // 19: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	24, // 20: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	30, // 21: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	25, // 22: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	26, // 23: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
-	8,  // 24: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	8,  // 25: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	8,  // 26: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	8,  // 27: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	10, // 28: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	28, // 29: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	4,  // 30: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	14, // 31: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	13, // 32: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	16, // 33: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	31, // 34: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	27, // 35: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 36: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	15, // 37: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	17, // 38: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	17, // 39: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	18, // 40: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	19, // 41: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	29, // 42: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	4,  // 43: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	29, // 44: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	29, // 45: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	21, // 46: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	2,  // 14: irs.v1.WorkflowResult.faults:type_name -> irs.v1.FaultRecord
+	3,  // 15: irs.v1.FaultRecord.edges:type_name -> irs.v1.EdgeDamage
+	5,  // 16: irs.v1.FaultRecord.before:type_name -> irs.v1.FaultWindow
+	5,  // 17: irs.v1.FaultRecord.after:type_name -> irs.v1.FaultWindow
+	27, // 18: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
+	4,  // 19: irs.v1.EdgeDamage.caller_replicas:type_name -> irs.v1.ReplicaErrors
+	12, // 20: irs.v1.FaultWindow.callers:type_name -> irs.v1.Point
+	4,  // 21: irs.v1.FaultWindow.replicas:type_name -> irs.v1.ReplicaErrors
+	12, // 22: irs.v1.Tick.services:type_name -> irs.v1.Point
+	12, // 23: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	12, // 24: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	12, // 25: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
+	11, // 26: irs.v1.Tick.machine:type_name -> irs.v1.Machine
+	28, // 27: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	29, // 28: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	35, // 29: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	30, // 30: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	31, // 31: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
+	12, // 32: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	12, // 33: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	12, // 34: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	12, // 35: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	14, // 36: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	33, // 37: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	8,  // 38: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	18, // 39: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	17, // 40: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	20, // 41: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	36, // 42: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	32, // 43: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 44: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	19, // 45: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	21, // 46: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	21, // 47: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	22, // 48: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	23, // 49: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	34, // 50: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	8,  // 51: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	34, // 52: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	34, // 53: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	25, // 54: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -3242,15 +3790,16 @@ func file_irs_v1_result_proto_init() {
 	file_irs_v1_workflow_proto_init()
 	file_irs_v1_result_proto_msgTypes[1].OneofWrappers = []any{}
 	file_irs_v1_result_proto_msgTypes[2].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[5].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[11].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[6].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[9].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

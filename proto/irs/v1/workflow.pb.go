@@ -30,7 +30,7 @@ type Workflow struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// What the workflow is for.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	// Seed for every random choice of the run (kill victims) and of every worker (delays, statuses, arrivals).
+	// Seed for every random choice of the run (kill victims, the replicas a configure chooses) and of every worker (delays, statuses, arrivals).
 	// 0: pick one at start; it is reported in the result, so the run can be repeated exactly.
 	Seed uint64 `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
 	// How the backend runs the services.
@@ -938,7 +938,7 @@ type Action struct {
 	Load *LoadAction `protobuf:"bytes,4,opt,name=load,proto3" json:"load,omitempty"`
 	// Kill replicas of a service.
 	Kill *KillAction `protobuf:"bytes,5,opt,name=kill,proto3" json:"kill,omitempty"`
-	// Change the worker configuration of every replica of a service, live.
+	// Change the worker configuration of a service's replicas (every one, or those a selector chooses), live.
 	Configure *ConfigureAction `protobuf:"bytes,6,opt,name=configure,proto3" json:"configure,omitempty"`
 	// Change a service's number of replicas.
 	Scale *ScaleAction `protobuf:"bytes,7,opt,name=scale,proto3" json:"scale,omitempty"`
@@ -1243,8 +1243,15 @@ func (x *KillAction) GetInPlace() bool {
 	return false
 }
 
-// ConfigureAction changes every replica's worker configuration, live (as PATCH /v1/config); replicas started
-// later get the change too.
+// ConfigureAction changes the worker configuration of a service's replicas, live (as PATCH /v1/config).
+//
+// Without a selector (count, percent, select, node) it changes every replica, and the replicas started later get
+// the change too. With one it changes only the replicas chosen when the action runs: a gray failure, one replica
+// slow or failing while the others stay healthy. Replicas started later, the replacements of chosen ones
+// included (and a chosen replica's worker restarted in place), start without the change. With a selector only
+// serve may be set or cleared: calls, load and tags shape the service graph, its routes and its metrics, which
+// are the service's. The run records a configure with a selector that sets something as a fault (kind "gray")
+// with its blast radius; one that only clears, or restores, heals the gray faults of the replicas it reaches.
 type ConfigureAction struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
@@ -1252,7 +1259,21 @@ type ConfigureAction struct {
 	// lists are replaced whole; a new load schedule replaces the old one.
 	Set *WorkerConfig `protobuf:"bytes,2,opt,name=set,proto3" json:"set,omitempty"`
 	// Fields to remove, by path, e.g. [serve.status] to stop injecting errors.
-	Clear         []string `protobuf:"bytes,3,rep,name=clear,proto3" json:"clear,omitempty"`
+	Clear []string `protobuf:"bytes,3,rep,name=clear,proto3" json:"clear,omitempty"`
+	// How many replicas (default 1; on a node, every one there), or what percentage of them (rounded up).
+	Count   uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Percent string `protobuf:"bytes,5,opt,name=percent,proto3" json:"percent,omitempty"`
+	// Which: "random" (default; seeded), "oldest", or "previous": the replicas the service's last configure with a
+	// selector chose that still run, to heal a gray failure ({select: previous, clear: [serve.delay]}) or make it
+	// worse; previous takes no count, percent or node.
+	Select string `protobuf:"bytes,6,opt,name=select,proto3" json:"select,omitempty"`
+	// Only the replicas on this node (Kubernetes, where each replica's node is known). The local backend runs
+	// every replica on this machine: a node there is an error.
+	Node string `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
+	// With a selector, instead of set and clear: give the chosen replicas their service's configuration back,
+	// undoing what configures with a selector changed on them. The way to heal a gray failure whatever it
+	// changed: {service: server, select: previous, restore: true}.
+	Restore       bool `protobuf:"varint,8,opt,name=restore,proto3" json:"restore,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1306,6 +1327,41 @@ func (x *ConfigureAction) GetClear() []string {
 		return x.Clear
 	}
 	return nil
+}
+
+func (x *ConfigureAction) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ConfigureAction) GetPercent() string {
+	if x != nil {
+		return x.Percent
+	}
+	return ""
+}
+
+func (x *ConfigureAction) GetSelect() string {
+	if x != nil {
+		return x.Select
+	}
+	return ""
+}
+
+func (x *ConfigureAction) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ConfigureAction) GetRestore() bool {
+	if x != nil {
+		return x.Restore
+	}
+	return false
 }
 
 // ScaleAction sets a service's number of replicas.
@@ -1805,11 +1861,16 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x06select\x18\x04 \x01(\tR\x06select\x12\x16\n" +
 	"\x06signal\x18\x05 \x01(\tR\x06signal\x12\x14\n" +
 	"\x05grace\x18\x06 \x01(\tR\x05grace\x12\x19\n" +
-	"\bin_place\x18\a \x01(\bR\ainPlace\"i\n" +
+	"\bin_place\x18\a \x01(\bR\ainPlace\"\xdf\x01\n" +
 	"\x0fConfigureAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12&\n" +
 	"\x03set\x18\x02 \x01(\v2\x14.irs.v1.WorkerConfigR\x03set\x12\x14\n" +
-	"\x05clear\x18\x03 \x03(\tR\x05clear\"C\n" +
+	"\x05clear\x18\x03 \x03(\tR\x05clear\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count\x12\x18\n" +
+	"\apercent\x18\x05 \x01(\tR\apercent\x12\x16\n" +
+	"\x06select\x18\x06 \x01(\tR\x06select\x12\x12\n" +
+	"\x04node\x18\a \x01(\tR\x04node\x12\x18\n" +
+	"\arestore\x18\b \x01(\bR\arestore\"C\n" +
 	"\vScaleAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\"X\n" +

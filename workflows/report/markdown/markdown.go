@@ -77,6 +77,7 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) {
 	}
 	assertions(w, res.GetAssertions())
 	keyFigures(w, res.GetTotal(), report.ServiceNodes(res))
+	faults(w, res.GetFaults())
 	if res.GetRegressions() != nil {
 		Regressions(w, res.GetRegressions())
 	}
@@ -167,6 +168,69 @@ func keyFigures(w io.Writer, total *irsv1.PhaseResult, nodes map[string][]string
 	fmt.Fprintln(w)
 }
 
+// faults lists every fault and its blast radius: a row each, then what each one's callers met.
+func faults(w io.Writer, fs []*irsv1.FaultRecord) {
+	views := report.Faults(fs)
+	if len(views) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "**Faults**")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| Fault | What | At | Healed | Hit share before → after | Clients recovered after | Requests lost |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|")
+	for _, v := range views {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(v.Title), code(v.Target), cell(v.At), cell(v.Healed),
+			cell(v.Share), cell(v.Recovery), cell(v.Lost))
+	}
+	fmt.Fprintln(w)
+	for _, v := range views {
+		fmt.Fprintf(w, "- %s at %s:", md(v.Title), md(v.At))
+		if len(v.Edges) == 0 {
+			fmt.Fprint(w, " no call failed")
+		}
+		fmt.Fprintln(w)
+		if v.Served != "" {
+			fmt.Fprintf(w, "  - served after by %s\n", md(v.Served))
+		}
+		for _, c := range v.Callers {
+			fmt.Fprintf(w, "  - seen by %s\n", md(c))
+		}
+		for _, e := range v.Edges {
+			fmt.Fprintf(w, "  - errors %s\n", md(e))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// compareFaults shows the faults of a comparison's variants side by side.
+func compareFaults(w io.Writer, c *irsv1.Comparison) {
+	fc := report.CompareFaults(c)
+	if fc == nil {
+		return
+	}
+	fmt.Fprintln(w, "**Faults, side by side** (medians over the runs kept)")
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "| Fault | Figure |")
+	for _, v := range fc.Variants {
+		fmt.Fprintf(w, " %s |", cell(v))
+	}
+	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("--:|", len(fc.Variants)))
+	last := ""
+	for _, r := range fc.Rows {
+		name := r.Fault
+		if name == last {
+			name = ""
+		}
+		last = r.Fault
+		fmt.Fprintf(w, "| %s | %s |", cell(name), cell(r.Figure))
+		for _, c := range r.Cells {
+			fmt.Fprintf(w, " %s |", cell(c))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
 func ms(p *irsv1.Point, v float64) string {
 	if p.GetRequests() == 0 {
 		return "-"
@@ -241,6 +305,7 @@ func Comparison(w io.Writer, c *irsv1.Comparison) {
 		}
 		fmt.Fprintln(w)
 	}
+	compareFaults(w, c)
 	if c.GetRegressions() != nil {
 		Regressions(w, c.GetRegressions())
 	}

@@ -18,6 +18,8 @@ func TestGolden(t *testing.T) {
 		{"result.md", func(b *bytes.Buffer) { markdown.Result(b, reporttest.Result(t, "base")) }},
 		{"regressed.md", func(b *bytes.Buffer) { markdown.Result(b, reporttest.Regressed(t)) }},
 		{"sweep.md", func(b *bytes.Buffer) { markdown.Comparison(b, reporttest.Sweep(t)) }},
+		{"faults.md", func(b *bytes.Buffer) { markdown.Result(b, reporttest.Faulty(t, "none")) }},
+		{"faults-compared.md", func(b *bytes.Buffer) { markdown.Comparison(b, reporttest.FaultComparison(t)) }},
 		{"suite.md", func(b *bytes.Buffer) {
 			markdown.Suite(b, &irsv1.Suite{Status: "failed", ExitCode: 3, Runs: []*irsv1.SuiteRun{
 				{File: "a.yaml", Workflow: "a", Status: "passed", Duration: 12.4},

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/report"
 )
 
 //go:embed assets
@@ -55,6 +56,8 @@ type view struct {
 	Phases     []phaseView
 	Kills      []killRow
 	Replicas   *replicaView
+	Faults     []report.Fault
+	FaultsSide *report.FaultComparison
 	Events     []*irsv1.RunEvent
 	Env        [][2]string
 	Figures    *figureTable

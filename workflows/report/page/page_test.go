@@ -158,3 +158,33 @@ func TestNodeColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultsPage: a run's page lists each fault with its blast radius; a comparison's shows them side by
+// side, a column per variant, each fault named once.
+func TestFaultsPage(t *testing.T) {
+	var b bytes.Buffer
+	if err := page.Result(&b, reporttest.Faulty(t, "none")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<section id="faults">`, "gray backend-0", "50.0% → 50.0%", "not within 6.00s",
+		"errors frontend-&gt;backend 1500 of 3000 failed: app 1500, proxy 0, transport 0; frontend-1 760, frontend-0 740",
+		"seen by frontend-&gt;backend p50 2.10 → 2.20 ms"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the run's page lacks %q", want)
+		}
+	}
+	b.Reset()
+	if err := page.Comparison(&b, reporttest.FaultComparison(t)); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"Faults, side by side", `<th class="num">none</th><th class="num">envoy</th>`,
+		`<td>hit share after</td><td class="num">50.0%</td><td class="num">0.3%</td>`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the comparison's page lacks %q", want)
+		}
+	}
+	if n := strings.Count(out, "gray backend at 26.00s"); n != 1 {
+		t.Errorf("the gray fault is named %d times, want once", n)
+	}
+}

@@ -76,7 +76,7 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) error {
 	v := &view{Title: "IRS: " + res.GetWorkflow().GetName(), Status: res.GetStatus(), Facts: runFacts(res),
 		Notes: res.GetNotes(), Error: res.GetError(), Saturation: res.GetSaturation(), Invalid: res.GetInvalid(),
 		Assertions: assertionRows(res.GetAssertions()), Regression: regressionRows(res.GetRegressions()),
-		Kills: killRows(res.GetKills(), report.ReplicaNodes(res)), Replicas: replicaRows(res),
+		Kills: killRows(res.GetKills(), report.ReplicaNodes(res)), Replicas: replicaRows(res), Faults: report.Faults(res.GetFaults()),
 		Env: environment(res.GetEnvironment(), [2]string{"Load generators", report.LoadgenPlacement(res.GetEnvironment())})}
 	for _, p := range append(append([]*irsv1.PhaseResult{}, res.GetPhases()...), res.GetTotal()) {
 		if p != nil {
@@ -193,7 +193,8 @@ func Comparison(w io.Writer, c *irsv1.Comparison) error {
 		facts = append(facts, why)
 	}
 	v := &view{Title: "IRS: " + c.GetWorkflow().GetName() + " compared", Status: status, Facts: facts,
-		Regression: regressionRows(c.GetRegressions()), Env: environment(c.GetEnvironment()), Figures: figures(c)}
+		Regression: regressionRows(c.GetRegressions()), Env: environment(c.GetEnvironment()), Figures: figures(c),
+		FaultsSide: faultsSide(c)}
 	if notPassed := report.RunsNotPassed(c); len(notPassed) > 0 {
 		v.Notes = []string{"runs that did not pass: " + strings.Join(notPassed, ", ")}
 	}
@@ -225,6 +226,22 @@ func figures(c *irsv1.Comparison) *figureTable {
 		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// faultsSide is a comparison's faults side by side, each fault named on its first row only (nil: none).
+func faultsSide(c *irsv1.Comparison) *report.FaultComparison {
+	fc := report.CompareFaults(c)
+	if fc == nil {
+		return nil
+	}
+	last := ""
+	for i, r := range fc.Rows {
+		if r.Fault == last {
+			fc.Rows[i].Fault = ""
+		}
+		last = r.Fault
+	}
+	return fc
 }
 
 // SuiteRun is one run of a suite with the path of its own page ("" when it has none), relative to the suite's.

@@ -90,6 +90,65 @@ func Sweep(t testing.TB) *irsv1.Comparison {
 	return c
 }
 
+// Faulty returns the base fixture with its kill as a fault, and a gray failure of backend-0 from 26s to 32s,
+// with their blast radius: made up (the fixture's run predates faults), as a run of mesh records them.
+func Faulty(t testing.TB, mesh string) *irsv1.WorkflowResult {
+	t.Helper()
+	res := proto.Clone(Result(t, "base")).(*irsv1.WorkflowResult)
+	res.Environment.Mesh = mesh
+	callers := func(requests, failures int64, p50, p99 float64) []*irsv1.Point {
+		return []*irsv1.Point{{Service: "frontend", Callee: "backend", Kind: "edge", Requests: requests, Failures: failures,
+			FailureRate: float64(failures) / float64(requests), P50Ms: p50, P99Ms: p99}}
+	}
+	gray := &irsv1.FaultRecord{Kind: "gray", Service: "backend", Replicas: []string{"backend-0"}, Phase: "steady",
+		Action: "phases[2].actions[0]", Scheduled: 26, T: 26.001, Healed: proto.Float64(32.002), Until: 32.002,
+		Target:   `set {"serve":{"status":{"503":"100%"}}} on 1 of 2 replicas (oldest)`,
+		Recovery: 6.999, Lost: 1500,
+		Edges: []*irsv1.EdgeDamage{
+			{Caller: "frontend", Callee: "backend", Requests: 3000, Errors: 1500, AppErrors: 1500,
+				CallerReplicas: []*irsv1.ReplicaErrors{{Replica: "frontend-1", Requests: 1500, Errors: 760}, {Replica: "frontend-0", Requests: 1500, Errors: 740}}},
+			{Caller: "loadgen", Callee: "frontend", Requests: 3000, Errors: 1500, AppErrors: 1500,
+				CallerReplicas: []*irsv1.ReplicaErrors{{Replica: "loadgen-0", Requests: 3000, Errors: 1500}}},
+		},
+		Before: &irsv1.FaultWindow{Start: 16, End: 26, Requests: 5000, HitRequests: 2500, HitShare: 0.5, Callers: callers(5000, 0, 2.1, 4.8)},
+		After: &irsv1.FaultWindow{Start: 26, End: 33, Requests: 3500, HitRequests: 1750, HitShare: 0.5, Callers: callers(3500, 1750, 2.2, 5.1),
+			Replicas: []*irsv1.ReplicaErrors{{Replica: "backend-0", Requests: 1750, Errors: 1750}, {Replica: "backend-2", Requests: 1750}}},
+	}
+	if mesh == "envoy" { // outlier detection ejects backend-0 within a second
+		gray.Recovery, gray.Recovered, gray.Lost = 1, true, 9
+		gray.Edges = []*irsv1.EdgeDamage{{Caller: "frontend", Callee: "backend", Requests: 3500, Errors: 9, AppErrors: 7, ProxyErrors: 2,
+			ProxyCauses: map[string]int64{"URX": 2}, CallerReplicas: []*irsv1.ReplicaErrors{{Replica: "frontend-0", Requests: 1750, Errors: 9}}}}
+		gray.After.HitRequests, gray.After.HitShare, gray.After.Callers = 12, 12.0/3500, callers(3500, 9, 2.4, 6.3)
+		gray.After.Replicas = []*irsv1.ReplicaErrors{{Replica: "backend-0", Requests: 12, Errors: 12}, {Replica: "backend-2", Requests: 3488}}
+	}
+	kill := &irsv1.FaultRecord{Kind: "kill", Service: "backend", Replicas: []string{"backend-1"}, Phase: "kills",
+		Action: "phases[1].actions[0]", Scheduled: 14, T: 14.000468981, Healed: proto.Float64(16.043858927), Until: 26.001,
+		Target: "SIGKILL to 1 of 2 replicas (random)", Recovery: 1.999531019, Recovered: true, Lost: 96,
+		Edges: []*irsv1.EdgeDamage{{Caller: "frontend", Callee: "backend", Requests: 6000, Errors: 96, TransportErrors: 96,
+			CallerReplicas: []*irsv1.ReplicaErrors{{Replica: "frontend-0", Requests: 3000, Errors: 50}, {Replica: "frontend-1", Requests: 3000, Errors: 46}}}},
+		Before: &irsv1.FaultWindow{Start: 4, End: 14, Requests: 5000, HitRequests: 2500, HitShare: 0.5, Callers: callers(5000, 0, 2.1, 4.8)},
+		After:  &irsv1.FaultWindow{Start: 14, End: 27, Requests: 6500, HitRequests: 0, Callers: callers(6500, 96, 2.1, 5.5)},
+	}
+	res.Faults = []*irsv1.FaultRecord{kill, gray}
+	return res
+}
+
+// FaultComparison returns a comparison of the faulty fixture without a mesh and with Envoy, which ejects the
+// failing replica.
+func FaultComparison(t testing.TB) *irsv1.Comparison {
+	t.Helper()
+	base := Result(t, "base")
+	c := &irsv1.Comparison{Schema: compare.Schema, Status: "passed", Workflow: base.GetWorkflow(), Environment: base.GetEnvironment(),
+		Repeat: 1, Discard: "none", Phase: "total"}
+	for _, mesh := range []string{"none", "envoy"} {
+		c.Variants = append(c.Variants, &irsv1.Variant{Name: mesh, Mesh: &irsv1.Mesh{Type: mesh}, MeshName: mesh,
+			Runs: []*irsv1.WorkflowResult{Faulty(t, mesh)}})
+		c.Order = append(c.Order, mesh+"#1")
+	}
+	compare.Figures(c)
+	return c
+}
+
 // Golden compares got with testdata/<name> of the calling package, or rewrites it with -update.
 func Golden(t *testing.T, name string, got []byte) {
 	t.Helper()

@@ -1,0 +1,312 @@
+package engine
+
+import (
+	"cmp"
+	"maps"
+	"math"
+	"slices"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+)
+
+// replicaWindow is what one replica reported for one interval, kept for the blast radius of faults: the
+// requests it served and the calls it made (its load's included), by callee. The engine's other books are per
+// service; which replica served or failed is what a fault's radius is about.
+type replicaWindow struct {
+	service, replica string
+	served, failed   int64 // inbound requests, and those it answered with a 5xx (or never answered)
+	calls            []callWindow
+}
+
+// callWindow is a replica's calls to one callee over an interval.
+type callWindow struct {
+	callee   string
+	outcomes *irsv1.Outcomes
+	// latency is kept only for the callees faults hit: their callers' p50 and p99 before and after.
+	latency *irsv1.Histogram
+}
+
+// fileWindow keeps a replica's window of interval k, when the run has faults. Callers hold e.mu.
+func (e *engine) fileWindow(k int, service, replica string, s *irsv1.StatsSnapshot) {
+	if e.windows == nil {
+		return
+	}
+	w := replicaWindow{service: service, replica: replica}
+	for _, r := range s.GetInbound() {
+		w.served += r.GetOutcomes().GetRequests()
+		w.failed += r.GetOutcomes().GetFailures()
+	}
+	add := func(callee string, o *irsv1.Outcomes, h *irsv1.Histogram) {
+		if o.GetRequests() == 0 {
+			return
+		}
+		c := callWindow{callee: callee, outcomes: o}
+		if e.faulted[callee] {
+			c.latency = h
+		}
+		w.calls = append(w.calls, c)
+	}
+	for _, l := range s.GetLoad() {
+		add(l.GetTarget(), l.GetOutcomes(), l.GetLatency())
+	}
+	for _, u := range s.GetUpstreams() {
+		add(u.GetService(), u.GetOutcomes(), u.GetLatency())
+	}
+	if w.served > 0 || len(w.calls) > 0 {
+		e.windows[k] = append(e.windows[k], w)
+	}
+}
+
+// faultDamage computes every fault's blast radius from the replicas' windows and the load generators' series
+// (see FaultRecord for the windows). Callers hold e.mu.
+func (e *engine) faultDamage() {
+	e.killsHealed()
+	interval, end := e.interval.Seconds(), e.end.Seconds()
+	load := loadSeries(e.res.GetSeries())
+	bounds := slices.Sorted(slices.Values(e.boundaries))
+	for _, f := range e.res.GetFaults() {
+		t := f.GetT()
+		until, prev := end, 0.0
+		for _, b := range bounds {
+			if b > t && b < until {
+				until = b
+			}
+			if b < t {
+				prev = b
+			}
+		}
+		f.Until = until
+		span := faultSpan{t: t, until: until, interval: interval, runEnd: end}
+		d := recoveryFrom(load, span)
+		f.Recovery, f.Recovered, f.Lost = d.recovery, d.recovered, d.lost
+		after := e.intervals(span.holds)
+		f.Edges = edgeDamage(e.windows, after)
+		if f.GetService() == "" {
+			continue
+		}
+		before := e.intervals(func(tEnd float64) bool { return tEnd <= t && tEnd-interval >= prev-1e-9 })
+		if len(before) > beforeIntervals {
+			before = before[len(before)-beforeIntervals:]
+		}
+		f.Before = e.faultWindow(f, before)
+		f.After = e.faultWindow(f, after)
+	}
+}
+
+// beforeIntervals is how many intervals the window before a fault holds at most: 10 s at time scale 1, long
+// enough for percentiles, short enough to be the fault's eve rather than the run's.
+const beforeIntervals = 10
+
+// intervals returns, in order, the intervals of the run (by index k: [(k-1)·interval, k·interval)) whose end
+// satisfies in.
+func (e *engine) intervals(in func(end float64) bool) []int {
+	var ks []int
+	last := int(math.Ceil(e.end.Seconds()/e.interval.Seconds() - 1e-9))
+	for k := 1; k <= last; k++ {
+		if in(float64(k) * e.interval.Seconds()) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// faultWindow sums a fault's service's inbound requests, those of the replicas it hit, and its callers' view of
+// it, over intervals (nil for none).
+func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int) *irsv1.FaultWindow {
+	if len(ks) == 0 {
+		return nil
+	}
+	interval := e.interval.Seconds()
+	start, stop := float64(ks[0]-1)*interval, min(float64(ks[len(ks)-1])*interval, e.end.Seconds())
+	w := &irsv1.FaultWindow{Start: start, End: stop}
+	callers := map[string]*acc{}
+	replicas := map[string]*irsv1.ReplicaErrors{}
+	for _, k := range ks {
+		for _, rw := range e.windows[k] {
+			if rw.service == f.GetService() {
+				w.Requests += rw.served
+				if slices.Contains(f.GetReplicas(), rw.replica) {
+					w.HitRequests += rw.served
+				}
+				r := replicas[rw.replica]
+				if r == nil {
+					r = &irsv1.ReplicaErrors{Replica: rw.replica}
+					replicas[rw.replica] = r
+				}
+				r.Requests, r.Errors = r.Requests+rw.served, r.Errors+rw.failed
+			}
+			for _, c := range rw.calls {
+				if c.callee != f.GetService() {
+					continue
+				}
+				a := callers[rw.service]
+				if a == nil {
+					a = newAcc()
+					callers[rw.service] = a
+				}
+				a.addOutcomes(c.outcomes)
+				addHist(&a.latency, c.latency)
+			}
+		}
+	}
+	if w.Requests > 0 {
+		w.HitShare = float64(w.HitRequests) / float64(w.Requests)
+	}
+	for _, id := range slices.Sorted(maps.Keys(replicas)) {
+		w.Replicas = append(w.Replicas, replicas[id])
+	}
+	for _, caller := range slices.Sorted(maps.Keys(callers)) {
+		k := key{service: caller, callee: f.GetService(), kind: kindEdge}
+		w.Callers = append(w.Callers, callers[caller].point(k, stop-start, false))
+	}
+	return w
+}
+
+// edgeDamage sums, over intervals, every edge's calls whose failures are in them, split by who failed them and
+// by the caller's replica; edges without failures are left out, the worst first.
+func edgeDamage(windows map[int][]replicaWindow, ks []int) []*irsv1.EdgeDamage {
+	type edge struct{ caller, callee string }
+	edges := map[edge]*irsv1.EdgeDamage{}
+	replicas := map[edge]map[string]*irsv1.ReplicaErrors{}
+	for _, k := range ks {
+		for _, rw := range windows[k] {
+			for _, c := range rw.calls {
+				id := edge{rw.service, c.callee}
+				d := edges[id]
+				if d == nil {
+					d = &irsv1.EdgeDamage{Caller: rw.service, Callee: c.callee}
+					edges[id], replicas[id] = d, map[string]*irsv1.ReplicaErrors{}
+				}
+				addDamage(d, c.outcomes)
+				r := replicas[id][rw.replica]
+				if r == nil {
+					r = &irsv1.ReplicaErrors{Replica: rw.replica}
+					replicas[id][rw.replica] = r
+				}
+				r.Requests += c.outcomes.GetRequests()
+				r.Errors += c.outcomes.GetFailures()
+			}
+		}
+	}
+	var out []*irsv1.EdgeDamage
+	for id, d := range edges {
+		if d.GetErrors() == 0 {
+			continue
+		}
+		for _, r := range replicas[id] {
+			if r.GetErrors() > 0 {
+				d.CallerReplicas = append(d.CallerReplicas, r)
+			}
+		}
+		slices.SortFunc(d.CallerReplicas, func(a, b *irsv1.ReplicaErrors) int {
+			return cmp.Or(cmp.Compare(b.GetErrors(), a.GetErrors()), cmp.Compare(a.GetReplica(), b.GetReplica()))
+		})
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b *irsv1.EdgeDamage) int {
+		return cmp.Or(cmp.Compare(b.GetErrors(), a.GetErrors()), cmp.Compare(a.GetCaller(), b.GetCaller()),
+			cmp.Compare(a.GetCallee(), b.GetCallee()))
+	})
+	return out
+}
+
+// addDamage adds calls' outcomes to an edge's damage: failures split into 5xx from the callee's worker, 5xx a
+// proxy made (no x-irs-worker header) and no response at all.
+func addDamage(d *irsv1.EdgeDamage, o *irsv1.Outcomes) {
+	d.Requests += o.GetRequests()
+	d.Errors += o.GetFailures()
+	var s5, proxy, transport int64
+	for status, n := range o.GetStatuses() {
+		if status >= 500 {
+			s5 += n
+		}
+	}
+	for _, n := range o.GetProxyStatuses() {
+		proxy += n
+	}
+	for _, n := range o.GetErrors() {
+		transport += n
+	}
+	d.AppErrors += s5 - proxy
+	d.ProxyErrors += proxy
+	d.TransportErrors += transport
+	for cause, n := range o.GetProxyCauses() {
+		if d.ProxyCauses == nil {
+			d.ProxyCauses = map[string]int64{}
+		}
+		d.ProxyCauses[cause] += n
+	}
+}
+
+// loadTick is what every load generator sent in one interval, summed: the users' view of the system.
+type loadTick struct {
+	t                  float64
+	requests, failures int64
+}
+
+// loadSeries returns the load generators' requests and failures per interval of a series.
+func loadSeries(series []*irsv1.Tick) []loadTick {
+	out := make([]loadTick, 0, len(series))
+	for _, tick := range series {
+		lt := loadTick{t: tick.GetT()}
+		for _, p := range tick.GetServices() {
+			if p.GetKind() == kindLoad {
+				lt.requests += p.GetRequests()
+				lt.failures += p.GetFailures()
+			}
+		}
+		out = append(out, lt)
+	}
+	return out
+}
+
+// damage is what a disturbance cost the load generators.
+type damage struct {
+	recovery  float64 // seconds from it to the end of the last interval at or over recoveredBelow (0: none was)
+	recovered bool    // under recoveredBelow again before the window's end
+	lost      int64   // requests failed from it until it recovered (at least one interval)
+}
+
+// faultSpan is the span a disturbance at t is measured over, until the next one (or the end of the run), in
+// collection intervals.
+type faultSpan struct {
+	t, until, interval, runEnd float64
+}
+
+// holds reports whether the interval that ends at end is in the window: it ends after t and no later than until
+// (at the end of the run, it starts before it), or t fell in it. The interval the next disturbance fell in is
+// that one's: it would count what followed it (a heal's relief, another kill's errors) as this one's.
+func (w faultSpan) holds(end float64) bool {
+	const eps = 1e-9
+	switch {
+	case end <= w.t:
+		return false
+	case end-w.interval <= w.t+eps: // t fell in it
+		return true
+	case w.until >= w.runEnd-eps:
+		return end-w.interval < w.until-eps
+	}
+	return end <= w.until+eps
+}
+
+// recoveryFrom measures the damage of a disturbance over its window (a kill's recovery time and errors, and a
+// fault's): the load generators' recovery, whether they recovered within the window, and the requests they
+// lost until then (at least over the interval it fell in).
+func recoveryFrom(ticks []loadTick, w faultSpan) damage {
+	var d damage
+	for _, lt := range ticks {
+		if w.holds(lt.t) && lt.requests > 0 && float64(lt.failures)/float64(lt.requests) >= recoveredBelow {
+			d.recovery = lt.t - w.t
+		}
+	}
+	d.recovered = d.recovery == 0
+	for _, lt := range ticks {
+		if lt.t > w.t && lt.t-w.interval < w.t+max(d.recovery, w.interval) {
+			d.lost += lt.failures
+		}
+		if w.holds(lt.t) && lt.t > w.t+d.recovery && lt.requests > 0 {
+			d.recovered = true
+		}
+	}
+	return d
+}

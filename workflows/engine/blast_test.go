@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// grayYAML makes the oldest of three servers answer 503 at 4s, and heals it at 8s.
+const grayYAML = `
+name: gray
+seed: 3
+services:
+  - name: loadgen
+    worker: {load: {target: client, rate: 100}}
+  - name: client
+    replicas: 2
+    worker: {calls: [{service: server}]}
+  - name: server
+    replicas: 3
+    worker: {serve: {delay: 1ms}}
+phases:
+  - name: steady
+    duration: 4s
+  - name: gray
+    duration: 4s
+    actions: [{configure: {service: server, select: oldest, set: {serve: {status: {503: 100%}}}}}]
+  - name: healed
+    duration: 2s
+    actions: [{configure: {service: server, select: previous, clear: [serve.status]}}]
+`
+
+// graySamples are every replica's windows of a run of grayYAML, interval by interval (1 s): 100 req/s from the
+// load generator through two clients to three servers, server-0 failing every request from 4s to 8s. In the
+// interval ending at 6s client-1 also met two 503s a proxy made and a reset.
+func graySamples(t *testing.T) []sample {
+	var out []sample
+	for k := 1; k <= 10; k++ {
+		gray := k >= 5 && k <= 8
+		window := func(s *irsv1.StatsSnapshot) *irsv1.StatsSnapshot {
+			s.WindowStart = timestamppb.New(t0.Add(time.Duration(k-1) * time.Second))
+			s.WindowEnd = timestamppb.New(t0.Add(time.Duration(k) * time.Second))
+			return s
+		}
+		loadOK, clientFailed, loadLatency := int64(100), int64(0), 10*time.Millisecond
+		if gray {
+			loadOK, clientFailed, loadLatency = 70, 15, 12*time.Millisecond
+		}
+		out = append(out, sample{service: "loadgen", replica: "loadgen-0", stats: window(&irsv1.StatsSnapshot{
+			Load: []*irsv1.LoadStats{{Target: "client", Running: true, Sent: 100,
+				Outcomes: outcomes(map[int32]int64{200: loadOK, 503: 100 - loadOK}, nil), Latency: wireHist(t, rec{loadLatency, 100})}}})})
+		for c := range 2 {
+			calls := outcomes(map[int32]int64{200: 50 - clientFailed, 503: clientFailed}, nil)
+			if c == 1 && k == 6 {
+				calls = outcomes(map[int32]int64{200: 35, 503: 15}, map[string]int64{"reset": 1})
+				calls.ProxyStatuses, calls.ProxyCauses = map[int32]int64{503: 2}, map[string]int64{"UF": 2}
+			}
+			out = append(out, sample{service: "client", replica: []string{"client-0", "client-1"}[c], stats: window(&irsv1.StatsSnapshot{
+				Inbound: []*irsv1.RouteStats{{Route: "/", Outcomes: outcomes(map[int32]int64{200: 50 - clientFailed, 503: clientFailed}, nil)}},
+				Upstreams: []*irsv1.UpstreamStats{{Service: "server", Outcomes: calls,
+					Latency: wireHist(t, rec{5 * time.Millisecond, calls.GetRequests()})}}})})
+		}
+		for r, served := range []int64{33, 33, 34} {
+			status := int32(200)
+			if gray && r == 0 {
+				status = 503
+			}
+			out = append(out, sample{service: "server", replica: []string{"server-0", "server-1", "server-2"}[r], stats: window(&irsv1.StatsSnapshot{
+				Inbound: []*irsv1.RouteStats{{Route: "/", Outcomes: outcomes(map[int32]int64{status: served}, nil)}}})})
+		}
+	}
+	return out
+}
+
+// TestFaultDamage computes a gray fault's blast radius from every replica's windows: its window ends with the
+// heal, the load generators' damage is a kill's, the edges that saw errors come with their split and their
+// caller replicas, and the hit replica's share of the traffic and the callers' view before and after.
+func TestFaultDamage(t *testing.T) {
+	e := testEngine(t, grayYAML, 1, time.Second, nil)
+	e.t0 = t0
+	if e.windows == nil || !e.faulted["server"] {
+		t.Fatalf("windows kept %v, services faulted %v: want them kept for server", e.windows != nil, e.faulted)
+	}
+	feed(e, graySamples(t)...)
+	e.closeBuckets(10)
+	live := []workflows.Replica{{ID: "server-0"}, {ID: "server-1"}, {ID: "server-2"}}
+	e.recordConfigure(t0.Add(4*time.Second), e.o.Timeline.Steps[0], live[:1], 3)
+	e.recordConfigure(t0.Add(8*time.Second), e.o.Timeline.Steps[1], live[:1], 3)
+	if err := e.finish(StatusPassed); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.res.GetFaults()) != 1 {
+		t.Fatalf("%d faults, want 1", len(e.res.GetFaults()))
+	}
+	f := e.res.GetFaults()[0]
+	if f.GetKind() != FaultGray || f.GetT() != 4 || f.GetHealed() != 8 || f.GetUntil() != 8 || f.GetPhase() != "gray" ||
+		!slices.Equal(f.GetReplicas(), []string{"server-0"}) {
+		t.Errorf("fault %s at %v healed %v until %v in %q on %v; want gray at 4 healed at 8, until 8, in gray, on server-0",
+			f.GetKind(), f.GetT(), f.GetHealed(), f.GetUntil(), f.GetPhase(), f.GetReplicas())
+	}
+	if f.GetRecovery() != 4 || f.GetRecovered() || f.GetLost() != 120 {
+		t.Errorf("recovery %v s (recovered %v), %d lost; want 4 s, not recovered before the heal, 120 lost",
+			f.GetRecovery(), f.GetRecovered(), f.GetLost())
+	}
+	want := []*irsv1.EdgeDamage{
+		{Caller: "client", Callee: "server", Requests: 401, Errors: 121, AppErrors: 118, ProxyErrors: 2, TransportErrors: 1,
+			ProxyCauses: map[string]int64{"UF": 2}, CallerReplicas: []*irsv1.ReplicaErrors{
+				{Replica: "client-1", Requests: 201, Errors: 61}, {Replica: "client-0", Requests: 200, Errors: 60}}},
+		{Caller: "loadgen", Callee: "client", Requests: 400, Errors: 120, AppErrors: 120,
+			CallerReplicas: []*irsv1.ReplicaErrors{{Replica: "loadgen-0", Requests: 400, Errors: 120}}},
+	}
+	if len(f.GetEdges()) != len(want) {
+		t.Fatalf("edges %v, want %v", f.GetEdges(), want)
+	}
+	for i, w := range want {
+		if !proto.Equal(f.GetEdges()[i], w) {
+			t.Errorf("edge %d = %v, want %v", i, f.GetEdges()[i], w)
+		}
+	}
+	before, after := f.GetBefore(), f.GetAfter()
+	if before.GetStart() != 0 || before.GetEnd() != 4 || before.GetRequests() != 400 || before.GetHitRequests() != 132 || !approx(before.GetHitShare(), 0.33) {
+		t.Errorf("before: %v; want 0-4s, server-0 132 of 400 (33%%)", before)
+	}
+	if after.GetStart() != 4 || after.GetEnd() != 8 || after.GetRequests() != 400 || after.GetHitRequests() != 132 {
+		t.Errorf("after: %v; want 4-8s, server-0 still 132 of 400", after)
+	}
+	for _, w := range []*irsv1.FaultWindow{before, after} {
+		if len(w.GetCallers()) != 1 || w.GetCallers()[0].GetService() != "client" || !approx(w.GetCallers()[0].GetP50Ms(), 5) {
+			t.Errorf("callers %v; want client's p50 of 5 ms", w.GetCallers())
+		}
+	}
+	for _, w := range []struct {
+		name   string
+		window *irsv1.FaultWindow
+		failed int64
+	}{{"before", before, 0}, {"after", after, 132}} {
+		want := []*irsv1.ReplicaErrors{{Replica: "server-0", Requests: 132, Errors: w.failed},
+			{Replica: "server-1", Requests: 132}, {Replica: "server-2", Requests: 136}}
+		if got := w.window.GetReplicas(); len(got) != 3 || !proto.Equal(got[0], want[0]) || !proto.Equal(got[1], want[1]) || !proto.Equal(got[2], want[2]) {
+			t.Errorf("replicas %s: %v, want %v", w.name, got, want)
+		}
+	}
+	if c := after.GetCallers()[0]; c.GetRequests() != 401 || c.GetFailures() != 121 || before.GetCallers()[0].GetFailures() != 0 {
+		t.Errorf("client's calls after: %d, %d failed (before: %d failed); want 401, 121 (0)", c.GetRequests(), c.GetFailures(),
+			before.GetCallers()[0].GetFailures())
+	}
+}
+
+// TestFaultWindows: the window before a fault holds at most 10 intervals and none before the previous fault;
+// faults at the same time share their window, which ends at the next one (whose interval is the next one's); a kill is healed when its
+// replacements are ready, which does not end its window.
+func TestFaultWindows(t *testing.T) {
+	e := testEngine(t, grayYAML, 1, time.Second, nil)
+	e.t0, e.end = t0, 30*time.Second
+	e.res.Faults = []*irsv1.FaultRecord{
+		{Kind: FaultKill, Service: "server", T: 14, Replicas: []string{"server-1"}},
+		{Kind: FaultGray, Service: "server", T: 14, Replicas: []string{"server-0"}},
+		{Kind: FaultKill, Service: "server", T: 20.5, Replicas: []string{"server-2"}},
+	}
+	e.boundaries = []float64{14, 14, 20.5}
+	e.res.Kills = []*irsv1.KillRecord{{Service: "server", Replica: "server-1", Killed: 14, ReplacementReady: proto.Float64(16.5)},
+		{Service: "server", Replica: "server-2", Killed: 20.5}}
+	for k := 1; k <= 30; k++ {
+		e.windows[k] = []replicaWindow{{service: "server", replica: "server-0", served: 10}, {service: "server", replica: "server-1", served: 30}}
+	}
+	e.faultDamage()
+	first, gray, last := e.res.GetFaults()[0], e.res.GetFaults()[1], e.res.GetFaults()[2]
+	if first.GetUntil() != 20.5 || gray.GetUntil() != 20.5 || last.GetUntil() != 30 {
+		t.Errorf("windows end at %v, %v, %v; want 20.5, 20.5 (the next fault), 30 (the end)", first.GetUntil(), gray.GetUntil(), last.GetUntil())
+	}
+	if b := gray.GetBefore(); b.GetStart() != 4 || b.GetEnd() != 14 || !approx(b.GetHitShare(), 0.25) {
+		t.Errorf("before the first faults: %v; want the 10 intervals 4-14s, server-0 25%%", b)
+	}
+	if b := last.GetBefore(); b.GetStart() != 14 || b.GetEnd() != 20 {
+		t.Errorf("before the last fault: %v; want 14-20s (the whole intervals since the previous fault)", b)
+	}
+	if a := gray.GetAfter(); a.GetStart() != 14 || a.GetEnd() != 20 {
+		t.Errorf("after: %v; want 14-20s (the interval the next fault fell in is that one's)", a)
+	}
+	if first.GetHealed() != 16.5 || last.Healed != nil || gray.Healed != nil {
+		t.Errorf("healed %v, %v, %v; want the kill at its replacement (16.5), the others not", first.Healed, gray.Healed, last.Healed)
+	}
+}
+
+// TestNoFaultsNoWindows: a run without faults keeps no replica's windows.
+func TestNoFaultsNoWindows(t *testing.T) {
+	e := testEngine(t, shopYAML, 1, time.Second, nil)
+	if e.windows != nil || len(e.faulted) != 0 {
+		t.Errorf("windows kept: %v, services faulted %v; want none", e.windows != nil, e.faulted)
+	}
+}
+
+// TestRecoveryFrom: how long until the load generators stayed under 1 % again within a window, and the requests
+// lost until then.
+func TestRecoveryFrom(t *testing.T) {
+	ticks := []loadTick{{1, 100, 0}, {2, 100, 20}, {3, 100, 5}, {4, 100, 0}, {5, 100, 0}, {6, 100, 50}}
+	tests := []struct {
+		name     string
+		t, until float64
+		want     damage
+	}{
+		{name: "recovered", t: 1.5, until: 4.5, want: damage{recovery: 1.5, recovered: true, lost: 25}},
+		{name: "still failing at the window's end", t: 1.5, until: 2.5, want: damage{recovery: 0.5, lost: 25}},
+		{name: "no harm", t: 3.5, until: 4.5, want: damage{recovered: true}},
+		{name: "the interval the window's end fell in is the next one's", t: 3.5, until: 5.5, want: damage{recovered: true}},
+		{name: "at the end of the run, the last interval counts", t: 3.5, until: 6, want: damage{recovery: 2.5, lost: 50}},
+		{name: "failing at the end of the run", t: 4.5, until: 6, want: damage{recovery: 1.5, lost: 50}},
+	}
+	for _, tt := range tests {
+		if got := recoveryFrom(ticks, faultSpan{t: tt.t, until: tt.until, interval: 1, runEnd: 6}); got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
