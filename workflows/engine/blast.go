@@ -41,7 +41,7 @@ func (e *engine) fileWindow(k int, service, replica string, s *irsv1.StatsSnapsh
 			return
 		}
 		c := callWindow{callee: callee, outcomes: o}
-		if e.faulted[callee] {
+		if e.faulted[callee] || e.networkFaults {
 			c.latency = h
 		}
 		w.calls = append(w.calls, c)

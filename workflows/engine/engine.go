@@ -91,9 +91,11 @@ type engine struct {
 	reports    map[string]*replicaReports   // replica → the intervals it reported
 	book       replicaBook                  // every replica in service: where and when (the result's replicas)
 	lostNodes  []nodeLoss                   // nodes the run lost: their replicas are not expected to report
-	machine    map[int]*irsv1.Machine       // interval → how starved the machine was in it
-	pressure   pressureSampler
-	errs       phaseErrors // the phase's 5xx so far, for the progress line (under mu)
+	// networkFaults: the timeline changes nodes or the network between them, which may hit any call.
+	networkFaults bool
+	machine       map[int]*irsv1.Machine // interval → how starved the machine was in it
+	pressure      pressureSampler
+	errs          phaseErrors // the phase's 5xx so far, for the progress line (under mu)
 	// The faults' books: the replicas the service's last configure with a selector chose, the gray faults not
 	// healed yet, when the timeline injected or healed a fault (each ends the window of the faults before
 	// it), and, when the timeline has faults, every replica's windows (by interval) and the services faults hit.
@@ -205,6 +207,9 @@ func newEngine(o Options) *engine {
 	e.chosen = map[string][]string{}
 	if faulty, services := hasFaults(o.Timeline); faulty {
 		e.windows, e.faulted = map[int][]replicaWindow{}, services
+		for _, st := range o.Timeline.Steps {
+			e.networkFaults = e.networkFaults || st.Network()
+		}
 	}
 	e.tags = map[string]map[string]string{}
 	for _, s := range o.Workflow.GetServices() {

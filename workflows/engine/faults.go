@@ -14,6 +14,11 @@ import (
 const (
 	FaultKill = "kill" // replicas killed
 	FaultGray = "gray" // some replicas of a service changed (slow, failing), the others not
+	// The network between nodes, and nodes (NodeFaults): links made slow or lossy, nodes partitioned, a node
+	// lost (cut off, or drained).
+	FaultLink      = "link"
+	FaultPartition = "partition"
+	FaultNode      = "node"
 )
 
 // openGray is a gray fault not healed yet: the replicas it hit that still have its change.
@@ -22,16 +27,19 @@ type openGray struct {
 	pending []string
 }
 
-// hasFaults reports whether a timeline injects faults: kills, or configures with a selector. Only then does the
-// engine keep what each replica reported per interval, which their blast radius is computed from.
+// hasFaults reports whether a timeline injects faults: kills, configures with a selector, node and network
+// actions. Only then does the engine keep what each replica reported per interval, which their blast radius is
+// computed from; services are those whose callers' latency is kept (those a fault hits by name; a network
+// fault's callers keep theirs whatever the callee: engine.networkFaults).
 func hasFaults(tl *workflows.Timeline) (faulty bool, services map[string]bool) {
 	services = map[string]bool{}
 	for _, st := range tl.Steps {
 		if st.Kill != nil || st.Configure != nil && workflows.Selects(st.Configure) {
 			services[st.Service()] = true
 		}
+		faulty = faulty || st.Network() // a node or a link may carry any service's calls
 	}
-	return len(services) > 0, services
+	return faulty || len(services) > 0, services
 }
 
 // recordFault starts the record of a fault done at at by a step; its blast radius is computed when the run

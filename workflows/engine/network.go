@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"google.golang.org/protobuf/proto"
 )
@@ -21,12 +23,25 @@ func (e *engine) networkStep(ctx context.Context, st workflows.Step) error {
 		if err := nf.Link(ctx, st.Link); err != nil {
 			return err
 		}
-		e.action(now, st, "link", "", workflows.DescribeLink(st.Link))
+		what := workflows.DescribeLink(st.Link)
+		e.action(now, st, "link", "", what)
+		if st.Link.GetReset_() || workflows.DescribeLinkSettings(st.Link.GetSet()) == "a plain wire" {
+			e.healNetwork(now, FaultLink, "")
+		} else {
+			e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultLink, Target: what, Nodes: st.Link.GetNodes()})
+		}
 	case st.Partition != nil:
 		if err := nf.Partition(ctx, st.Partition); err != nil {
 			return err
 		}
-		e.action(now, st, "partition", "", workflows.DescribePartition(st.Partition))
+		what := workflows.DescribePartition(st.Partition)
+		e.action(now, st, "partition", "", what)
+		if st.Partition.GetHeal() {
+			e.healNetwork(now, FaultPartition, "")
+		} else {
+			e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultPartition, Target: what,
+				Nodes: append(slices.Clone(st.Partition.GetNodes()), st.Partition.GetFrom()...)})
+		}
 	case st.Node != nil:
 		a, replica := st.Node, ""
 		if a.GetOf() != "" {
@@ -38,12 +53,19 @@ func (e *engine) networkStep(ctx context.Context, st workflows.Step) error {
 			a = proto.CloneOf(a)
 			a.Name, a.Of, replica = r.Node, "", r.ID
 		}
+		hit := e.replicasOn(a.GetName())
 		what, err := nf.LoseNode(ctx, a)
 		if err != nil {
 			return err
 		}
 		e.loseNode(now, a.GetName(), a.GetHeal())
 		e.action(now, st, "node", replica, what)
+		if a.GetHeal() {
+			e.healNetwork(now, FaultNode, a.GetName())
+		} else {
+			e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultNode, Target: what, Nodes: []string{a.GetName()},
+				Replicas: idsOf(hit)})
+		}
 	}
 	return nil
 }
@@ -102,4 +124,31 @@ func (e *engine) unreachable(replica string, from, to float64) bool {
 		}
 	}
 	return false
+}
+
+// replicasOn returns the live replicas of every service on a node.
+func (e *engine) replicasOn(node string) []workflows.Replica {
+	var out []workflows.Replica
+	for _, s := range e.o.Workflow.GetServices() {
+		for _, r := range e.o.Backend.Replicas(s.GetName()) {
+			if r.Node == node && node != "" {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// healNetwork marks the open faults of a kind healed at at (for nodes, those of the node named, or all), and
+// ends their windows.
+func (e *engine) healNetwork(at time.Time, kind, node string) {
+	t := e.since(at)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.res.GetFaults() {
+		if f.GetKind() == kind && f.Healed == nil && (node == "" || slices.Contains(f.GetNodes(), node)) {
+			f.Healed = proto.Float64(t)
+		}
+	}
+	e.boundaries = append(e.boundaries, t)
 }

@@ -143,6 +143,10 @@ func (f *fakeCluster) action(r *http.Request, rq fakeRequest) (k8stesting.Action
 				Stdout: q.Get("stdout") == "true", Stderr: q.Get("stderr") == "true", Stdin: q.Get("stdin") == "true"}
 			return k8stesting.NewCreateSubresourceAction(gvr, name, "exec", ns, opts), nil
 		}
+		if r.Method == http.MethodPost && gvr == podsResource && rq.sub == "eviction" {
+			// The API server deletes an evicted pod (when no PodDisruptionBudget forbids it: the runs have none).
+			return k8stesting.NewDeleteActionWithOptions(gvr, ns, name, metav1.DeleteOptions{}), nil
+		}
 		return nil, nil
 	}
 	switch {
@@ -242,6 +246,7 @@ func supportedFields(gvr schema.GroupVersionResource, selector string) error {
 		switch {
 		case req.Field == "metadata.name" || req.Field == "metadata.namespace":
 		case req.Field == "involvedObject.name" && gvr.Resource == "events":
+		case req.Field == "spec.nodeName" && gvr.Resource == "pods":
 		default:
 			return fmt.Errorf("field label not supported: %s", req.Field)
 		}
@@ -264,6 +269,9 @@ func filterList(list runtime.Object, lr k8stesting.ListRestrictions) (runtime.Ob
 		set := fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}
 		if e, ok := item.(*corev1.Event); ok {
 			set["involvedObject.name"] = e.InvolvedObject.Name
+		}
+		if p, ok := item.(*corev1.Pod); ok {
+			set["spec.nodeName"] = p.Spec.NodeName
 		}
 		if lr.Labels.Matches(labels.Set(m.GetLabels())) && lr.Fields.Matches(set) {
 			keep = append(keep, item)

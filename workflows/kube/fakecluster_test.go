@@ -244,7 +244,7 @@ func TestFakeCluster(t *testing.T) {
 		len(events.Items) != 1 || events.Items[0].Name != "e2" {
 		t.Errorf("list the events of db-1: %v, %d events, want e2 only", err, len(events.Items))
 	}
-	if err := c.list(ctx, c.core, "run", "pods", metav1.ListOptions{FieldSelector: "spec.nodeName=n1"}, pods); !apierrors.IsBadRequest(err) {
+	if err := c.list(ctx, c.core, "run", "pods", metav1.ListOptions{FieldSelector: "status.phase=Running"}, pods); !apierrors.IsBadRequest(err) {
 		t.Errorf("list with a field selector the fake does not know: %v, want BadRequest", err)
 	}
 

@@ -383,8 +383,9 @@ func (x *ReplicaRecord) GetEnded() float64 {
 // one the next fault or heal fell in is that one's (it would count a heal's relief as this fault's recovery).
 type FaultRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "kill" (replicas killed) or "gray" (a configure with a selector: the chosen replicas changed, the others
-	// not).
+	// "kill" (replicas killed), "gray" (a configure with a selector: the chosen replicas changed, the others
+	// not), "link" (links between nodes made slow or lossy), "partition" (nodes cut off from each other) or "node"
+	// (a node lost: cut off, or drained). A network fault hits no one service, and has no before and after.
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The service the fault hit ("" for one that hits no one service, such as a node).
 	Service string `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`

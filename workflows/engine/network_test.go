@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+)
+
+// nodeBackend records node and network actions; its replicas run on the nodes the test says.
+type nodeBackend struct {
+	workflows.Backend
+	live  []workflows.Replica
+	calls []string
+}
+
+func (b *nodeBackend) Replicas(service string) []workflows.Replica {
+	var out []workflows.Replica
+	for _, r := range b.live {
+		if r.Service == service {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (b *nodeBackend) Link(_ context.Context, a *irsv1.LinkAction) error {
+	b.calls = append(b.calls, "link "+workflows.DescribeLink(a))
+	return nil
+}
+
+func (b *nodeBackend) Partition(_ context.Context, a *irsv1.PartitionAction) error {
+	b.calls = append(b.calls, "partition "+workflows.DescribePartition(a))
+	return nil
+}
+
+func (b *nodeBackend) LoseNode(_ context.Context, a *irsv1.NodeAction) (string, error) {
+	b.calls = append(b.calls, fmt.Sprintf("node name=%s of=%s heal=%v", a.GetName(), a.GetOf(), a.GetHeal()))
+	return "lost " + a.GetName(), nil
+}
+
+// TestNetworkSteps: each node and network action reaches the backend (a node chosen by service resolved to the
+// node its oldest replica runs on); each fault is recorded with what it hit, and each heal ends it; a lost
+// node's replicas are not expected to report until it is back.
+func TestNetworkSteps(t *testing.T) {
+	b := &nodeBackend{live: []workflows.Replica{
+		{Service: "storefront", ID: "storefront-a", Node: "n2"},
+		{Service: "storefront", ID: "storefront-b", Node: "n3"},
+		{Service: "checkout", ID: "checkout-a", Node: "n2"},
+	}}
+	e := testEngine(t, shopYAML, 1, time.Second, b)
+	e.end = 20 * time.Second
+	for _, r := range b.live {
+		e.mu.Lock()
+		e.addReplica(r.Service, r.ID, r.Node, -1)
+		e.mu.Unlock()
+	}
+	steps := []workflows.Step{
+		{Path: "a[0]", Link: &irsv1.LinkAction{Set: &irsv1.Link{Delay: "300us"}}},
+		{Path: "a[1]", Partition: &irsv1.PartitionAction{Nodes: []string{"n2"}, From: []string{"n3"}}},
+		{Path: "a[2]", Partition: &irsv1.PartitionAction{Heal: true}},
+		{Path: "a[3]", Node: &irsv1.NodeAction{Of: "storefront", Select: "oldest"}},
+		{Path: "a[4]", Node: &irsv1.NodeAction{Heal: true}},
+		{Path: "a[5]", Link: &irsv1.LinkAction{Reset_: true}},
+	}
+	for i, st := range steps {
+		e.t0 = time.Now().Add(-time.Duration(2*i+1) * time.Second) // step i is done at 2i+1 s
+		if err := e.networkStep(t.Context(), st); err != nil {
+			t.Fatalf("%s: %v", st.Path, err)
+		}
+	}
+	want := []string{
+		"link every pair of nodes: delay 300us",
+		"partition n2 cut off from n3",
+		"partition every partition healed",
+		"node name=n2 of= heal=false",
+		"node name= of= heal=true",
+		"link every pair of nodes: the links the run started with",
+	}
+	if got := strings.Join(b.calls, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("backend calls:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	faults := e.res.GetFaults()
+	if len(faults) != 3 {
+		t.Fatalf("%d faults, want 3 (link, partition, node): %v", len(faults), faults)
+	}
+	type rec struct {
+		kind       string
+		t, healed  float64
+		nodes, hit string
+	}
+	wantRecs := []rec{{FaultLink, 1, 11, "", ""}, {FaultPartition, 3, 5, "n2,n3", ""}, {FaultNode, 7, 9, "n2", "storefront-a,checkout-a"}}
+	for i, f := range faults {
+		got := rec{f.GetKind(), math.Round(f.GetT()), math.Round(f.GetHealed()), strings.Join(f.GetNodes(), ","),
+			strings.Join(f.GetReplicas(), ",")}
+		if got != wantRecs[i] {
+			t.Errorf("fault %d = %+v, want %+v", i, got, wantRecs[i])
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.unreachable("storefront-a", 7, 8) || !e.unreachable("checkout-a", 8.5, 9.5) {
+		t.Error("the replicas on the lost node n2 are expected to report while it is lost")
+	}
+	if e.unreachable("storefront-a", 10, 11) || e.unreachable("storefront-b", 7, 8) {
+		t.Error("a replica is excused from reporting after its node is back, or on a node never lost")
+	}
+}
