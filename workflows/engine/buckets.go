@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"sort"
 	"time"
 
@@ -50,10 +51,16 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 		case <-timer.C:
 		case <-done:
 			timer.Stop()
-			e.closeBuckets(k - 1)
+			// Every interval whose windows arrived, the last ones too when the loop was behind.
+			e.closeBuckets(math.MaxInt)
 			return
 		}
-		usage := e.sampleUsage(time.Now())
+		// A sample that takes long (a node's kubelet that does not answer) must not hold up the intervals: when
+		// the loop is an interval behind, it closes them without sampling until it is on time again.
+		var usage map[usageKey]serviceUsage
+		if time.Since(at) < e.interval {
+			usage = e.sampleUsage(time.Now())
+		}
 		pressure := e.pressure.share(time.Now())
 		e.mu.Lock()
 		if m := e.machine[k]; m != nil {

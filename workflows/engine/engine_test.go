@@ -594,3 +594,53 @@ func TestBusiestSecondStaysInItsPhase(t *testing.T) {
 		t.Errorf("quiet phase: busiest %.0f mcores, want 200 (measured in it), not the 900 held from the busy phase", got)
 	}
 }
+
+// TestTickLoopNotHeldUpBySlowUsage: a resource sample that takes several intervals (a kubelet of a lost node
+// that does not answer) does not hold up the intervals: the loop closes them without sampling until it is on
+// time again, and when done closes every interval whose windows arrived is in the series, none dropped.
+func TestTickLoopNotHeldUpBySlowUsage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		calls := 0
+		b := &usageBackend{usage: func() []workflows.Usage {
+			calls++
+			if calls == 2 {
+				time.Sleep(1200 * time.Millisecond) // almost five intervals
+			}
+			return []workflows.Usage{proc("storefront", 101, 1, 100)}
+		}}
+		e := testEngine(t, shopYAML, 1, 250*time.Millisecond, b)
+		e.t0 = start
+		var samples []sample
+		for k := range 8 {
+			from, to := time.Duration(k)*250*time.Millisecond, time.Duration(k+1)*250*time.Millisecond
+			samples = append(samples, sample{service: "storefront", replica: "storefront-1", stats: &irsv1.StatsSnapshot{
+				WindowStart: timestamppb.New(start.Add(from)), WindowEnd: timestamppb.New(start.Add(to)),
+				Inbound: []*irsv1.RouteStats{{Route: "http1", Outcomes: outcomes(map[int32]int64{200: 10}, nil)}}}})
+		}
+		feed(e, samples...) // every window is in before the loop runs: the loop alone decides what is closed
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { e.tickLoop(done) })
+		time.Sleep(1900 * time.Millisecond)
+		closedInTime := len(e.res.Series)
+		time.Sleep(200 * time.Millisecond)
+		close(done)
+		wg.Wait()
+		if closedInTime < 6 {
+			t.Errorf("%d intervals closed by 1.9 s despite one slow sample, want the loop back on time (6 or more)", closedInTime)
+		}
+		if len(e.res.Series) != 8 {
+			t.Fatalf("%d ticks, want all 8 intervals whose windows arrived", len(e.res.Series))
+		}
+		var reqs int64
+		for _, tick := range e.res.Series {
+			for _, p := range tick.GetServices() {
+				reqs += p.GetRequests()
+			}
+		}
+		if reqs != 80 || calls > 6 {
+			t.Errorf("%d requests in the series (want 80), %d usage samples (want the slow one skipped over)", reqs, calls)
+		}
+	})
+}

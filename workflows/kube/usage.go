@@ -38,7 +38,13 @@ type usageReader struct {
 	integrated map[string]counter
 	// measureWait bounds awaitMeasured.
 	measureWait time.Duration
+	// quiet are the nodes whose kubelet did not answer, until when they are not asked again: a node lost (cut
+	// off, partitioned from the control plane) would make every read wait out its timeout.
+	quiet map[string]time.Time
 }
+
+// quietFor is how long a kubelet that did not answer is left alone.
+const quietFor = 10 * time.Second
 
 type counter struct {
 	at      time.Time
@@ -49,7 +55,7 @@ type meshPod struct{ kind string }
 
 func newUsageReader(b *Backend) *usageReader {
 	return &usageReader{b: b, meshPods: map[string]meshPod{}, meshNodes: map[string]struct{}{}, warned: map[string]bool{},
-		integrated: map[string]counter{}, measureWait: measureWait}
+		integrated: map[string]counter{}, measureWait: measureWait, quiet: map[string]time.Time{}}
 }
 
 // Usage implements workflows.Backend.
@@ -93,6 +99,15 @@ func (u *usageReader) readAll() (out []workflows.Usage, complete bool) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	complete = true
+	now := time.Now()
+	u.mu.Lock()
+	for n, until := range u.quiet {
+		if now.Before(until) {
+			delete(nodes, n)
+			complete = false
+		}
+	}
+	u.mu.Unlock()
 	for n := range nodes {
 		wg.Go(func() {
 			raw, err := b.c.raw(ctx, "/api/v1/nodes", n, "proxy", "metrics", "resource")
@@ -108,6 +123,9 @@ func (u *usageReader) readAll() (out []workflows.Usage, complete bool) {
 			}
 			if err != nil {
 				u.warnOnce("node "+n, "read a kubelet's metrics", err)
+				u.mu.Lock()
+				u.quiet[n] = time.Now().Add(quietFor)
+				u.mu.Unlock()
 				mu.Lock()
 				complete = false
 				mu.Unlock()
