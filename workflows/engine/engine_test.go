@@ -167,7 +167,7 @@ func TestSampleUsage(t *testing.T) {
 			},
 		},
 		{
-			name:     "a vanished process is forgotten: its pid seen again is a new process",
+			name:     "a process under a vanished one's pid, its counter lower, is a new process",
 			interval: 250 * time.Millisecond,
 			steps: []sampleStep{
 				{at: 0, procs: []workflows.Usage{proc("storefront", 101, 1, 100), proc("storefront", 102, 2, 200)},
@@ -207,9 +207,10 @@ func TestSampleUsage(t *testing.T) {
 				for _, p := range st.procs {
 					ids = append(ids, usageID(p))
 				}
-				slices.Sort(ids)
-				if got := slices.Sorted(maps.Keys(e.procs)); !slices.Equal(got, ids) {
-					t.Errorf("at %v: tracked %v, want %v (those sampled)", st.at, got, ids)
+				for _, id := range ids {
+					if e.procs[id] == nil {
+						t.Errorf("at %v: %s sampled but not tracked", st.at, id)
+					}
 				}
 			}
 		})
@@ -643,4 +644,32 @@ func TestTickLoopNotHeldUpBySlowUsage(t *testing.T) {
 			t.Errorf("%d requests in the series (want 80), %d usage samples (want the slow one skipped over)", reqs, calls)
 		}
 	})
+}
+
+// TestUsageOfAProcessBackAfterAGap: a process missing from a few samples (its node's kubelet did not answer)
+// takes up its counter where it left it: its CPU over the gap is spread over the gap, not charged to the
+// interval it came back in as a new process's would be.
+func TestUsageOfAProcessBackAfterAGap(t *testing.T) {
+	var usage []workflows.Usage
+	b := &usageBackend{usage: func() []workflows.Usage { return usage }}
+	e := testEngine(t, shopYAML, 1, time.Second, b)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	usage = []workflows.Usage{proc("storefront", 101, 10, 100)}
+	e.sampleUsage(at(0))
+	usage = []workflows.Usage{proc("storefront", 101, 10.5, 100)}
+	e.sampleUsage(at(1))
+	usage = nil
+	for s := 2; s <= 5; s++ {
+		e.sampleUsage(at(s))
+	}
+	usage = []workflows.Usage{proc("storefront", 101, 13.5, 100)} // 3 s of CPU over the 5 s gap: 600m
+	got := e.sampleUsage(at(6))[usageKey{service: "storefront", kind: workflows.UsageWorker}]
+	if math.Abs(got.mcores-600) > 1e-6 {
+		t.Errorf("back after a gap: %vm, want 600m (its CPU over the gap)", got.mcores)
+	}
+	usage = nil
+	e.sampleUsage(at(6).Add(forgetAfter + time.Second))
+	if len(e.procs) != 0 {
+		t.Errorf("tracked %v after it was missing for longer than %s, want it forgotten", slices.Collect(maps.Keys(e.procs)), forgetAfter)
+	}
 }

@@ -37,7 +37,13 @@ type procHistory struct {
 	points         []cpuPoint
 	rate, busiest  float64
 	seen, hasRates bool
+	lastSeen       time.Time
 }
+
+// forgetAfter is how long a process missing from the samples is remembered: one whose node did not answer for
+// a while (lost, then back) takes up its counter where it left it, rather than being taken for a new process
+// whose whole CPU time since it started would be charged to one interval.
+const forgetAfter = 2 * time.Minute
 
 // usageID names what a usage sample measures, across samples.
 func usageID(u workflows.Usage) string { return u.Kind + "/" + u.Service + "/" + u.Replica }
@@ -65,6 +71,9 @@ func (e *engine) sampleUsage(now time.Time) map[usageKey]serviceUsage {
 		}
 		id := usageID(u)
 		h, ok := e.procs[id]
+		if ok && len(h.points) > 0 && u.CPUSeconds < h.points[len(h.points)-1].cpu {
+			ok = false // its counter went back: another process under the same name (a pid reused)
+		}
 		if !ok {
 			h = &procHistory{}
 			if !prevSample.IsZero() && prevSample.Before(at) {
@@ -92,7 +101,9 @@ func (e *engine) sampleUsage(now time.Time) map[usageKey]serviceUsage {
 		out[k] = s
 	}
 	for id, h := range e.procs {
-		if !h.seen {
+		if h.seen {
+			h.lastSeen = now
+		} else if now.Sub(h.lastSeen) > forgetAfter {
 			delete(e.procs, id)
 		}
 	}
