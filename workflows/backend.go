@@ -138,8 +138,9 @@ type Usage struct {
 	RSSBytes int64
 }
 
-// NodeFaults is a backend whose nodes a workflow can lose, and whose network between nodes it can change: the
-// kubernetes backend (links, partitions and cut nodes only on IRS's test cluster, whose network IRS shapes).
+// NodeFaults is a backend whose nodes a workflow can lose, whose network between nodes it can change, and whose
+// mesh components it can kill: the kubernetes backend (links, partitions, cut nodes and mesh components only on
+// IRS's test cluster, whose network and nodes' runtime IRS reaches).
 // A backend without it refuses a workflow with such actions before the run starts.
 type NodeFaults interface {
 	// Link changes the links between nodes (or puts back the run's first ones).
@@ -149,4 +150,7 @@ type NodeFaults interface {
 	// LoseNode loses the node named (a.Name; the engine resolves a.Of to a node) as a.Mode says, or brings back
 	// the nodes the run lost (a.Heal). It returns what it did, in words, for the run's events.
 	LoseNode(ctx context.Context, a *irsv1.NodeAction) (string, error)
+	// MeshFault kills or freezes a component of the mesh (a.Node resolved; for sidecars, those of replicas),
+	// or thaws what the run froze (a.Heal). It returns what it did, in words.
+	MeshFault(ctx context.Context, a *irsv1.MeshAction, replicas []string) (string, error)
 }

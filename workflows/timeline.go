@@ -57,6 +57,7 @@ type Step struct {
 	Link      *irsv1.LinkAction
 	Partition *irsv1.PartitionAction
 	Node      *irsv1.NodeAction
+	Mesh      *irsv1.MeshAction
 }
 
 // Kind names the step's action.
@@ -74,12 +75,17 @@ func (s Step) Kind() string {
 		return "partition"
 	case s.Node != nil:
 		return "node"
+	case s.Mesh != nil:
+		return "mesh"
 	}
 	return "scale"
 }
 
-// Network says whether the step changes the network between nodes or loses a node (NodeFaults).
-func (s Step) Network() bool { return s.Link != nil || s.Partition != nil || s.Node != nil }
+// Network says whether the step changes the network between nodes, loses a node or hits a mesh component
+// (NodeFaults).
+func (s Step) Network() bool {
+	return s.Link != nil || s.Partition != nil || s.Node != nil || s.Mesh != nil
+}
 
 // Service returns the service the step acts on.
 func (s Step) Service() string {
@@ -92,6 +98,8 @@ func (s Step) Service() string {
 		return s.Configure.GetService()
 	case s.Node != nil:
 		return s.Node.GetOf()
+	case s.Mesh != nil:
+		return s.Mesh.GetService() + s.Mesh.GetOf() // at most one is set
 	case s.Link != nil || s.Partition != nil:
 		return ""
 	}
@@ -228,6 +236,8 @@ func (b *stepBuilder) once(a *irsv1.Action, at time.Duration, path string) time.
 		step.Partition = a.GetPartition()
 	case a.GetNode() != nil:
 		step.Node = a.GetNode()
+	case a.GetMesh() != nil:
+		step.Mesh = a.GetMesh()
 	case a.GetWait() != "":
 		d, _ := units.ParseDuration(a.GetWait())
 		return at + b.scale(d)

@@ -148,6 +148,10 @@ func (v *validator) action(path string, a *irsv1.Action, depth int) {
 		kinds++
 		v.nodeAction(field.Join(path, "node"), a.GetNode())
 	}
+	if a.GetMesh() != nil {
+		kinds++
+		v.meshAction(field.Join(path, "mesh"), a.GetMesh())
+	}
 	if a.GetWait() != "" {
 		kinds++
 		v.positive(field.Join(path, "wait"), a.GetWait())
@@ -166,10 +170,10 @@ func (v *validator) action(path string, a *irsv1.Action, depth int) {
 	}
 	switch kinds {
 	case 0:
-		v.errs.Addf(path, "an action needs one of load, kill, configure, scale, link, partition, node, wait, serial, parallel")
+		v.errs.Addf(path, "an action needs one of load, kill, configure, scale, link, partition, node, mesh, wait, serial, parallel")
 	case 1:
 	default:
-		v.errs.Addf(path, "an action does one thing: set only one of load, kill, configure, scale, link, partition, node, wait, serial, parallel")
+		v.errs.Addf(path, "an action does one thing: set only one of load, kill, configure, scale, link, partition, node, mesh, wait, serial, parallel")
 	}
 }
 

@@ -178,11 +178,31 @@ func TestValidateActions(t *testing.T) {
 			},
 		},
 
+		{
+			name: "good mesh actions",
+			doc: head + "      - mesh: {component: sidecar, service: api, count: 2, select: oldest, mode: freeze}\n" +
+				"      - mesh: {heal: true}\n      - mesh: {component: node_proxy, of: api}\n      - mesh: {component: node_proxy, node: irs-node-2}\n" +
+				"      - mesh: {component: control_plane}\n",
+		},
+		{
+			name: "mesh actions that name the wrong things",
+			doc: head + "      - mesh: {component: proxy}\n      - mesh: {component: sidecar}\n      - mesh: {component: node_proxy, service: api}\n" +
+				"      - mesh: {component: control_plane, mode: crash}\n      - mesh: {heal: true, component: sidecar}\n",
+			want: []problem{
+				{"11:27", "phases[0].actions[0].mesh.component", `unknown component "proxy"`},
+				{"12:15", "phases[0].actions[1].mesh.service", "required: the service acted on"},
+				{"13:15", "phases[0].actions[2].mesh", "name the node"},
+				{"13:48", "phases[0].actions[2].mesh.service", "does not apply to component node_proxy"},
+				{"14:48", "phases[0].actions[3].mesh.mode", `unknown mode "crash"`},
+				{"15:15", "phases[0].actions[4].mesh", "heal thaws everything"},
+			},
+		},
+
 		// What an action does.
 		{
 			name: "action that does nothing",
 			doc:  head + "      - at: 5s\n",
-			want: []problem{{"11:9", "phases[0].actions[0]", "an action needs one of load, kill, configure, scale, link, partition, node, wait, serial, parallel"}},
+			want: []problem{{"11:9", "phases[0].actions[0]", "an action needs one of load, kill, configure, scale, link, partition, node, mesh, wait, serial, parallel"}},
 		},
 		{
 			name: "action that does two things",

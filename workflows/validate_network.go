@@ -101,3 +101,65 @@ func (v *validator) nodeAction(path string, a *irsv1.NodeAction) {
 		v.serviceRef(field.Join(path, "of"), a.GetOf())
 	}
 }
+
+// Mesh components a mesh action hits (MeshAction.component).
+const (
+	ComponentSidecar      = "sidecar"
+	ComponentNodeProxy    = "node_proxy"
+	ComponentControlPlane = "control_plane"
+)
+
+func (v *validator) meshAction(path string, a *irsv1.MeshAction) {
+	switch a.GetMode() {
+	case "", "kill", "freeze":
+	default:
+		v.errs.Addf(field.Join(path, "mode"), "unknown mode %q (want kill or freeze)", a.GetMode())
+	}
+	switch a.GetSelect() {
+	case "", "random", "oldest":
+	default:
+		v.errs.Addf(field.Join(path, "select"), "unknown selection %q (want random or oldest)", a.GetSelect())
+	}
+	if a.GetHeal() {
+		if a.GetComponent() != "" || a.GetService() != "" || a.GetNode() != "" || a.GetOf() != "" || a.GetMode() != "" {
+			v.errs.Addf(path, "heal thaws everything of the mesh the run froze: set nothing else")
+		}
+		return
+	}
+	notFor := func(name, value string) {
+		if value != "" {
+			v.errs.Addf(field.Join(path, name), "does not apply to component %s", a.GetComponent())
+		}
+	}
+	switch a.GetComponent() {
+	case ComponentSidecar:
+		v.serviceRef(field.Join(path, "service"), a.GetService())
+		notFor("node", a.GetNode())
+		notFor("of", a.GetOf())
+	case ComponentNodeProxy:
+		notFor("service", a.GetService())
+		switch {
+		case a.GetNode() != "" && a.GetOf() != "":
+			v.errs.Addf(path, "node or of, not both")
+		case a.GetNode() == "" && a.GetOf() == "":
+			v.errs.Addf(path, "name the node (node: irs-node-2) or the service whose replica's node it is (of: server)")
+		case a.GetOf() != "":
+			v.serviceRef(field.Join(path, "of"), a.GetOf())
+		default:
+			v.nodeNames(field.Join(path, "node"), []string{a.GetNode()})
+		}
+	case ComponentControlPlane:
+		notFor("service", a.GetService())
+		notFor("node", a.GetNode())
+		notFor("of", a.GetOf())
+	case "":
+		v.errs.Addf(field.Join(path, "component"), "required: sidecar, node_proxy or control_plane (or heal: true)")
+		return
+	default:
+		v.errs.Addf(field.Join(path, "component"), "unknown component %q (want sidecar, node_proxy or control_plane)", a.GetComponent())
+		return
+	}
+	if a.GetCount() > 0 && a.GetComponent() != ComponentSidecar {
+		v.errs.Addf(field.Join(path, "count"), "does not apply to component %s", a.GetComponent())
+	}
+}

@@ -19,6 +19,8 @@ const (
 	FaultLink      = "link"
 	FaultPartition = "partition"
 	FaultNode      = "node"
+	// A mesh component killed or frozen: sidecars, a node proxy, the control plane.
+	FaultMesh = "mesh"
 )
 
 // openGray is a gray fault not healed yet: the replicas it hit that still have its change.

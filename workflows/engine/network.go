@@ -42,6 +42,8 @@ func (e *engine) networkStep(ctx context.Context, st workflows.Step) error {
 			e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultPartition, Target: what,
 				Nodes: append(slices.Clone(st.Partition.GetNodes()), st.Partition.GetFrom()...)})
 		}
+	case st.Mesh != nil:
+		return e.meshStep(ctx, nf, st, now)
 	case st.Node != nil:
 		a, replica := st.Node, ""
 		if a.GetOf() != "" {
@@ -70,16 +72,21 @@ func (e *engine) networkStep(ctx context.Context, st workflows.Step) error {
 	return nil
 }
 
-// nodeOf chooses the replica of a node action's service whose node is lost: the oldest, or one at random
-// (seeded, as kills are), among the live replicas whose node is known.
+// nodeOf chooses the replica of a node action's service whose node is lost.
 func (e *engine) nodeOf(st workflows.Step) (workflows.Replica, bool) {
+	return e.replicaNode(st.Node.GetOf(), st.Node.GetSelect(), st)
+}
+
+// replicaNode chooses a replica of service whose node an action hits: the oldest, or one at random (seeded, as
+// kills are), among the live replicas whose node is known.
+func (e *engine) replicaNode(service, selection string, st workflows.Step) (workflows.Replica, bool) {
 	var live []workflows.Replica // oldest first
-	for _, r := range e.o.Backend.Replicas(st.Node.GetOf()) {
+	for _, r := range e.o.Backend.Replicas(service) {
 		if r.Node != "" {
 			live = append(live, r)
 		}
 	}
-	chosen, _, _ := choose(live, choice{count: 1, oldest: st.Node.GetSelect() == "oldest"}, stepRand(e.o.Workflow.GetSeed(), st))
+	chosen, _, _ := choose(live, choice{count: 1, oldest: selection == "oldest"}, stepRand(e.o.Workflow.GetSeed(), st))
 	if len(chosen) == 0 {
 		return workflows.Replica{}, false
 	}
@@ -151,4 +158,60 @@ func (e *engine) healNetwork(at time.Time, kind, node string) {
 		}
 	}
 	e.boundaries = append(e.boundaries, t)
+}
+
+// meshStep kills or freezes a mesh component: the sidecars of replicas chosen as a kill's victims are, the
+// node proxy of a node (named, or a replica's), the control plane; or thaws what the run froze.
+func (e *engine) meshStep(ctx context.Context, nf workflows.NodeFaults, st workflows.Step, now time.Time) error {
+	a := proto.CloneOf(st.Mesh)
+	var hit []workflows.Replica
+	switch {
+	case a.GetHeal():
+	case a.GetComponent() == workflows.ComponentSidecar:
+		chosen, _, err := choose(e.o.Backend.Replicas(a.GetService()), choice{count: a.GetCount(), oldest: a.GetSelect() == "oldest"},
+			stepRand(e.o.Workflow.GetSeed(), st))
+		if err != nil {
+			return err
+		}
+		if len(chosen) == 0 {
+			e.action(now, st, "mesh", "", "no live replica of "+a.GetService()+" whose sidecar to hit")
+			return nil
+		}
+		hit = chosen
+	case a.GetComponent() == workflows.ComponentNodeProxy:
+		if a.GetOf() != "" {
+			r, ok := e.replicaNode(a.GetOf(), a.GetSelect(), st)
+			if !ok {
+				e.action(now, st, "mesh", "", "no live replica of "+a.GetOf()+" on a known node")
+				return nil
+			}
+			a.Node, a.Of = r.Node, ""
+		}
+		hit = e.replicasOn(a.GetNode())
+	}
+	what, err := nf.MeshFault(ctx, a, idsOf(hit))
+	if err != nil {
+		return err
+	}
+	replica := ""
+	if len(hit) == 1 {
+		replica = hit[0].ID
+	}
+	e.action(now, st, "mesh", replica, what)
+	if a.GetHeal() {
+		e.healNetwork(now, FaultMesh, "")
+		return nil
+	}
+	var nodes []string
+	if a.GetNode() != "" {
+		nodes = []string{a.GetNode()}
+	} else {
+		nodes = nodesOf(hit)
+	}
+	r := &irsv1.FaultRecord{Kind: FaultMesh, Target: what, Replicas: idsOf(hit), Nodes: nodes}
+	if a.GetComponent() == workflows.ComponentSidecar {
+		r.Service = a.GetService()
+	}
+	e.recordFault(now, st, r)
+	return nil
 }

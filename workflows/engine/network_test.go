@@ -39,6 +39,12 @@ func (b *nodeBackend) Partition(_ context.Context, a *irsv1.PartitionAction) err
 	return nil
 }
 
+func (b *nodeBackend) MeshFault(_ context.Context, a *irsv1.MeshAction, replicas []string) (string, error) {
+	b.calls = append(b.calls, fmt.Sprintf("mesh %s node=%s mode=%s heal=%v replicas=%v", a.GetComponent(), a.GetNode(),
+		a.GetMode(), a.GetHeal(), replicas))
+	return "hit " + a.GetComponent(), nil
+}
+
 func (b *nodeBackend) LoseNode(_ context.Context, a *irsv1.NodeAction) (string, error) {
 	b.calls = append(b.calls, fmt.Sprintf("node name=%s of=%s heal=%v", a.GetName(), a.GetOf(), a.GetHeal()))
 	return "lost " + a.GetName(), nil
@@ -109,5 +115,39 @@ func TestNetworkSteps(t *testing.T) {
 	}
 	if e.unreachable("storefront-a", 10, 11) || e.unreachable("storefront-b", 7, 8) {
 		t.Error("a replica is excused from reporting after its node is back, or on a node never lost")
+	}
+}
+
+// TestMeshSteps: a sidecar action hits the chosen replicas' sidecars, a node proxy action the node of a
+// replica, with every replica on it hit; heal thaws and ends the frozen fault.
+func TestMeshSteps(t *testing.T) {
+	b := &nodeBackend{live: []workflows.Replica{
+		{Service: "storefront", ID: "storefront-a", Node: "n2"},
+		{Service: "storefront", ID: "storefront-b", Node: "n3"},
+		{Service: "checkout", ID: "checkout-a", Node: "n3"},
+	}}
+	e := testEngine(t, shopYAML, 1, time.Second, b)
+	e.end = 20 * time.Second
+	steps := []workflows.Step{
+		{Path: "a[0]", Mesh: &irsv1.MeshAction{Component: workflows.ComponentSidecar, Service: "storefront", Select: "oldest", Mode: "freeze"}},
+		{Path: "a[1]", Mesh: &irsv1.MeshAction{Heal: true}},
+		{Path: "a[2]", Mesh: &irsv1.MeshAction{Component: workflows.ComponentNodeProxy, Of: "checkout"}},
+	}
+	for i, st := range steps {
+		e.t0 = time.Now().Add(-time.Duration(2*i+1) * time.Second)
+		if err := e.networkStep(t.Context(), st); err != nil {
+			t.Fatalf("%s: %v", st.Path, err)
+		}
+	}
+	want := "mesh sidecar node= mode=freeze heal=false replicas=[storefront-a]\n" +
+		"mesh  node= mode= heal=true replicas=[]\n" +
+		"mesh node_proxy node=n3 mode= heal=false replicas=[storefront-b checkout-a]"
+	if got := strings.Join(b.calls, "\n"); got != want {
+		t.Errorf("backend calls:\n%s\nwant:\n%s", got, want)
+	}
+	f := e.res.GetFaults()
+	if len(f) != 2 || f[0].GetKind() != FaultMesh || f[0].GetService() != "storefront" || math.Round(f[0].GetHealed()) != 3 ||
+		strings.Join(f[1].GetNodes(), ",") != "n3" || f[1].GetService() != "" || f[1].Healed != nil {
+		t.Errorf("faults %v", f)
 	}
 }

@@ -88,6 +88,7 @@ type Backend struct {
 	// cordoned (network.go).
 	underlay *underlay
 	drained  []string
+	frozen   []meshContainer // the mesh's containers the run froze (meshfault.go)
 	stopBeat context.CancelFunc
 	wg       sync.WaitGroup
 }

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -25,6 +26,8 @@ type NodeFaultPlan struct {
 	Lose bool
 	// Drain: node actions of mode drain (any cluster: cordon, evict).
 	Drain bool
+	// Containers: mesh actions, which kill or freeze containers on the nodes (IRS's test cluster only).
+	Containers bool
 	// Nodes the actions name, which must exist.
 	Nodes []string
 }
@@ -50,6 +53,9 @@ func NodeFaultsOf(tl *workflows.Timeline) NodeFaultPlan {
 			p.Shape = true
 			name(st.Partition.GetNodes()...)
 			name(st.Partition.GetFrom()...)
+		case st.Mesh != nil:
+			p.Containers = true
+			name(st.Mesh.GetNode())
 		case st.Node != nil && !st.Node.GetHeal():
 			switch st.Node.GetMode() {
 			case "cut":
@@ -76,7 +82,7 @@ var drainPermissions = []permission{
 // the nodes named exist, the network can be shaped where it must be, draining is allowed where it may be done.
 func (b *Backend) checkNodeFaults(ctx context.Context) error {
 	p := b.cfg.NodeFaults
-	if !p.Shape && !p.Lose && !p.Drain {
+	if !p.Shape && !p.Lose && !p.Drain && !p.Containers {
 		return nil
 	}
 	if len(p.Nodes) > 0 {
@@ -98,12 +104,14 @@ func (b *Backend) checkNodeFaults(ctx context.Context) error {
 		}
 	}
 	drain := p.Drain
-	if p.Shape || p.Lose {
+	if p.Shape || p.Lose || p.Containers {
 		u, err := b.openUnderlay(ctx)
 		switch {
 		case err == nil:
 			b.underlay = u
-		case p.Shape:
+		case p.Containers && errors.Is(err, errNoUnderlay):
+			return &EnvironmentError{Err: errNoContainers}
+		case p.Shape || p.Containers:
 			return &EnvironmentError{Err: err}
 		default:
 			drain = true // a node lost without a mode is drained where the network cannot be shaped
@@ -249,11 +257,14 @@ func (b *Backend) cordon(ctx context.Context, node string, on bool) error {
 	return nil
 }
 
-// restoreNodes puts back what the run changed of the cluster's nodes: the network as the run found it, and the
-// nodes it cordoned uncordoned.
+// restoreNodes puts back what the run changed of the cluster's nodes: the containers it froze thawed, the
+// network as the run found it, and the nodes it cordoned uncordoned.
 func (b *Backend) restoreNodes(ctx context.Context) error {
 	var errs []error
 	if b.underlay != nil {
+		if _, err := b.thaw(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		if err := b.underlay.restore(ctx); err != nil {
 			errs = append(errs, err)
 		}

@@ -24,8 +24,9 @@ const (
 
 // underlay is the cluster's network between nodes, when IRS may shape it.
 type underlay struct {
-	conn   *grpc.ClientConn
-	client irsv1.UnderlayServiceClient
+	conn       *grpc.ClientConn
+	client     irsv1.UnderlayServiceClient
+	containers irsv1.ContainerFaultServiceClient // the nodes' containers, on the same socket
 	// initial is the network as it was when the run began: Stop puts it back.
 	initial *irsv1.UnderlayState
 
@@ -57,7 +58,8 @@ func (b *Backend) openUnderlay(ctx context.Context) (*underlay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reach the underlay at %s: %w", socket, err)
 	}
-	u := &underlay{conn: conn, client: irsv1.NewUnderlayServiceClient(conn), mu: make(chan struct{}, 1)}
+	u := &underlay{conn: conn, client: irsv1.NewUnderlayServiceClient(conn), containers: irsv1.NewContainerFaultServiceClient(conn),
+		mu: make(chan struct{}, 1)}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if u.initial, err = u.client.Get(cctx, &irsv1.GetUnderlayRequest{}); err != nil {

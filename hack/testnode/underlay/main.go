@@ -132,6 +132,7 @@ func run(log *slog.Logger) error {
 	}
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
 	irsv1.RegisterUnderlayServiceServer(gs, srv)
+	irsv1.RegisterContainerFaultServiceServer(gs, &containers{root: "/sys/fs/cgroup"})
 	go func() { <-ctx.Done(); gs.Stop() }()
 	lineDone := make(chan error, 1)
 	go func() { lineDone <- l.run(ctx, uint64(time.Now().UnixNano())) }()

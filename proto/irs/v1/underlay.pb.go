@@ -57,6 +57,156 @@ func (*GetUnderlayRequest) Descriptor() ([]byte, []int) {
 	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{0}
 }
 
+// ContainerRef names a container as its pod's status does: "containerd://<64 hex>", or the bare id.
+type ContainerRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerRef) Reset() {
+	*x = ContainerRef{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerRef) ProtoMessage() {}
+
+func (x *ContainerRef) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerRef.ProtoReflect.Descriptor instead.
+func (*ContainerRef) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ContainerRef) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+type FreezeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Frozen        bool                   `protobuf:"varint,2,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeRequest) Reset() {
+	*x = FreezeRequest{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeRequest) ProtoMessage() {}
+
+func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
+func (*FreezeRequest) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FreezeRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *FreezeRequest) GetFrozen() bool {
+	if x != nil {
+		return x.Frozen
+	}
+	return false
+}
+
+// ContainerFaultReply says what was done: to how many processes, on which node.
+type ContainerFaultReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Processes     int32                  `protobuf:"varint,1,opt,name=processes,proto3" json:"processes,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerFaultReply) Reset() {
+	*x = ContainerFaultReply{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerFaultReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerFaultReply) ProtoMessage() {}
+
+func (x *ContainerFaultReply) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerFaultReply.ProtoReflect.Descriptor instead.
+func (*ContainerFaultReply) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ContainerFaultReply) GetProcesses() int32 {
+	if x != nil {
+		return x.Processes
+	}
+	return 0
+}
+
+func (x *ContainerFaultReply) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 // UnderlayState is the whole network between the nodes.
 type UnderlayState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -77,7 +227,7 @@ type UnderlayState struct {
 
 func (x *UnderlayState) Reset() {
 	*x = UnderlayState{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[1]
+	mi := &file_irs_v1_underlay_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -89,7 +239,7 @@ func (x *UnderlayState) String() string {
 func (*UnderlayState) ProtoMessage() {}
 
 func (x *UnderlayState) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[1]
+	mi := &file_irs_v1_underlay_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -102,7 +252,7 @@ func (x *UnderlayState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnderlayState.ProtoReflect.Descriptor instead.
 func (*UnderlayState) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{1}
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UnderlayState) GetNodes() []*UnderlayNode {
@@ -149,7 +299,7 @@ type UnderlayNode struct {
 
 func (x *UnderlayNode) Reset() {
 	*x = UnderlayNode{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[2]
+	mi := &file_irs_v1_underlay_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -161,7 +311,7 @@ func (x *UnderlayNode) String() string {
 func (*UnderlayNode) ProtoMessage() {}
 
 func (x *UnderlayNode) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[2]
+	mi := &file_irs_v1_underlay_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -174,7 +324,7 @@ func (x *UnderlayNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnderlayNode.ProtoReflect.Descriptor instead.
 func (*UnderlayNode) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{2}
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UnderlayNode) GetName() string {
@@ -222,7 +372,7 @@ type Link struct {
 
 func (x *Link) Reset() {
 	*x = Link{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[3]
+	mi := &file_irs_v1_underlay_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +384,7 @@ func (x *Link) String() string {
 func (*Link) ProtoMessage() {}
 
 func (x *Link) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[3]
+	mi := &file_irs_v1_underlay_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +397,7 @@ func (x *Link) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Link.ProtoReflect.Descriptor instead.
 func (*Link) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{3}
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Link) GetDelay() string {
@@ -290,7 +440,7 @@ type PairLink struct {
 
 func (x *PairLink) Reset() {
 	*x = PairLink{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[4]
+	mi := &file_irs_v1_underlay_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +452,7 @@ func (x *PairLink) String() string {
 func (*PairLink) ProtoMessage() {}
 
 func (x *PairLink) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[4]
+	mi := &file_irs_v1_underlay_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +465,7 @@ func (x *PairLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairLink.ProtoReflect.Descriptor instead.
 func (*PairLink) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PairLink) GetFrom() string {
@@ -344,7 +494,15 @@ var File_irs_v1_underlay_proto protoreflect.FileDescriptor
 const file_irs_v1_underlay_proto_rawDesc = "" +
 	"\n" +
 	"\x15irs/v1/underlay.proto\x12\x06irs.v1\"\x14\n" +
-	"\x12GetUnderlayRequest\"\xac\x01\n" +
+	"\x12GetUnderlayRequest\"1\n" +
+	"\fContainerRef\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"J\n" +
+	"\rFreezeRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x16\n" +
+	"\x06frozen\x18\x02 \x01(\bR\x06frozen\"G\n" +
+	"\x13ContainerFaultReply\x12\x1c\n" +
+	"\tprocesses\x18\x01 \x01(\x05R\tprocesses\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\"\xac\x01\n" +
 	"\rUnderlayState\x12*\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x14.irs.v1.UnderlayNodeR\x05nodes\x12/\n" +
 	"\fdefault_link\x18\x02 \x01(\v2\f.irs.v1.LinkR\vdefaultLink\x12&\n" +
@@ -366,7 +524,10 @@ const file_irs_v1_underlay_proto_rawDesc = "" +
 	"\x04link\x18\x03 \x01(\v2\f.irs.v1.LinkR\x04link2\x80\x01\n" +
 	"\x0fUnderlayService\x128\n" +
 	"\x03Get\x12\x1a.irs.v1.GetUnderlayRequest\x1a\x15.irs.v1.UnderlayState\x123\n" +
-	"\x03Set\x12\x15.irs.v1.UnderlayState\x1a\x15.irs.v1.UnderlayStateB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
+	"\x03Set\x12\x15.irs.v1.UnderlayState\x1a\x15.irs.v1.UnderlayState2\x90\x01\n" +
+	"\x15ContainerFaultService\x129\n" +
+	"\x04Kill\x12\x14.irs.v1.ContainerRef\x1a\x1b.irs.v1.ContainerFaultReply\x12<\n" +
+	"\x06Freeze\x12\x15.irs.v1.FreezeRequest\x1a\x1b.irs.v1.ContainerFaultReplyB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
 
 var (
 	file_irs_v1_underlay_proto_rawDescOnce sync.Once
@@ -380,25 +541,32 @@ func file_irs_v1_underlay_proto_rawDescGZIP() []byte {
 	return file_irs_v1_underlay_proto_rawDescData
 }
 
-var file_irs_v1_underlay_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_irs_v1_underlay_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_irs_v1_underlay_proto_goTypes = []any{
-	(*GetUnderlayRequest)(nil), // 0: irs.v1.GetUnderlayRequest
-	(*UnderlayState)(nil),      // 1: irs.v1.UnderlayState
-	(*UnderlayNode)(nil),       // 2: irs.v1.UnderlayNode
-	(*Link)(nil),               // 3: irs.v1.Link
-	(*PairLink)(nil),           // 4: irs.v1.PairLink
+	(*GetUnderlayRequest)(nil),  // 0: irs.v1.GetUnderlayRequest
+	(*ContainerRef)(nil),        // 1: irs.v1.ContainerRef
+	(*FreezeRequest)(nil),       // 2: irs.v1.FreezeRequest
+	(*ContainerFaultReply)(nil), // 3: irs.v1.ContainerFaultReply
+	(*UnderlayState)(nil),       // 4: irs.v1.UnderlayState
+	(*UnderlayNode)(nil),        // 5: irs.v1.UnderlayNode
+	(*Link)(nil),                // 6: irs.v1.Link
+	(*PairLink)(nil),            // 7: irs.v1.PairLink
 }
 var file_irs_v1_underlay_proto_depIdxs = []int32{
-	2, // 0: irs.v1.UnderlayState.nodes:type_name -> irs.v1.UnderlayNode
-	3, // 1: irs.v1.UnderlayState.default_link:type_name -> irs.v1.Link
-	4, // 2: irs.v1.UnderlayState.pairs:type_name -> irs.v1.PairLink
-	3, // 3: irs.v1.PairLink.link:type_name -> irs.v1.Link
+	5, // 0: irs.v1.UnderlayState.nodes:type_name -> irs.v1.UnderlayNode
+	6, // 1: irs.v1.UnderlayState.default_link:type_name -> irs.v1.Link
+	7, // 2: irs.v1.UnderlayState.pairs:type_name -> irs.v1.PairLink
+	6, // 3: irs.v1.PairLink.link:type_name -> irs.v1.Link
 	0, // 4: irs.v1.UnderlayService.Get:input_type -> irs.v1.GetUnderlayRequest
-	1, // 5: irs.v1.UnderlayService.Set:input_type -> irs.v1.UnderlayState
-	1, // 6: irs.v1.UnderlayService.Get:output_type -> irs.v1.UnderlayState
-	1, // 7: irs.v1.UnderlayService.Set:output_type -> irs.v1.UnderlayState
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
+	4, // 5: irs.v1.UnderlayService.Set:input_type -> irs.v1.UnderlayState
+	1, // 6: irs.v1.ContainerFaultService.Kill:input_type -> irs.v1.ContainerRef
+	2, // 7: irs.v1.ContainerFaultService.Freeze:input_type -> irs.v1.FreezeRequest
+	4, // 8: irs.v1.UnderlayService.Get:output_type -> irs.v1.UnderlayState
+	4, // 9: irs.v1.UnderlayService.Set:output_type -> irs.v1.UnderlayState
+	3, // 10: irs.v1.ContainerFaultService.Kill:output_type -> irs.v1.ContainerFaultReply
+	3, // 11: irs.v1.ContainerFaultService.Freeze:output_type -> irs.v1.ContainerFaultReply
+	8, // [8:12] is the sub-list for method output_type
+	4, // [4:8] is the sub-list for method input_type
 	4, // [4:4] is the sub-list for extension type_name
 	4, // [4:4] is the sub-list for extension extendee
 	0, // [0:4] is the sub-list for field type_name
@@ -415,9 +583,9 @@ func file_irs_v1_underlay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_underlay_proto_rawDesc), len(file_irs_v1_underlay_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_irs_v1_underlay_proto_goTypes,
 		DependencyIndexes: file_irs_v1_underlay_proto_depIdxs,

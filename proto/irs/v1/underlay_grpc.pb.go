@@ -175,3 +175,157 @@ var UnderlayService_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "irs/v1/underlay.proto",
 }
+
+const (
+	ContainerFaultService_Kill_FullMethodName   = "/irs.v1.ContainerFaultService/Kill"
+	ContainerFaultService_Freeze_FullMethodName = "/irs.v1.ContainerFaultService/Freeze"
+)
+
+// ContainerFaultServiceClient is the client API for ContainerFaultService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ContainerFaultService kills and freezes containers of IRS's test cluster, whose nodes' runtime runs on the
+// machine the service does: how a workflow kills one sidecar (not its app), the node proxy of one node (ztunnel)
+// or the mesh's control plane, or freezes them. Served beside UnderlayService, on the same socket. Only the test
+// cluster's containers are reachable: those under a node's cgroup root (/irs-node-*).
+type ContainerFaultServiceClient interface {
+	// Kill sends SIGKILL to every process of the container (thawed first, if frozen): its kubelet restarts it.
+	Kill(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*ContainerFaultReply, error)
+	// Freeze stops every process of the container (cgroup freezer), or thaws them.
+	Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*ContainerFaultReply, error)
+}
+
+type containerFaultServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewContainerFaultServiceClient(cc grpc.ClientConnInterface) ContainerFaultServiceClient {
+	return &containerFaultServiceClient{cc}
+}
+
+func (c *containerFaultServiceClient) Kill(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*ContainerFaultReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ContainerFaultReply)
+	err := c.cc.Invoke(ctx, ContainerFaultService_Kill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *containerFaultServiceClient) Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*ContainerFaultReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ContainerFaultReply)
+	err := c.cc.Invoke(ctx, ContainerFaultService_Freeze_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ContainerFaultServiceServer is the server API for ContainerFaultService service.
+// All implementations must embed UnimplementedContainerFaultServiceServer
+// for forward compatibility.
+//
+// ContainerFaultService kills and freezes containers of IRS's test cluster, whose nodes' runtime runs on the
+// machine the service does: how a workflow kills one sidecar (not its app), the node proxy of one node (ztunnel)
+// or the mesh's control plane, or freezes them. Served beside UnderlayService, on the same socket. Only the test
+// cluster's containers are reachable: those under a node's cgroup root (/irs-node-*).
+type ContainerFaultServiceServer interface {
+	// Kill sends SIGKILL to every process of the container (thawed first, if frozen): its kubelet restarts it.
+	Kill(context.Context, *ContainerRef) (*ContainerFaultReply, error)
+	// Freeze stops every process of the container (cgroup freezer), or thaws them.
+	Freeze(context.Context, *FreezeRequest) (*ContainerFaultReply, error)
+	mustEmbedUnimplementedContainerFaultServiceServer()
+}
+
+// UnimplementedContainerFaultServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedContainerFaultServiceServer struct{}
+
+func (UnimplementedContainerFaultServiceServer) Kill(context.Context, *ContainerRef) (*ContainerFaultReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Kill not implemented")
+}
+func (UnimplementedContainerFaultServiceServer) Freeze(context.Context, *FreezeRequest) (*ContainerFaultReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Freeze not implemented")
+}
+func (UnimplementedContainerFaultServiceServer) mustEmbedUnimplementedContainerFaultServiceServer() {}
+func (UnimplementedContainerFaultServiceServer) testEmbeddedByValue()                               {}
+
+// UnsafeContainerFaultServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ContainerFaultServiceServer will
+// result in compilation errors.
+type UnsafeContainerFaultServiceServer interface {
+	mustEmbedUnimplementedContainerFaultServiceServer()
+}
+
+func RegisterContainerFaultServiceServer(s grpc.ServiceRegistrar, srv ContainerFaultServiceServer) {
+	// If the following call panics, it indicates UnimplementedContainerFaultServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ContainerFaultService_ServiceDesc, srv)
+}
+
+func _ContainerFaultService_Kill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ContainerRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ContainerFaultServiceServer).Kill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ContainerFaultService_Kill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ContainerFaultServiceServer).Kill(ctx, req.(*ContainerRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ContainerFaultService_Freeze_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FreezeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ContainerFaultServiceServer).Freeze(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ContainerFaultService_Freeze_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ContainerFaultServiceServer).Freeze(ctx, req.(*FreezeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ContainerFaultService_ServiceDesc is the grpc.ServiceDesc for ContainerFaultService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ContainerFaultService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "irs.v1.ContainerFaultService",
+	HandlerType: (*ContainerFaultServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Kill",
+			Handler:    _ContainerFaultService_Kill_Handler,
+		},
+		{
+			MethodName: "Freeze",
+			Handler:    _ContainerFaultService_Freeze_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "irs/v1/underlay.proto",
+}

@@ -925,7 +925,7 @@ func (x *Phase) GetActions() []*Action {
 }
 
 // Action is one thing that happens, or a group of them: exactly one of load, kill, configure, scale, link,
-// partition, node, wait, serial, parallel.
+// partition, node, mesh, wait, serial, parallel.
 type Action struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// When the action starts, from the start of the phase (or of its group). Default "0s".
@@ -954,7 +954,10 @@ type Action struct {
 	// Cut the network between nodes, or heal it (IRS's test cluster).
 	Partition *PartitionAction `protobuf:"bytes,12,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Lose a node (cut it off on IRS's test cluster, or drain it on any cluster), or bring it back.
-	Node          *NodeAction `protobuf:"bytes,13,opt,name=node,proto3" json:"node,omitempty"`
+	Node *NodeAction `protobuf:"bytes,13,opt,name=node,proto3" json:"node,omitempty"`
+	// Kill or freeze a part of the mesh: a replica's sidecar, a node's proxy, the control plane (IRS's test
+	// cluster).
+	Mesh          *MeshAction `protobuf:"bytes,14,opt,name=mesh,proto3" json:"mesh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1076,6 +1079,13 @@ func (x *Action) GetPartition() *PartitionAction {
 func (x *Action) GetNode() *NodeAction {
 	if x != nil {
 		return x.Node
+	}
+	return nil
+}
+
+func (x *Action) GetMesh() *MeshAction {
+	if x != nil {
+		return x.Mesh
 	}
 	return nil
 }
@@ -1636,6 +1646,117 @@ func (x *NodeAction) GetHeal() bool {
 	return false
 }
 
+// MeshAction kills or freezes a part of the mesh while the apps go on: one replica's sidecar (not its app), the
+// node proxy of one node (ambient's ztunnel), or the mesh's control plane, so that a workflow can ask what each
+// design's blast radius is. Only IRS's test cluster (hack/testnode) lets IRS reach its nodes' containers; elsewhere
+// the run is refused before it starts. What the run froze is thawed at its end.
+type MeshAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "sidecar", "node_proxy" or "control_plane".
+	Component string `protobuf:"bytes,1,opt,name=component,proto3" json:"component,omitempty"`
+	// sidecar: the service whose replicas' sidecars are hit, chosen by count (default 1) and select ("random",
+	// seeded, the default; or "oldest"), as a kill's.
+	Service string `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	Count   uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Select  string `protobuf:"bytes,4,opt,name=select,proto3" json:"select,omitempty"`
+	// node_proxy: the node, by name; or of: the node a replica of this service runs on (chosen by select).
+	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	Of   string `protobuf:"bytes,6,opt,name=of,proto3" json:"of,omitempty"`
+	// "kill" (default: SIGKILL to every process of the container; its kubelet restarts it, as a crash would) or
+	// "freeze" (its processes stopped until heal: a hung proxy, which holds its connections open).
+	Mode string `protobuf:"bytes,7,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Thaw everything of the mesh the run froze, instead.
+	Heal          bool `protobuf:"varint,8,opt,name=heal,proto3" json:"heal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MeshAction) Reset() {
+	*x = MeshAction{}
+	mi := &file_irs_v1_workflow_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeshAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeshAction) ProtoMessage() {}
+
+func (x *MeshAction) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_workflow_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeshAction.ProtoReflect.Descriptor instead.
+func (*MeshAction) Descriptor() ([]byte, []int) {
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MeshAction) GetComponent() string {
+	if x != nil {
+		return x.Component
+	}
+	return ""
+}
+
+func (x *MeshAction) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *MeshAction) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *MeshAction) GetSelect() string {
+	if x != nil {
+		return x.Select
+	}
+	return ""
+}
+
+func (x *MeshAction) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *MeshAction) GetOf() string {
+	if x != nil {
+		return x.Of
+	}
+	return ""
+}
+
+func (x *MeshAction) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *MeshAction) GetHeal() bool {
+	if x != nil {
+		return x.Heal
+	}
+	return false
+}
+
 // Assertion is a condition on what the run measured, e.g. expect: "p99 < 500ms".
 type Assertion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1661,7 +1782,7 @@ type Assertion struct {
 
 func (x *Assertion) Reset() {
 	*x = Assertion{}
-	mi := &file_irs_v1_workflow_proto_msgTypes[19]
+	mi := &file_irs_v1_workflow_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1794,7 @@ func (x *Assertion) String() string {
 func (*Assertion) ProtoMessage() {}
 
 func (x *Assertion) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_workflow_proto_msgTypes[19]
+	mi := &file_irs_v1_workflow_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1807,7 @@ func (x *Assertion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assertion.ProtoReflect.Descriptor instead.
 func (*Assertion) Descriptor() ([]byte, []int) {
-	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{19}
+	return file_irs_v1_workflow_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Assertion) GetName() string {
@@ -1832,7 +1953,7 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x05Phase\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bduration\x18\x02 \x01(\tR\bduration\x12(\n" +
-	"\aactions\x18\x03 \x03(\v2\x0e.irs.v1.ActionR\aactions\"\xe5\x03\n" +
+	"\aactions\x18\x03 \x03(\v2\x0e.irs.v1.ActionR\aactions\"\x8d\x04\n" +
 	"\x06Action\x12\x0e\n" +
 	"\x02at\x18\x01 \x01(\tR\x02at\x12\x14\n" +
 	"\x05every\x18\x02 \x01(\tR\x05every\x12\x14\n" +
@@ -1847,7 +1968,8 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	" \x03(\v2\x0e.irs.v1.ActionR\bparallel\x12&\n" +
 	"\x04link\x18\v \x01(\v2\x12.irs.v1.LinkActionR\x04link\x125\n" +
 	"\tpartition\x18\f \x01(\v2\x17.irs.v1.PartitionActionR\tpartition\x12&\n" +
-	"\x04node\x18\r \x01(\v2\x12.irs.v1.NodeActionR\x04node\"Z\n" +
+	"\x04node\x18\r \x01(\v2\x12.irs.v1.NodeActionR\x04node\x12&\n" +
+	"\x04mesh\x18\x0e \x01(\v2\x12.irs.v1.MeshActionR\x04mesh\"Z\n" +
 	"\n" +
 	"LoadAction\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1e\n" +
@@ -1889,7 +2011,17 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\x02of\x18\x02 \x01(\tR\x02of\x12\x16\n" +
 	"\x06select\x18\x03 \x01(\tR\x06select\x12\x12\n" +
 	"\x04mode\x18\x04 \x01(\tR\x04mode\x12\x12\n" +
-	"\x04heal\x18\x05 \x01(\bR\x04heal\"\xa4\x01\n" +
+	"\x04heal\x18\x05 \x01(\bR\x04heal\"\xbe\x01\n" +
+	"\n" +
+	"MeshAction\x12\x1c\n" +
+	"\tcomponent\x18\x01 \x01(\tR\tcomponent\x12\x18\n" +
+	"\aservice\x18\x02 \x01(\tR\aservice\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\x12\x16\n" +
+	"\x06select\x18\x04 \x01(\tR\x06select\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\x12\x0e\n" +
+	"\x02of\x18\x06 \x01(\tR\x02of\x12\x12\n" +
+	"\x04mode\x18\a \x01(\tR\x04mode\x12\x12\n" +
+	"\x04heal\x18\b \x01(\bR\x04heal\"\xa4\x01\n" +
 	"\tAssertion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -1910,7 +2042,7 @@ func file_irs_v1_workflow_proto_rawDescGZIP() []byte {
 	return file_irs_v1_workflow_proto_rawDescData
 }
 
-var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_irs_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_irs_v1_workflow_proto_goTypes = []any{
 	(*Workflow)(nil),        // 0: irs.v1.Workflow
 	(*Sweep)(nil),           // 1: irs.v1.Sweep
@@ -1931,42 +2063,43 @@ var file_irs_v1_workflow_proto_goTypes = []any{
 	(*LinkAction)(nil),      // 16: irs.v1.LinkAction
 	(*PartitionAction)(nil), // 17: irs.v1.PartitionAction
 	(*NodeAction)(nil),      // 18: irs.v1.NodeAction
-	(*Assertion)(nil),       // 19: irs.v1.Assertion
-	nil,                     // 20: irs.v1.Kubernetes.ResourcesEntry
-	nil,                     // 21: irs.v1.Kubernetes.NodeSelectorEntry
-	nil,                     // 22: irs.v1.Kubernetes.LabelsEntry
-	nil,                     // 23: irs.v1.Kubernetes.AnnotationsEntry
-	nil,                     // 24: irs.v1.Kubernetes.RelayNodeSelectorEntry
-	nil,                     // 25: irs.v1.Kubernetes.PlacementEntry
-	nil,                     // 26: irs.v1.Placement.NodeSelectorEntry
-	nil,                     // 27: irs.v1.PodSelector.LabelsEntry
-	(*Mesh)(nil),            // 28: irs.v1.Mesh
-	(*WorkerConfig)(nil),    // 29: irs.v1.WorkerConfig
-	(*Load)(nil),            // 30: irs.v1.Load
-	(*Link)(nil),            // 31: irs.v1.Link
+	(*MeshAction)(nil),      // 19: irs.v1.MeshAction
+	(*Assertion)(nil),       // 20: irs.v1.Assertion
+	nil,                     // 21: irs.v1.Kubernetes.ResourcesEntry
+	nil,                     // 22: irs.v1.Kubernetes.NodeSelectorEntry
+	nil,                     // 23: irs.v1.Kubernetes.LabelsEntry
+	nil,                     // 24: irs.v1.Kubernetes.AnnotationsEntry
+	nil,                     // 25: irs.v1.Kubernetes.RelayNodeSelectorEntry
+	nil,                     // 26: irs.v1.Kubernetes.PlacementEntry
+	nil,                     // 27: irs.v1.Placement.NodeSelectorEntry
+	nil,                     // 28: irs.v1.PodSelector.LabelsEntry
+	(*Mesh)(nil),            // 29: irs.v1.Mesh
+	(*WorkerConfig)(nil),    // 30: irs.v1.WorkerConfig
+	(*Load)(nil),            // 31: irs.v1.Load
+	(*Link)(nil),            // 32: irs.v1.Link
 }
 var file_irs_v1_workflow_proto_depIdxs = []int32{
 	2,  // 0: irs.v1.Workflow.platform:type_name -> irs.v1.Platform
 	9,  // 1: irs.v1.Workflow.services:type_name -> irs.v1.Service
 	10, // 2: irs.v1.Workflow.phases:type_name -> irs.v1.Phase
-	19, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
-	28, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
+	20, // 3: irs.v1.Workflow.assertions:type_name -> irs.v1.Assertion
+	29, // 4: irs.v1.Workflow.mesh:type_name -> irs.v1.Mesh
 	1,  // 5: irs.v1.Workflow.sweep:type_name -> irs.v1.Sweep
 	3,  // 6: irs.v1.Platform.kubernetes:type_name -> irs.v1.Kubernetes
-	20, // 7: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
-	21, // 8: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
+	21, // 7: irs.v1.Kubernetes.resources:type_name -> irs.v1.Kubernetes.ResourcesEntry
+	22, // 8: irs.v1.Kubernetes.node_selector:type_name -> irs.v1.Kubernetes.NodeSelectorEntry
 	6,  // 9: irs.v1.Kubernetes.tolerations:type_name -> irs.v1.Toleration
-	22, // 10: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
-	23, // 11: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
+	23, // 10: irs.v1.Kubernetes.labels:type_name -> irs.v1.Kubernetes.LabelsEntry
+	24, // 11: irs.v1.Kubernetes.annotations:type_name -> irs.v1.Kubernetes.AnnotationsEntry
 	7,  // 12: irs.v1.Kubernetes.mesh:type_name -> irs.v1.InstalledMesh
-	24, // 13: irs.v1.Kubernetes.relay_node_selector:type_name -> irs.v1.Kubernetes.RelayNodeSelectorEntry
-	25, // 14: irs.v1.Kubernetes.placement:type_name -> irs.v1.Kubernetes.PlacementEntry
-	26, // 15: irs.v1.Placement.node_selector:type_name -> irs.v1.Placement.NodeSelectorEntry
+	25, // 13: irs.v1.Kubernetes.relay_node_selector:type_name -> irs.v1.Kubernetes.RelayNodeSelectorEntry
+	26, // 14: irs.v1.Kubernetes.placement:type_name -> irs.v1.Kubernetes.PlacementEntry
+	27, // 15: irs.v1.Placement.node_selector:type_name -> irs.v1.Placement.NodeSelectorEntry
 	6,  // 16: irs.v1.Placement.tolerations:type_name -> irs.v1.Toleration
 	8,  // 17: irs.v1.InstalledMesh.control_plane:type_name -> irs.v1.PodSelector
 	8,  // 18: irs.v1.InstalledMesh.node_proxies:type_name -> irs.v1.PodSelector
-	27, // 19: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
-	29, // 20: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
+	28, // 19: irs.v1.PodSelector.labels:type_name -> irs.v1.PodSelector.LabelsEntry
+	30, // 20: irs.v1.Service.worker:type_name -> irs.v1.WorkerConfig
 	11, // 21: irs.v1.Phase.actions:type_name -> irs.v1.Action
 	12, // 22: irs.v1.Action.load:type_name -> irs.v1.LoadAction
 	13, // 23: irs.v1.Action.kill:type_name -> irs.v1.KillAction
@@ -1977,16 +2110,17 @@ var file_irs_v1_workflow_proto_depIdxs = []int32{
 	16, // 28: irs.v1.Action.link:type_name -> irs.v1.LinkAction
 	17, // 29: irs.v1.Action.partition:type_name -> irs.v1.PartitionAction
 	18, // 30: irs.v1.Action.node:type_name -> irs.v1.NodeAction
-	30, // 31: irs.v1.LoadAction.set:type_name -> irs.v1.Load
-	29, // 32: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
-	31, // 33: irs.v1.LinkAction.set:type_name -> irs.v1.Link
-	5,  // 34: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
-	4,  // 35: irs.v1.Kubernetes.PlacementEntry.value:type_name -> irs.v1.Placement
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	19, // 31: irs.v1.Action.mesh:type_name -> irs.v1.MeshAction
+	31, // 32: irs.v1.LoadAction.set:type_name -> irs.v1.Load
+	30, // 33: irs.v1.ConfigureAction.set:type_name -> irs.v1.WorkerConfig
+	32, // 34: irs.v1.LinkAction.set:type_name -> irs.v1.Link
+	5,  // 35: irs.v1.Kubernetes.ResourcesEntry.value:type_name -> irs.v1.Resources
+	4,  // 36: irs.v1.Kubernetes.PlacementEntry.value:type_name -> irs.v1.Placement
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_workflow_proto_init() }
@@ -2003,7 +2137,7 @@ func file_irs_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_workflow_proto_rawDesc), len(file_irs_v1_workflow_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
