@@ -93,6 +93,7 @@ type engine struct {
 	lostNodes  []nodeLoss                   // nodes the run lost: their replicas are not expected to report
 	// networkFaults: the timeline changes nodes or the network between them, which may hit any call.
 	networkFaults bool
+	frozen        []*irsv1.FaultRecord   // mesh faults frozen and not thawed yet
 	machine       map[int]*irsv1.Machine // interval → how starved the machine was in it
 	pressure      pressureSampler
 	errs          phaseErrors // the phase's 5xx so far, for the progress line (under mu)

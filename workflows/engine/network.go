@@ -199,7 +199,7 @@ func (e *engine) meshStep(ctx context.Context, nf workflows.NodeFaults, st workf
 	}
 	e.action(now, st, "mesh", replica, what)
 	if a.GetHeal() {
-		e.healNetwork(now, FaultMesh, "")
+		e.thawed(now)
 		return nil
 	}
 	var nodes []string
@@ -213,5 +213,23 @@ func (e *engine) meshStep(ctx context.Context, nf workflows.NodeFaults, st workf
 		r.Service = a.GetService()
 	}
 	e.recordFault(now, st, r)
+	if a.GetMode() == "freeze" {
+		e.mu.Lock()
+		e.frozen = append(e.frozen, r)
+		e.mu.Unlock()
+	}
 	return nil
+}
+
+// thawed marks the frozen mesh faults healed at at (a killed container restarts on its own: its fault's window
+// runs to the next fault), and ends their windows.
+func (e *engine) thawed(at time.Time) {
+	t := e.since(at)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.frozen {
+		f.Healed = proto.Float64(t)
+	}
+	e.frozen = nil
+	e.boundaries = append(e.boundaries, t)
 }

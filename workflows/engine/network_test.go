@@ -132,6 +132,7 @@ func TestMeshSteps(t *testing.T) {
 		{Path: "a[0]", Mesh: &irsv1.MeshAction{Component: workflows.ComponentSidecar, Service: "storefront", Select: "oldest", Mode: "freeze"}},
 		{Path: "a[1]", Mesh: &irsv1.MeshAction{Heal: true}},
 		{Path: "a[2]", Mesh: &irsv1.MeshAction{Component: workflows.ComponentNodeProxy, Of: "checkout"}},
+		{Path: "a[3]", Mesh: &irsv1.MeshAction{Heal: true}}, // nothing frozen: the kill's fault is not healed by it
 	}
 	for i, st := range steps {
 		e.t0 = time.Now().Add(-time.Duration(2*i+1) * time.Second)
@@ -141,7 +142,8 @@ func TestMeshSteps(t *testing.T) {
 	}
 	want := "mesh sidecar node= mode=freeze heal=false replicas=[storefront-a]\n" +
 		"mesh  node= mode= heal=true replicas=[]\n" +
-		"mesh node_proxy node=n3 mode= heal=false replicas=[storefront-b checkout-a]"
+		"mesh node_proxy node=n3 mode= heal=false replicas=[storefront-b checkout-a]\n" +
+		"mesh  node= mode= heal=true replicas=[]"
 	if got := strings.Join(b.calls, "\n"); got != want {
 		t.Errorf("backend calls:\n%s\nwant:\n%s", got, want)
 	}
