@@ -186,10 +186,10 @@ func TestValidateActions(t *testing.T) {
 		},
 		{
 			name: "mesh actions that name the wrong things",
-			doc: head + "      - mesh: {component: proxy}\n      - mesh: {component: sidecar}\n      - mesh: {component: node_proxy, service: api}\n" +
+			doc: head + "      - mesh: {component: sidecars}\n      - mesh: {component: sidecar}\n      - mesh: {component: node_proxy, service: api}\n" +
 				"      - mesh: {component: control_plane, mode: crash}\n      - mesh: {heal: true, component: sidecar}\n",
 			want: []problem{
-				{"11:27", "phases[0].actions[0].mesh.component", `unknown component "proxy"`},
+				{"11:27", "phases[0].actions[0].mesh.component", `unknown component "sidecars"`},
 				{"12:15", "phases[0].actions[1].mesh.service", "required: the service acted on"},
 				{"13:15", "phases[0].actions[2].mesh", "name the node"},
 				{"13:48", "phases[0].actions[2].mesh.service", "does not apply to component node_proxy"},

@@ -104,6 +104,7 @@ func (v *validator) nodeAction(path string, a *irsv1.NodeAction) {
 
 // Mesh components a mesh action hits (MeshAction.component).
 const (
+	ComponentProxy        = "proxy"
 	ComponentSidecar      = "sidecar"
 	ComponentNodeProxy    = "node_proxy"
 	ComponentControlPlane = "control_plane"
@@ -132,7 +133,7 @@ func (v *validator) meshAction(path string, a *irsv1.MeshAction) {
 		}
 	}
 	switch a.GetComponent() {
-	case ComponentSidecar:
+	case ComponentProxy, ComponentSidecar:
 		v.serviceRef(field.Join(path, "service"), a.GetService())
 		notFor("node", a.GetNode())
 		notFor("of", a.GetOf())
@@ -153,13 +154,13 @@ func (v *validator) meshAction(path string, a *irsv1.MeshAction) {
 		notFor("node", a.GetNode())
 		notFor("of", a.GetOf())
 	case "":
-		v.errs.Addf(field.Join(path, "component"), "required: sidecar, node_proxy or control_plane (or heal: true)")
+		v.errs.Addf(field.Join(path, "component"), "required: proxy, sidecar, node_proxy or control_plane (or heal: true)")
 		return
 	default:
-		v.errs.Addf(field.Join(path, "component"), "unknown component %q (want sidecar, node_proxy or control_plane)", a.GetComponent())
+		v.errs.Addf(field.Join(path, "component"), "unknown component %q (want proxy, sidecar, node_proxy or control_plane)", a.GetComponent())
 		return
 	}
-	if a.GetCount() > 0 && a.GetComponent() != ComponentSidecar {
+	if a.GetCount() > 0 && a.GetComponent() != ComponentSidecar && a.GetComponent() != ComponentProxy {
 		v.errs.Addf(field.Join(path, "count"), "does not apply to component %s", a.GetComponent())
 	}
 }

@@ -167,7 +167,7 @@ func (e *engine) meshStep(ctx context.Context, nf workflows.NodeFaults, st workf
 	var hit []workflows.Replica
 	switch {
 	case a.GetHeal():
-	case a.GetComponent() == workflows.ComponentSidecar:
+	case a.GetComponent() == workflows.ComponentSidecar || a.GetComponent() == workflows.ComponentProxy:
 		chosen, _, err := choose(e.o.Backend.Replicas(a.GetService()), choice{count: a.GetCount(), oldest: a.GetSelect() == "oldest"},
 			stepRand(e.o.Workflow.GetSeed(), st))
 		if err != nil {
@@ -189,7 +189,7 @@ func (e *engine) meshStep(ctx context.Context, nf workflows.NodeFaults, st workf
 		}
 		hit = e.replicasOn(a.GetNode())
 	}
-	what, err := nf.MeshFault(ctx, a, idsOf(hit))
+	what, carried, err := nf.MeshFault(ctx, a, idsOf(hit))
 	if err != nil {
 		return err
 	}
@@ -202,15 +202,12 @@ func (e *engine) meshStep(ctx context.Context, nf workflows.NodeFaults, st workf
 		e.thawed(now)
 		return nil
 	}
-	var nodes []string
+	r := &irsv1.FaultRecord{Kind: FaultMesh, Target: what, Replicas: carried, Nodes: e.nodesOfIDs(carried)}
 	if a.GetNode() != "" {
-		nodes = []string{a.GetNode()}
-	} else {
-		nodes = nodesOf(hit)
+		r.Nodes = []string{a.GetNode()}
 	}
-	r := &irsv1.FaultRecord{Kind: FaultMesh, Target: what, Replicas: idsOf(hit), Nodes: nodes}
-	if a.GetComponent() == workflows.ComponentSidecar {
-		r.Service = a.GetService()
+	if len(carried) > 0 && e.sameService(carried, a.GetService()) {
+		r.Service = a.GetService() // only the service's replicas were hit: their share says how callers coped
 	}
 	e.recordFault(now, st, r)
 	if a.GetMode() == "freeze" {
@@ -232,4 +229,30 @@ func (e *engine) thawed(at time.Time) {
 	}
 	e.frozen = nil
 	e.boundaries = append(e.boundaries, t)
+}
+
+// nodesOfIDs returns the nodes the replicas recorded under ids ran on, once each, sorted.
+func (e *engine) nodesOfIDs(ids []string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var nodes []string
+	for _, id := range ids {
+		if rec := e.book.byID[id]; rec != nil && rec.GetNode() != "" && !slices.Contains(nodes, rec.GetNode()) {
+			nodes = append(nodes, rec.GetNode())
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+// sameService says whether every replica of ids is one of service's.
+func (e *engine) sameService(ids []string, service string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		if rec := e.book.byID[id]; rec == nil || rec.GetService() != service {
+			return false
+		}
+	}
+	return service != ""
 }

@@ -39,10 +39,13 @@ func (b *nodeBackend) Partition(_ context.Context, a *irsv1.PartitionAction) err
 	return nil
 }
 
-func (b *nodeBackend) MeshFault(_ context.Context, a *irsv1.MeshAction, replicas []string) (string, error) {
+func (b *nodeBackend) MeshFault(_ context.Context, a *irsv1.MeshAction, replicas []string) (string, []string, error) {
 	b.calls = append(b.calls, fmt.Sprintf("mesh %s node=%s mode=%s heal=%v replicas=%v", a.GetComponent(), a.GetNode(),
 		a.GetMode(), a.GetHeal(), replicas))
-	return "hit " + a.GetComponent(), nil
+	if a.GetComponent() == workflows.ComponentProxy { // as under ambient: the replica's node's proxy
+		return "hit the node proxy", []string{"storefront-b", "checkout-a"}, nil
+	}
+	return "hit " + a.GetComponent(), replicas, nil
 }
 
 func (b *nodeBackend) LoseNode(_ context.Context, a *irsv1.NodeAction) (string, error) {
@@ -128,11 +131,17 @@ func TestMeshSteps(t *testing.T) {
 	}}
 	e := testEngine(t, shopYAML, 1, time.Second, b)
 	e.end = 20 * time.Second
+	for _, r := range b.live {
+		e.mu.Lock()
+		e.addReplica(r.Service, r.ID, r.Node, -1)
+		e.mu.Unlock()
+	}
 	steps := []workflows.Step{
 		{Path: "a[0]", Mesh: &irsv1.MeshAction{Component: workflows.ComponentSidecar, Service: "storefront", Select: "oldest", Mode: "freeze"}},
 		{Path: "a[1]", Mesh: &irsv1.MeshAction{Heal: true}},
 		{Path: "a[2]", Mesh: &irsv1.MeshAction{Component: workflows.ComponentNodeProxy, Of: "checkout"}},
 		{Path: "a[3]", Mesh: &irsv1.MeshAction{Heal: true}}, // nothing frozen: the kill's fault is not healed by it
+		{Path: "a[4]", Mesh: &irsv1.MeshAction{Component: workflows.ComponentProxy, Service: "storefront", Select: "oldest"}},
 	}
 	for i, st := range steps {
 		e.t0 = time.Now().Add(-time.Duration(2*i+1) * time.Second)
@@ -143,11 +152,17 @@ func TestMeshSteps(t *testing.T) {
 	want := "mesh sidecar node= mode=freeze heal=false replicas=[storefront-a]\n" +
 		"mesh  node= mode= heal=true replicas=[]\n" +
 		"mesh node_proxy node=n3 mode= heal=false replicas=[storefront-b checkout-a]\n" +
-		"mesh  node= mode= heal=true replicas=[]"
+		"mesh  node= mode= heal=true replicas=[]\n" +
+		"mesh proxy node= mode= heal=false replicas=[storefront-a]"
 	if got := strings.Join(b.calls, "\n"); got != want {
 		t.Errorf("backend calls:\n%s\nwant:\n%s", got, want)
 	}
 	f := e.res.GetFaults()
+	if len(f) == 3 && (f[2].GetService() != "" || strings.Join(f[2].GetNodes(), ",") != "n3") {
+		t.Errorf("a proxy whose node proxy carried two services' traffic: service %q nodes %v, want none and n3",
+			f[2].GetService(), f[2].GetNodes())
+	}
+	f = f[:min(len(f), 2)]
 	if len(f) != 2 || f[0].GetKind() != FaultMesh || f[0].GetService() != "storefront" || math.Round(f[0].GetHealed()) != 3 ||
 		strings.Join(f[1].GetNodes(), ",") != "n3" || f[1].GetService() != "" || f[1].Healed != nil {
 		t.Errorf("faults %v", f)

@@ -9,6 +9,7 @@ import (
 	"github.com/irs-sim/irs/mesh/dataplane"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -22,19 +23,24 @@ func (m meshContainer) String() string { return m.pod + "/" + m.container }
 
 // MeshFault implements workflows.NodeFaults: it kills or freezes the containers of the mesh's component (or
 // thaws what the run froze), through the test cluster's ContainerFaultService.
-func (b *Backend) MeshFault(ctx context.Context, a *irsv1.MeshAction, replicas []string) (string, error) {
+func (b *Backend) MeshFault(ctx context.Context, a *irsv1.MeshAction, replicas []string) (string, []string, error) {
 	if b.underlay == nil {
-		return "", errNoContainers
+		return "", nil, errNoContainers
 	}
 	if a.GetHeal() {
-		return b.thaw(ctx)
+		what, err := b.thaw(ctx)
+		return what, nil, err
+	}
+	a, carried, err := b.resolveProxy(a, replicas)
+	if err != nil {
+		return "", nil, err
 	}
 	targets, err := b.meshContainers(ctx, a, replicas)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if len(targets) == 0 {
-		return "", fmt.Errorf("no %s of the run's mesh to hit (%s)", strings.ReplaceAll(a.GetComponent(), "_", " "), b.meshWhere(a))
+		return "", nil, fmt.Errorf("no %s of the run's mesh to hit (%s)", strings.ReplaceAll(a.GetComponent(), "_", " "), b.meshWhere(a))
 	}
 	freeze := a.GetMode() == "freeze"
 	var done []string
@@ -51,7 +57,7 @@ func (b *Backend) MeshFault(ctx context.Context, a *irsv1.MeshAction, replicas [
 			_, err = b.underlay.containers.Kill(ctx, &irsv1.ContainerRef{ContainerId: t.id})
 		}
 		if err != nil {
-			return "", fmt.Errorf("%s %s: %w", a.GetMode(), t, err)
+			return "", nil, fmt.Errorf("%s %s: %w", a.GetMode(), t, err)
 		}
 		done = append(done, fmt.Sprintf("%s on %s", t, t.node))
 	}
@@ -59,7 +65,54 @@ func (b *Backend) MeshFault(ctx context.Context, a *irsv1.MeshAction, replicas [
 	if freeze {
 		verb = "frozen"
 	}
-	return fmt.Sprintf("%s %s: %s", strings.ReplaceAll(a.GetComponent(), "_", " "), verb, strings.Join(done, ", ")), nil
+	return fmt.Sprintf("%s %s: %s", strings.ReplaceAll(a.GetComponent(), "_", " "), verb, strings.Join(done, ", ")), carried, nil
+}
+
+// resolveProxy turns a proxy action into what the mesh's design puts in front of the replicas: their sidecars,
+// or (no sidecar: ambient) their node's proxy; and says whose traffic the containers hit carry: the replicas,
+// or every replica of the run on the node.
+func (b *Backend) resolveProxy(a *irsv1.MeshAction, replicas []string) (*irsv1.MeshAction, []string, error) {
+	switch a.GetComponent() {
+	case workflows.ComponentSidecar:
+		return a, replicas, nil
+	case workflows.ComponentNodeProxy:
+		return a, b.replicasOn(a.GetNode()), nil
+	case workflows.ComponentProxy:
+	default:
+		return a, nil, nil
+	}
+	if len(b.proxies) > 0 {
+		out := proto.CloneOf(a)
+		out.Component = workflows.ComponentSidecar
+		return out, replicas, nil
+	}
+	b.mu.Lock()
+	var node string
+	if len(replicas) > 0 && b.pods[replicas[0]] != nil {
+		node = b.pods[replicas[0]].node
+	}
+	b.mu.Unlock()
+	if len(replicas) != 1 || node == "" {
+		return nil, nil, fmt.Errorf("the run's mesh has no sidecars: its proxy in front of a replica is its node's, and " +
+			"one replica (count: 1) on a known node says which")
+	}
+	out := proto.CloneOf(a)
+	out.Component, out.Node = workflows.ComponentNodeProxy, node
+	return out, b.replicasOn(node), nil
+}
+
+// replicasOn returns the run's replicas (pods not being deleted) on a node, sorted.
+func (b *Backend) replicasOn(node string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, p := range b.pods {
+		if p.node == node && !p.deleting && !p.terminated {
+			out = append(out, p.name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (b *Backend) meshWhere(a *irsv1.MeshAction) string {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"slices"
@@ -26,9 +27,10 @@ import (
 // root and a TUN device: the Kubernetes end-to-end tests drive it on the test cluster).
 type recordingUnderlay struct {
 	irsv1.UnimplementedUnderlayServiceServer
-	mu   sync.Mutex
-	cur  *irsv1.UnderlayState
-	sets []*irsv1.UnderlayState
+	containers *recordingContainers
+	mu         sync.Mutex
+	cur        *irsv1.UnderlayState
+	sets       []*irsv1.UnderlayState
 }
 
 func (u *recordingUnderlay) Get(context.Context, *irsv1.GetUnderlayRequest) (*irsv1.UnderlayState, error) {
@@ -45,10 +47,31 @@ func (u *recordingUnderlay) Set(_ context.Context, st *irsv1.UnderlayState) (*ir
 	return st, nil
 }
 
+// recordingContainers serves ContainerFaultService, recording what it is asked.
+type recordingContainers struct {
+	irsv1.UnimplementedContainerFaultServiceServer
+	mu    sync.Mutex
+	calls []string
+}
+
+func (c *recordingContainers) Kill(_ context.Context, r *irsv1.ContainerRef) (*irsv1.ContainerFaultReply, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, "kill "+r.GetContainerId())
+	return &irsv1.ContainerFaultReply{Processes: 1}, nil
+}
+
+func (c *recordingContainers) Freeze(_ context.Context, r *irsv1.FreezeRequest) (*irsv1.ContainerFaultReply, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, fmt.Sprintf("freeze=%v %s", r.GetFrozen(), r.GetContainerId()))
+	return &irsv1.ContainerFaultReply{Processes: 1}, nil
+}
+
 // startUnderlay serves a network of three nodes, their links 100us, and returns the ConfigMap that names it.
 func startUnderlay(t *testing.T) (*recordingUnderlay, *corev1.ConfigMap) {
 	t.Helper()
-	u := &recordingUnderlay{cur: &irsv1.UnderlayState{DefaultLink: &irsv1.Link{Delay: "100us"},
+	u := &recordingUnderlay{containers: &recordingContainers{}, cur: &irsv1.UnderlayState{DefaultLink: &irsv1.Link{Delay: "100us"},
 		Nodes: []*irsv1.UnderlayNode{{Name: "node-1"}, {Name: "node-2"}, {Name: "node-3"}}}}
 	socket := filepath.Join(t.TempDir(), "underlay.sock")
 	lis, err := net.Listen("unix", socket)
@@ -57,6 +80,7 @@ func startUnderlay(t *testing.T) (*recordingUnderlay, *corev1.ConfigMap) {
 	}
 	gs := grpc.NewServer()
 	irsv1.RegisterUnderlayServiceServer(gs, u)
+	irsv1.RegisterContainerFaultServiceServer(gs, u.containers)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	return u, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: underlayConfigMap, Namespace: underlayNamespace},
@@ -258,5 +282,49 @@ func denyResource(resource string) k8stesting.ReactionFunc {
 		}
 		review.Status.Reason = "no ClusterRoleBinding"
 		return true, review, nil
+	}
+}
+
+// TestMeshFaultHitsTheProxyContainers: a sidecar action kills the proxy container of the replica (not its app); a
+// freeze is thawed by heal, and by Stop if no heal came; a proxy action on a mesh without sidecars needs one
+// replica on a known node (its node's proxy).
+func TestMeshFaultHitsTheProxyContainers(t *testing.T) {
+	u, cm := startUnderlay(t)
+	withSidecar := func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{
+			{Name: ContainerWorker, ContainerID: "containerd://app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+			{Name: "linkerd-proxy", ContainerID: "containerd://proxy", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	}
+	b, _ := newTestBackend(t, Config{NodeFaults: NodeFaultPlan{Containers: true}}, nil, cm,
+		workerPod("api", "api-1", 0, ready("10.0.0.1"), withSidecar))
+	b.proxies = []string{"linkerd-proxy"}
+	ctx := t.Context()
+	if err := b.checkNodeFaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	what, carried, err := b.MeshFault(ctx, &irsv1.MeshAction{Component: "proxy", Service: "api"}, []string{"api-1"})
+	if err != nil || what != "sidecar killed: api-1/linkerd-proxy on node-1" || !slices.Equal(carried, []string{"api-1"}) {
+		t.Fatalf("kill: %q %v %v", what, carried, err)
+	}
+	if _, _, err := b.MeshFault(ctx, &irsv1.MeshAction{Component: "sidecar", Service: "api", Mode: "freeze"}, []string{"api-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	u.containers.mu.Lock()
+	got := strings.Join(u.containers.calls, "; ")
+	u.containers.mu.Unlock()
+	if got != "kill containerd://proxy; freeze=true containerd://proxy; freeze=false containerd://proxy" {
+		t.Errorf("container calls %q, want the proxy killed, frozen, thawed by Stop", got)
+	}
+
+	b, _ = newTestBackend(t, Config{NodeFaults: NodeFaultPlan{Containers: true}}, nil, cm, workerPod("api", "api-1", 0, ready("10.0.0.1")))
+	if err := b.checkNodeFaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.MeshFault(ctx, &irsv1.MeshAction{Component: "proxy", Service: "api"}, []string{"api-1", "api-2"}); err == nil ||
+		!strings.Contains(err.Error(), "one replica (count: 1)") {
+		t.Errorf("two replicas' node proxy: %v", err)
 	}
 }

@@ -1652,10 +1652,12 @@ func (x *NodeAction) GetHeal() bool {
 // the run is refused before it starts. What the run froze is thawed at its end.
 type MeshAction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "sidecar", "node_proxy" or "control_plane".
+	// "proxy" (the proxy in front of a replica, whatever the mesh's design: its sidecar, or its node's proxy
+	// under ambient: the same action compares the designs' blast radius), "sidecar", "node_proxy" or
+	// "control_plane".
 	Component string `protobuf:"bytes,1,opt,name=component,proto3" json:"component,omitempty"`
-	// sidecar: the service whose replicas' sidecars are hit, chosen by count (default 1) and select ("random",
-	// seeded, the default; or "oldest"), as a kill's.
+	// proxy and sidecar: the service whose replicas' proxies are hit, chosen by count (default 1) and select
+	// ("random", seeded, the default; or "oldest"), as a kill's.
 	Service string `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
 	Count   uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
 	Select  string `protobuf:"bytes,4,opt,name=select,proto3" json:"select,omitempty"`
