@@ -21,10 +21,10 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 )
 
-// The Kubernetes tests run on the real single-node cluster hack/testnode brings up (make e2e-kube), inside
-// its network namespace, with KUBECONFIG set; IRS_IMAGE is the worker image imported into it. TestKubePlacement
-// needs the multi-node one (irs-node-1..3, irs-node-1 set apart for the load generators), and is skipped on a
-// cluster without irs-node-1.
+// The Kubernetes tests run on the real three-node cluster hack/testnode brings up (make e2e-kube: irs-node-1 set
+// apart for the load generators, irs-node-2 and -3 for the services), inside its control plane's network
+// namespace, with KUBECONFIG set; IRS_IMAGE is the worker image imported into every node. IRS_TESTNODE_STATE is
+// its state directory (the underlay's socket).
 
 // kubectl runs kubectl on the test cluster and returns its output.
 func kubectl(t *testing.T, args ...string) (string, error) {
@@ -926,9 +926,7 @@ phases:
 // replicas, one per node, go to the two other nodes (the taint keeps them off irs-node-1). The result records
 // which node every replica ran on, and the traffic between the nodes succeeds.
 func TestKubePlacement(t *testing.T) {
-	if out, err := kubectl(t, "get", "node", "irs-node-1", "-o", "jsonpath={.metadata.labels.irs\\.dev/role}"); err != nil {
-		t.Skipf("not the multi-node test cluster (no node irs-node-1): %s", out)
-	} else if out != "loadgen" {
+	if out, err := kubectl(t, "get", "node", "irs-node-1", "-o", "jsonpath={.metadata.labels.irs\\.dev/role}"); err != nil || out != "loadgen" {
 		t.Fatalf("irs-node-1 is labelled irs.dev/role=%q, want loadgen: the test cluster is not set up as this test needs", out)
 	}
 	run := startWorkflow(t, placementWorkflow, kubeArgs()...)

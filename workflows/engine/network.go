@@ -119,14 +119,39 @@ func (e *engine) loseNode(at time.Time, node string, heal bool) {
 }
 
 // unreachable says whether a replica's node was lost during any of [from, to): the run cut the way to it (or
-// drained it), so its stats are not expected then. Callers hold e.mu.
+// drained it), so its stats are not expected then, nor once the node is back until the replica reports again
+// (its kubelet reconnects, the stream to it is opened again), for at most healGrace. Callers hold e.mu.
 func (e *engine) unreachable(replica string, from, to float64) bool {
 	rec := e.book.byID[replica]
 	if rec == nil || rec.GetNode() == "" {
 		return false
 	}
 	for _, l := range e.lostNodes {
-		if l.node == rec.GetNode() && l.from < to && (l.to < 0 || l.to > from) {
+		if l.node != rec.GetNode() || l.from >= to {
+			continue
+		}
+		if l.to < 0 || l.to > from {
+			return true
+		}
+		if from < l.to+healGrace.Seconds() && !e.reportedSince(replica, l.to, from) {
+			return true
+		}
+	}
+	return false
+}
+
+// healGrace bounds how long after its node is back a replica may take to report again.
+const healGrace = 15 * time.Second
+
+// reportedSince says whether a replica reported an interval that starts in [since, before].
+func (e *engine) reportedSince(replica string, since, before float64) bool {
+	rep := e.reports[replica]
+	if rep == nil {
+		return false
+	}
+	step := e.interval.Seconds()
+	for k := range rep.intervals {
+		if start := float64(k-1) * step; start >= since-1e-9 && start <= before+1e-9 {
 			return true
 		}
 	}

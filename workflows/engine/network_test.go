@@ -116,8 +116,19 @@ func TestNetworkSteps(t *testing.T) {
 	if !e.unreachable("storefront-a", 7, 8) || !e.unreachable("checkout-a", 8.5, 9.5) {
 		t.Error("the replicas on the lost node n2 are expected to report while it is lost")
 	}
-	if e.unreachable("storefront-a", 10, 11) || e.unreachable("storefront-b", 7, 8) {
-		t.Error("a replica is excused from reporting after its node is back, or on a node never lost")
+	if e.unreachable("storefront-b", 7, 8) {
+		t.Error("a replica on a node never lost is excused from reporting")
+	}
+	// Back at 9 s: excused until it reports again (at most healGrace), then expected.
+	if !e.unreachable("storefront-a", 10, 11) {
+		t.Error("a replica whose node is back is expected at once, before it could report again")
+	}
+	e.reported("storefront", "storefront-a", 12) // the interval [11, 12)
+	if !e.unreachable("storefront-a", 10, 11) || e.unreachable("storefront-a", 12, 13) {
+		t.Error("a replica whose node is back is expected from its first report after it, not before")
+	}
+	if e.unreachable("checkout-a", 9+healGrace.Seconds()+1, 9+healGrace.Seconds()+2) {
+		t.Error("a replica that does not report again is excused past healGrace")
 	}
 }
 
