@@ -30,11 +30,11 @@ func underlayState(t *testing.T) *irsv1.UnderlayState {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := irsv1.NewUnderlayServiceClient(conn).Get(ctx, &irsv1.GetUnderlayRequest{})
+	got, err := irsv1.NewUnderlayServiceClient(conn).GetUnderlay(ctx, &irsv1.GetUnderlayRequest{})
 	if err != nil {
 		t.Fatalf("read the underlay at %s: %v", socket, err)
 	}
-	return st
+	return got.GetState()
 }
 
 // spreadTopology is a load generator sending to client, which calls server; client and server one replica on

@@ -47,14 +47,14 @@ func (b *Backend) MeshFault(ctx context.Context, a *irsv1.MeshAction, replicas [
 	for _, t := range targets {
 		var err error
 		if freeze {
-			_, err = b.underlay.containers.Freeze(ctx, &irsv1.FreezeRequest{ContainerId: t.id, Frozen: true})
+			_, err = b.underlay.containers.FreezeContainer(ctx, &irsv1.FreezeContainerRequest{ContainerId: t.id, Frozen: true})
 			if err == nil {
 				b.mu.Lock()
 				b.frozen = append(b.frozen, t)
 				b.mu.Unlock()
 			}
 		} else {
-			_, err = b.underlay.containers.Kill(ctx, &irsv1.ContainerRef{ContainerId: t.id})
+			_, err = b.underlay.containers.KillContainer(ctx, &irsv1.KillContainerRequest{ContainerId: t.id})
 		}
 		if err != nil {
 			return "", nil, fmt.Errorf("%s %s: %w", a.GetMode(), t, err)
@@ -138,7 +138,7 @@ func (b *Backend) thaw(ctx context.Context) (string, error) {
 	var thawed []string
 	var errs []string
 	for _, t := range frozen {
-		if _, err := b.underlay.containers.Freeze(ctx, &irsv1.FreezeRequest{ContainerId: t.id}); err != nil {
+		if _, err := b.underlay.containers.FreezeContainer(ctx, &irsv1.FreezeContainerRequest{ContainerId: t.id}); err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", t, err))
 			continue
 		}

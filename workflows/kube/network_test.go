@@ -33,18 +33,18 @@ type recordingUnderlay struct {
 	sets       []*irsv1.UnderlayState
 }
 
-func (u *recordingUnderlay) Get(context.Context, *irsv1.GetUnderlayRequest) (*irsv1.UnderlayState, error) {
+func (u *recordingUnderlay) GetUnderlay(context.Context, *irsv1.GetUnderlayRequest) (*irsv1.GetUnderlayResponse, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return proto.CloneOf(u.cur), nil
+	return &irsv1.GetUnderlayResponse{State: proto.CloneOf(u.cur)}, nil
 }
 
-func (u *recordingUnderlay) Set(_ context.Context, st *irsv1.UnderlayState) (*irsv1.UnderlayState, error) {
+func (u *recordingUnderlay) SetUnderlay(_ context.Context, r *irsv1.SetUnderlayRequest) (*irsv1.SetUnderlayResponse, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.cur = proto.CloneOf(st)
-	u.sets = append(u.sets, proto.CloneOf(st))
-	return st, nil
+	u.cur = proto.CloneOf(r.GetState())
+	u.sets = append(u.sets, proto.CloneOf(r.GetState()))
+	return &irsv1.SetUnderlayResponse{State: r.GetState()}, nil
 }
 
 // recordingContainers serves ContainerFaultService, recording what it is asked.
@@ -54,18 +54,18 @@ type recordingContainers struct {
 	calls []string
 }
 
-func (c *recordingContainers) Kill(_ context.Context, r *irsv1.ContainerRef) (*irsv1.ContainerFaultReply, error) {
+func (c *recordingContainers) KillContainer(_ context.Context, r *irsv1.KillContainerRequest) (*irsv1.KillContainerResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, "kill "+r.GetContainerId())
-	return &irsv1.ContainerFaultReply{Processes: 1}, nil
+	return &irsv1.KillContainerResponse{Done: &irsv1.ContainerFault{Processes: 1}}, nil
 }
 
-func (c *recordingContainers) Freeze(_ context.Context, r *irsv1.FreezeRequest) (*irsv1.ContainerFaultReply, error) {
+func (c *recordingContainers) FreezeContainer(_ context.Context, r *irsv1.FreezeContainerRequest) (*irsv1.FreezeContainerResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, fmt.Sprintf("freeze=%v %s", r.GetFrozen(), r.GetContainerId()))
-	return &irsv1.ContainerFaultReply{Processes: 1}, nil
+	return &irsv1.FreezeContainerResponse{Done: &irsv1.ContainerFault{Processes: 1}}, nil
 }
 
 // startUnderlay serves a network of three nodes, their links 100us, and returns the ConfigMap that names it.

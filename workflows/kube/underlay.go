@@ -62,10 +62,12 @@ func (b *Backend) openUnderlay(ctx context.Context) (*underlay, error) {
 		mu: make(chan struct{}, 1)}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if u.initial, err = u.client.Get(cctx, &irsv1.GetUnderlayRequest{}); err != nil {
+	got, err := u.client.GetUnderlay(cctx, &irsv1.GetUnderlayRequest{})
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("read the underlay's state at %s: %w", socket, err)
 	}
+	u.initial = got.GetState()
 	u.net = newNetwork(u.initial)
 	return u, nil
 }
@@ -86,7 +88,7 @@ func (u *underlay) change(ctx context.Context, exempt []string, edit func(*netwo
 	if exempt != nil {
 		next.exempt = exempt
 	}
-	if _, err := u.client.Set(ctx, next.state()); err != nil {
+	if _, err := u.client.SetUnderlay(ctx, &irsv1.SetUnderlayRequest{State: next.state()}); err != nil {
 		return fmt.Errorf("change the network between nodes: %w", err)
 	}
 	u.net = next

@@ -57,7 +57,7 @@ func (c *containers) v2() bool {
 	return err == nil
 }
 
-func (c *containers) Kill(ctx context.Context, r *irsv1.ContainerRef) (*irsv1.ContainerFaultReply, error) {
+func (c *containers) KillContainer(ctx context.Context, r *irsv1.KillContainerRequest) (*irsv1.KillContainerResponse, error) {
 	id, err := parseContainerID(r.GetContainerId())
 	if err != nil {
 		return nil, err
@@ -84,19 +84,23 @@ func (c *containers) Kill(ctx context.Context, r *irsv1.ContainerRef) (*irsv1.Co
 			n++
 		}
 	}
-	return &irsv1.ContainerFaultReply{Processes: int32(n), Node: node}, nil
+	return &irsv1.KillContainerResponse{Done: &irsv1.ContainerFault{Processes: int32(n), Node: node}}, nil
 }
 
-func (c *containers) Freeze(ctx context.Context, r *irsv1.FreezeRequest) (*irsv1.ContainerFaultReply, error) {
+func (c *containers) FreezeContainer(ctx context.Context, r *irsv1.FreezeContainerRequest) (*irsv1.FreezeContainerResponse, error) {
 	id, err := parseContainerID(r.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
-	return c.freeze(ctx, id, r.GetFrozen())
+	done, err := c.freeze(ctx, id, r.GetFrozen())
+	if err != nil {
+		return nil, err
+	}
+	return &irsv1.FreezeContainerResponse{Done: done}, nil
 }
 
 // freeze freezes or thaws a container's processes and waits (within 5 s) until the kernel says it is done.
-func (c *containers) freeze(ctx context.Context, id string, frozen bool) (*irsv1.ContainerFaultReply, error) {
+func (c *containers) freeze(ctx context.Context, id string, frozen bool) (*irsv1.ContainerFault, error) {
 	v2 := c.v2()
 	hierarchy, file, value, done := "freezer", "freezer.state", "THAWED", "THAWED"
 	if frozen {
@@ -139,7 +143,7 @@ func (c *containers) freeze(ctx context.Context, id string, frozen bool) (*irsv1
 		}
 	}
 	pids, _ := readPids(filepath.Join(dir, "cgroup.procs"))
-	return &irsv1.ContainerFaultReply{Processes: int32(len(pids)), Node: node}, nil
+	return &irsv1.ContainerFault{Processes: int32(len(pids)), Node: node}, nil
 }
 
 func readPids(path string) ([]int, error) {

@@ -45,10 +45,11 @@ func TestKillKillsTheContainersProcesses(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	c := &containers{root: fakeCgroups(t, cmd.Process.Pid)}
-	got, err := c.Kill(t.Context(), &irsv1.ContainerRef{ContainerId: "containerd://" + testID})
+	resp, err := c.KillContainer(t.Context(), &irsv1.KillContainerRequest{ContainerId: "containerd://" + testID})
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := resp.GetDone()
 	if got.GetProcesses() != 1 || got.GetNode() != "irs-node-2" {
 		t.Errorf("reply %v, want 1 process on irs-node-2", got)
 	}
@@ -64,14 +65,14 @@ func TestKillKillsTheContainersProcesses(t *testing.T) {
 
 func TestFreezeWritesTheFreezerAndWaits(t *testing.T) {
 	c := &containers{root: fakeCgroups(t, os.Getpid())}
-	if _, err := c.Freeze(t.Context(), &irsv1.FreezeRequest{ContainerId: testID, Frozen: true}); err != nil {
+	if _, err := c.FreezeContainer(t.Context(), &irsv1.FreezeContainerRequest{ContainerId: testID, Frozen: true}); err != nil {
 		t.Fatal(err)
 	}
 	state := filepath.Join(c.root, "freezer", "irs-node-2", "kubepods", "besteffort", "pod1234", testID, "freezer.state")
 	if b, _ := os.ReadFile(state); string(b) != "FROZEN" {
 		t.Errorf("freezer.state %q, want FROZEN", b)
 	}
-	if _, err := c.Freeze(t.Context(), &irsv1.FreezeRequest{ContainerId: testID}); err != nil {
+	if _, err := c.FreezeContainer(t.Context(), &irsv1.FreezeContainerRequest{ContainerId: testID}); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(state); string(b) != "THAWED" {
@@ -87,7 +88,7 @@ func TestContainerFaultsRefuseWhatIsNotTheClusters(t *testing.T) {
 		strings.Repeat("f", 64):      codes.NotFound,
 		"docker://" + testID + "/..": codes.InvalidArgument,
 	} {
-		_, err := c.Kill(t.Context(), &irsv1.ContainerRef{ContainerId: id})
+		_, err := c.KillContainer(t.Context(), &irsv1.KillContainerRequest{ContainerId: id})
 		if status.Code(err) != code {
 			t.Errorf("%q: %v, want %s", id, err, code)
 		}

@@ -41,10 +41,11 @@ func ctl(args []string) error {
 	client := irsv1.NewUnderlayServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := client.Get(ctx, &irsv1.GetUnderlayRequest{})
+	got, err := client.GetUnderlay(ctx, &irsv1.GetUnderlayRequest{})
 	if err != nil {
 		return fmt.Errorf("get the underlay's state: %w", err)
 	}
+	st := got.GetState()
 	if *reset {
 		st = &irsv1.UnderlayState{}
 	}
@@ -77,9 +78,10 @@ func ctl(args []string) error {
 		st.Nodes = append(st.Nodes, &irsv1.UnderlayNode{Name: n, Down: false})
 	}
 	// A node named twice keeps the last word: Get's list comes first, the flags after.
-	if st, err = client.Set(ctx, st); err != nil {
+	set, err := client.SetUnderlay(ctx, &irsv1.SetUnderlayRequest{State: st})
+	if err != nil {
 		return fmt.Errorf("set the underlay's state: %w", err)
 	}
-	fmt.Println(protojson.Format(st))
+	fmt.Println(protojson.Format(set.GetState()))
 	return nil
 }

@@ -45,13 +45,14 @@ func newServer(nodes []node, l *line, n network, initial *irsv1.UnderlayState) (
 	return s, nil
 }
 
-func (s *server) Get(context.Context, *irsv1.GetUnderlayRequest) (*irsv1.UnderlayState, error) {
+func (s *server) GetUnderlay(context.Context, *irsv1.GetUnderlayRequest) (*irsv1.GetUnderlayResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return state(s.nodes, s.cur.down, s.given), nil
+	return &irsv1.GetUnderlayResponse{State: state(s.nodes, s.cur.down, s.given)}, nil
 }
 
-func (s *server) Set(_ context.Context, st *irsv1.UnderlayState) (*irsv1.UnderlayState, error) {
+func (s *server) SetUnderlay(_ context.Context, r *irsv1.SetUnderlayRequest) (*irsv1.SetUnderlayResponse, error) {
+	st := r.GetState()
 	m, err := compile(st, s.nodes)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -61,7 +62,7 @@ func (s *server) Set(_ context.Context, st *irsv1.UnderlayState) (*irsv1.Underla
 	if err := s.apply(m, st); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return state(s.nodes, s.cur.down, s.given), nil
+	return &irsv1.SetUnderlayResponse{State: state(s.nodes, s.cur.down, s.given)}, nil
 }
 
 // apply moves the network from s.cur to m; on a failure it puts back what it changed. Callers hold s.mu.

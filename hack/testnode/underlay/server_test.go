@@ -54,13 +54,14 @@ func newTestServer(t *testing.T) (*server, *recordingNetwork) {
 func TestSetAppliesAndReportsTheState(t *testing.T) {
 	s, n := newTestServer(t)
 	ctx := context.Background()
-	got, err := s.Set(ctx, &irsv1.UnderlayState{
+	resp, err := s.SetUnderlay(ctx, &irsv1.SetUnderlayRequest{State: &irsv1.UnderlayState{
 		Nodes:       []*irsv1.UnderlayNode{{Name: "irs-node-2", Down: true}},
 		DefaultLink: &irsv1.Link{Delay: "300us"},
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := resp.GetState()
 	if fmt.Sprint(n.calls) != "[link ul-2 up=false line true]" {
 		t.Errorf("calls %v", n.calls)
 	}
@@ -73,7 +74,7 @@ func TestSetAppliesAndReportsTheState(t *testing.T) {
 	}
 	// Back to plain: the node comes up, and the kernel stops routing into the line.
 	n.calls = nil
-	if _, err := s.Set(ctx, &irsv1.UnderlayState{}); err != nil {
+	if _, err := s.SetUnderlay(ctx, &irsv1.SetUnderlayRequest{State: &irsv1.UnderlayState{}}); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(n.calls) != "[link ul-2 up=true line false]" {
@@ -85,17 +86,18 @@ func TestSetKeepsTheLastGoodState(t *testing.T) {
 	s, n := newTestServer(t)
 	ctx := context.Background()
 	good := &irsv1.UnderlayState{DefaultLink: &irsv1.Link{Delay: "1ms"}}
-	if _, err := s.Set(ctx, good); err != nil {
+	if _, err := s.SetUnderlay(ctx, &irsv1.SetUnderlayRequest{State: good}); err != nil {
 		t.Fatal(err)
 	}
 	before := s.line.model.Load()
-	_, err := s.Set(ctx, &irsv1.UnderlayState{DefaultLink: &irsv1.Link{Loss: "lots"}})
+	_, err := s.SetUnderlay(ctx, &irsv1.SetUnderlayRequest{State: &irsv1.UnderlayState{DefaultLink: &irsv1.Link{Loss: "lots"}}})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("got %v, want InvalidArgument", err)
 	}
 	// A failure half-way (the second node's link) puts the first back.
 	n.calls, n.failOn = nil, "link ul-3 up=false"
-	_, err = s.Set(ctx, &irsv1.UnderlayState{Nodes: []*irsv1.UnderlayNode{{Name: "irs-node-2", Down: true}, {Name: "irs-node-3", Down: true}}})
+	_, err = s.SetUnderlay(ctx, &irsv1.SetUnderlayRequest{State: &irsv1.UnderlayState{
+		Nodes: []*irsv1.UnderlayNode{{Name: "irs-node-2", Down: true}, {Name: "irs-node-3", Down: true}}}})
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("got %v, want Internal", err)
 	}
@@ -105,7 +107,8 @@ func TestSetKeepsTheLastGoodState(t *testing.T) {
 	if s.line.model.Load() != before {
 		t.Error("the line's model changed on a refused state")
 	}
-	got, _ := s.Get(ctx, &irsv1.GetUnderlayRequest{})
+	resp, _ := s.GetUnderlay(ctx, &irsv1.GetUnderlayRequest{})
+	got := resp.GetState()
 	if got.GetDefaultLink().GetDelay() != "1ms" || got.GetNodes()[1].GetDown() {
 		t.Errorf("state after refusals %v", got)
 	}

@@ -57,28 +57,27 @@ func (*GetUnderlayRequest) Descriptor() ([]byte, []int) {
 	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{0}
 }
 
-// ContainerRef names a container as its pod's status does: "containerd://<64 hex>", or the bare id.
-type ContainerRef struct {
+type GetUnderlayResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	State         *UnderlayState         `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ContainerRef) Reset() {
-	*x = ContainerRef{}
+func (x *GetUnderlayResponse) Reset() {
+	*x = GetUnderlayResponse{}
 	mi := &file_irs_v1_underlay_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ContainerRef) String() string {
+func (x *GetUnderlayResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ContainerRef) ProtoMessage() {}
+func (*GetUnderlayResponse) ProtoMessage() {}
 
-func (x *ContainerRef) ProtoReflect() protoreflect.Message {
+func (x *GetUnderlayResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_irs_v1_underlay_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -90,19 +89,196 @@ func (x *ContainerRef) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ContainerRef.ProtoReflect.Descriptor instead.
-func (*ContainerRef) Descriptor() ([]byte, []int) {
+// Deprecated: Use GetUnderlayResponse.ProtoReflect.Descriptor instead.
+func (*GetUnderlayResponse) Descriptor() ([]byte, []int) {
 	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *ContainerRef) GetContainerId() string {
+func (x *GetUnderlayResponse) GetState() *UnderlayState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+type SetUnderlayRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         *UnderlayState         `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetUnderlayRequest) Reset() {
+	*x = SetUnderlayRequest{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetUnderlayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetUnderlayRequest) ProtoMessage() {}
+
+func (x *SetUnderlayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetUnderlayRequest.ProtoReflect.Descriptor instead.
+func (*SetUnderlayRequest) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SetUnderlayRequest) GetState() *UnderlayState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+type SetUnderlayResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         *UnderlayState         `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetUnderlayResponse) Reset() {
+	*x = SetUnderlayResponse{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetUnderlayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetUnderlayResponse) ProtoMessage() {}
+
+func (x *SetUnderlayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetUnderlayResponse.ProtoReflect.Descriptor instead.
+func (*SetUnderlayResponse) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SetUnderlayResponse) GetState() *UnderlayState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// KillContainerRequest names a container as its pod's status does: "containerd://<64 hex>", or the bare id.
+type KillContainerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillContainerRequest) Reset() {
+	*x = KillContainerRequest{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillContainerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillContainerRequest) ProtoMessage() {}
+
+func (x *KillContainerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillContainerRequest.ProtoReflect.Descriptor instead.
+func (*KillContainerRequest) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *KillContainerRequest) GetContainerId() string {
 	if x != nil {
 		return x.ContainerId
 	}
 	return ""
 }
 
-type FreezeRequest struct {
+type KillContainerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Done          *ContainerFault        `protobuf:"bytes,1,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillContainerResponse) Reset() {
+	*x = KillContainerResponse{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillContainerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillContainerResponse) ProtoMessage() {}
+
+func (x *KillContainerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillContainerResponse.ProtoReflect.Descriptor instead.
+func (*KillContainerResponse) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *KillContainerResponse) GetDone() *ContainerFault {
+	if x != nil {
+		return x.Done
+	}
+	return nil
+}
+
+type FreezeContainerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ContainerId   string                 `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
 	Frozen        bool                   `protobuf:"varint,2,opt,name=frozen,proto3" json:"frozen,omitempty"`
@@ -110,21 +286,21 @@ type FreezeRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *FreezeRequest) Reset() {
-	*x = FreezeRequest{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[2]
+func (x *FreezeContainerRequest) Reset() {
+	*x = FreezeContainerRequest{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *FreezeRequest) String() string {
+func (x *FreezeContainerRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*FreezeRequest) ProtoMessage() {}
+func (*FreezeContainerRequest) ProtoMessage() {}
 
-func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[2]
+func (x *FreezeContainerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -135,27 +311,71 @@ func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
-func (*FreezeRequest) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{2}
+// Deprecated: Use FreezeContainerRequest.ProtoReflect.Descriptor instead.
+func (*FreezeContainerRequest) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *FreezeRequest) GetContainerId() string {
+func (x *FreezeContainerRequest) GetContainerId() string {
 	if x != nil {
 		return x.ContainerId
 	}
 	return ""
 }
 
-func (x *FreezeRequest) GetFrozen() bool {
+func (x *FreezeContainerRequest) GetFrozen() bool {
 	if x != nil {
 		return x.Frozen
 	}
 	return false
 }
 
-// ContainerFaultReply says what was done: to how many processes, on which node.
-type ContainerFaultReply struct {
+type FreezeContainerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Done          *ContainerFault        `protobuf:"bytes,1,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeContainerResponse) Reset() {
+	*x = FreezeContainerResponse{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeContainerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeContainerResponse) ProtoMessage() {}
+
+func (x *FreezeContainerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeContainerResponse.ProtoReflect.Descriptor instead.
+func (*FreezeContainerResponse) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FreezeContainerResponse) GetDone() *ContainerFault {
+	if x != nil {
+		return x.Done
+	}
+	return nil
+}
+
+// ContainerFault says what was done: to how many processes, on which node.
+type ContainerFault struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Processes     int32                  `protobuf:"varint,1,opt,name=processes,proto3" json:"processes,omitempty"`
 	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
@@ -163,21 +383,21 @@ type ContainerFaultReply struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ContainerFaultReply) Reset() {
-	*x = ContainerFaultReply{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[3]
+func (x *ContainerFault) Reset() {
+	*x = ContainerFault{}
+	mi := &file_irs_v1_underlay_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ContainerFaultReply) String() string {
+func (x *ContainerFault) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ContainerFaultReply) ProtoMessage() {}
+func (*ContainerFault) ProtoMessage() {}
 
-func (x *ContainerFaultReply) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[3]
+func (x *ContainerFault) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_underlay_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -188,19 +408,19 @@ func (x *ContainerFaultReply) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ContainerFaultReply.ProtoReflect.Descriptor instead.
-func (*ContainerFaultReply) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{3}
+// Deprecated: Use ContainerFault.ProtoReflect.Descriptor instead.
+func (*ContainerFault) Descriptor() ([]byte, []int) {
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *ContainerFaultReply) GetProcesses() int32 {
+func (x *ContainerFault) GetProcesses() int32 {
 	if x != nil {
 		return x.Processes
 	}
 	return 0
 }
 
-func (x *ContainerFaultReply) GetNode() string {
+func (x *ContainerFault) GetNode() string {
 	if x != nil {
 		return x.Node
 	}
@@ -227,7 +447,7 @@ type UnderlayState struct {
 
 func (x *UnderlayState) Reset() {
 	*x = UnderlayState{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[4]
+	mi := &file_irs_v1_underlay_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +459,7 @@ func (x *UnderlayState) String() string {
 func (*UnderlayState) ProtoMessage() {}
 
 func (x *UnderlayState) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[4]
+	mi := &file_irs_v1_underlay_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +472,7 @@ func (x *UnderlayState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnderlayState.ProtoReflect.Descriptor instead.
 func (*UnderlayState) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UnderlayState) GetNodes() []*UnderlayNode {
@@ -299,7 +519,7 @@ type UnderlayNode struct {
 
 func (x *UnderlayNode) Reset() {
 	*x = UnderlayNode{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[5]
+	mi := &file_irs_v1_underlay_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +531,7 @@ func (x *UnderlayNode) String() string {
 func (*UnderlayNode) ProtoMessage() {}
 
 func (x *UnderlayNode) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[5]
+	mi := &file_irs_v1_underlay_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +544,7 @@ func (x *UnderlayNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnderlayNode.ProtoReflect.Descriptor instead.
 func (*UnderlayNode) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UnderlayNode) GetName() string {
@@ -372,7 +592,7 @@ type Link struct {
 
 func (x *Link) Reset() {
 	*x = Link{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[6]
+	mi := &file_irs_v1_underlay_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +604,7 @@ func (x *Link) String() string {
 func (*Link) ProtoMessage() {}
 
 func (x *Link) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[6]
+	mi := &file_irs_v1_underlay_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +617,7 @@ func (x *Link) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Link.ProtoReflect.Descriptor instead.
 func (*Link) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Link) GetDelay() string {
@@ -440,7 +660,7 @@ type PairLink struct {
 
 func (x *PairLink) Reset() {
 	*x = PairLink{}
-	mi := &file_irs_v1_underlay_proto_msgTypes[7]
+	mi := &file_irs_v1_underlay_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +672,7 @@ func (x *PairLink) String() string {
 func (*PairLink) ProtoMessage() {}
 
 func (x *PairLink) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_underlay_proto_msgTypes[7]
+	mi := &file_irs_v1_underlay_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +685,7 @@ func (x *PairLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairLink.ProtoReflect.Descriptor instead.
 func (*PairLink) Descriptor() ([]byte, []int) {
-	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_underlay_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PairLink) GetFrom() string {
@@ -494,13 +714,23 @@ var File_irs_v1_underlay_proto protoreflect.FileDescriptor
 const file_irs_v1_underlay_proto_rawDesc = "" +
 	"\n" +
 	"\x15irs/v1/underlay.proto\x12\x06irs.v1\"\x14\n" +
-	"\x12GetUnderlayRequest\"1\n" +
-	"\fContainerRef\x12!\n" +
-	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"J\n" +
-	"\rFreezeRequest\x12!\n" +
+	"\x12GetUnderlayRequest\"B\n" +
+	"\x13GetUnderlayResponse\x12+\n" +
+	"\x05state\x18\x01 \x01(\v2\x15.irs.v1.UnderlayStateR\x05state\"A\n" +
+	"\x12SetUnderlayRequest\x12+\n" +
+	"\x05state\x18\x01 \x01(\v2\x15.irs.v1.UnderlayStateR\x05state\"B\n" +
+	"\x13SetUnderlayResponse\x12+\n" +
+	"\x05state\x18\x01 \x01(\v2\x15.irs.v1.UnderlayStateR\x05state\"9\n" +
+	"\x14KillContainerRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\"C\n" +
+	"\x15KillContainerResponse\x12*\n" +
+	"\x04done\x18\x01 \x01(\v2\x16.irs.v1.ContainerFaultR\x04done\"S\n" +
+	"\x16FreezeContainerRequest\x12!\n" +
 	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x16\n" +
-	"\x06frozen\x18\x02 \x01(\bR\x06frozen\"G\n" +
-	"\x13ContainerFaultReply\x12\x1c\n" +
+	"\x06frozen\x18\x02 \x01(\bR\x06frozen\"E\n" +
+	"\x17FreezeContainerResponse\x12*\n" +
+	"\x04done\x18\x01 \x01(\v2\x16.irs.v1.ContainerFaultR\x04done\"B\n" +
+	"\x0eContainerFault\x12\x1c\n" +
 	"\tprocesses\x18\x01 \x01(\x05R\tprocesses\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\"\xac\x01\n" +
 	"\rUnderlayState\x12*\n" +
@@ -521,13 +751,13 @@ const file_irs_v1_underlay_proto_rawDesc = "" +
 	"\bPairLink\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12 \n" +
-	"\x04link\x18\x03 \x01(\v2\f.irs.v1.LinkR\x04link2\x80\x01\n" +
-	"\x0fUnderlayService\x128\n" +
-	"\x03Get\x12\x1a.irs.v1.GetUnderlayRequest\x1a\x15.irs.v1.UnderlayState\x123\n" +
-	"\x03Set\x12\x15.irs.v1.UnderlayState\x1a\x15.irs.v1.UnderlayState2\x90\x01\n" +
-	"\x15ContainerFaultService\x129\n" +
-	"\x04Kill\x12\x14.irs.v1.ContainerRef\x1a\x1b.irs.v1.ContainerFaultReply\x12<\n" +
-	"\x06Freeze\x12\x15.irs.v1.FreezeRequest\x1a\x1b.irs.v1.ContainerFaultReplyB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
+	"\x04link\x18\x03 \x01(\v2\f.irs.v1.LinkR\x04link2\xa1\x01\n" +
+	"\x0fUnderlayService\x12F\n" +
+	"\vGetUnderlay\x12\x1a.irs.v1.GetUnderlayRequest\x1a\x1b.irs.v1.GetUnderlayResponse\x12F\n" +
+	"\vSetUnderlay\x12\x1a.irs.v1.SetUnderlayRequest\x1a\x1b.irs.v1.SetUnderlayResponse2\xb9\x01\n" +
+	"\x15ContainerFaultService\x12L\n" +
+	"\rKillContainer\x12\x1c.irs.v1.KillContainerRequest\x1a\x1d.irs.v1.KillContainerResponse\x12R\n" +
+	"\x0fFreezeContainer\x12\x1e.irs.v1.FreezeContainerRequest\x1a\x1f.irs.v1.FreezeContainerResponseB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
 
 var (
 	file_irs_v1_underlay_proto_rawDescOnce sync.Once
@@ -541,35 +771,45 @@ func file_irs_v1_underlay_proto_rawDescGZIP() []byte {
 	return file_irs_v1_underlay_proto_rawDescData
 }
 
-var file_irs_v1_underlay_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_irs_v1_underlay_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_irs_v1_underlay_proto_goTypes = []any{
-	(*GetUnderlayRequest)(nil),  // 0: irs.v1.GetUnderlayRequest
-	(*ContainerRef)(nil),        // 1: irs.v1.ContainerRef
-	(*FreezeRequest)(nil),       // 2: irs.v1.FreezeRequest
-	(*ContainerFaultReply)(nil), // 3: irs.v1.ContainerFaultReply
-	(*UnderlayState)(nil),       // 4: irs.v1.UnderlayState
-	(*UnderlayNode)(nil),        // 5: irs.v1.UnderlayNode
-	(*Link)(nil),                // 6: irs.v1.Link
-	(*PairLink)(nil),            // 7: irs.v1.PairLink
+	(*GetUnderlayRequest)(nil),      // 0: irs.v1.GetUnderlayRequest
+	(*GetUnderlayResponse)(nil),     // 1: irs.v1.GetUnderlayResponse
+	(*SetUnderlayRequest)(nil),      // 2: irs.v1.SetUnderlayRequest
+	(*SetUnderlayResponse)(nil),     // 3: irs.v1.SetUnderlayResponse
+	(*KillContainerRequest)(nil),    // 4: irs.v1.KillContainerRequest
+	(*KillContainerResponse)(nil),   // 5: irs.v1.KillContainerResponse
+	(*FreezeContainerRequest)(nil),  // 6: irs.v1.FreezeContainerRequest
+	(*FreezeContainerResponse)(nil), // 7: irs.v1.FreezeContainerResponse
+	(*ContainerFault)(nil),          // 8: irs.v1.ContainerFault
+	(*UnderlayState)(nil),           // 9: irs.v1.UnderlayState
+	(*UnderlayNode)(nil),            // 10: irs.v1.UnderlayNode
+	(*Link)(nil),                    // 11: irs.v1.Link
+	(*PairLink)(nil),                // 12: irs.v1.PairLink
 }
 var file_irs_v1_underlay_proto_depIdxs = []int32{
-	5, // 0: irs.v1.UnderlayState.nodes:type_name -> irs.v1.UnderlayNode
-	6, // 1: irs.v1.UnderlayState.default_link:type_name -> irs.v1.Link
-	7, // 2: irs.v1.UnderlayState.pairs:type_name -> irs.v1.PairLink
-	6, // 3: irs.v1.PairLink.link:type_name -> irs.v1.Link
-	0, // 4: irs.v1.UnderlayService.Get:input_type -> irs.v1.GetUnderlayRequest
-	4, // 5: irs.v1.UnderlayService.Set:input_type -> irs.v1.UnderlayState
-	1, // 6: irs.v1.ContainerFaultService.Kill:input_type -> irs.v1.ContainerRef
-	2, // 7: irs.v1.ContainerFaultService.Freeze:input_type -> irs.v1.FreezeRequest
-	4, // 8: irs.v1.UnderlayService.Get:output_type -> irs.v1.UnderlayState
-	4, // 9: irs.v1.UnderlayService.Set:output_type -> irs.v1.UnderlayState
-	3, // 10: irs.v1.ContainerFaultService.Kill:output_type -> irs.v1.ContainerFaultReply
-	3, // 11: irs.v1.ContainerFaultService.Freeze:output_type -> irs.v1.ContainerFaultReply
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	9,  // 0: irs.v1.GetUnderlayResponse.state:type_name -> irs.v1.UnderlayState
+	9,  // 1: irs.v1.SetUnderlayRequest.state:type_name -> irs.v1.UnderlayState
+	9,  // 2: irs.v1.SetUnderlayResponse.state:type_name -> irs.v1.UnderlayState
+	8,  // 3: irs.v1.KillContainerResponse.done:type_name -> irs.v1.ContainerFault
+	8,  // 4: irs.v1.FreezeContainerResponse.done:type_name -> irs.v1.ContainerFault
+	10, // 5: irs.v1.UnderlayState.nodes:type_name -> irs.v1.UnderlayNode
+	11, // 6: irs.v1.UnderlayState.default_link:type_name -> irs.v1.Link
+	12, // 7: irs.v1.UnderlayState.pairs:type_name -> irs.v1.PairLink
+	11, // 8: irs.v1.PairLink.link:type_name -> irs.v1.Link
+	0,  // 9: irs.v1.UnderlayService.GetUnderlay:input_type -> irs.v1.GetUnderlayRequest
+	2,  // 10: irs.v1.UnderlayService.SetUnderlay:input_type -> irs.v1.SetUnderlayRequest
+	4,  // 11: irs.v1.ContainerFaultService.KillContainer:input_type -> irs.v1.KillContainerRequest
+	6,  // 12: irs.v1.ContainerFaultService.FreezeContainer:input_type -> irs.v1.FreezeContainerRequest
+	1,  // 13: irs.v1.UnderlayService.GetUnderlay:output_type -> irs.v1.GetUnderlayResponse
+	3,  // 14: irs.v1.UnderlayService.SetUnderlay:output_type -> irs.v1.SetUnderlayResponse
+	5,  // 15: irs.v1.ContainerFaultService.KillContainer:output_type -> irs.v1.KillContainerResponse
+	7,  // 16: irs.v1.ContainerFaultService.FreezeContainer:output_type -> irs.v1.FreezeContainerResponse
+	13, // [13:17] is the sub-list for method output_type
+	9,  // [9:13] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_underlay_proto_init() }
@@ -583,7 +823,7 @@ func file_irs_v1_underlay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_underlay_proto_rawDesc), len(file_irs_v1_underlay_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -19,8 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	UnderlayService_Get_FullMethodName = "/irs.v1.UnderlayService/Get"
-	UnderlayService_Set_FullMethodName = "/irs.v1.UnderlayService/Set"
+	UnderlayService_GetUnderlay_FullMethodName = "/irs.v1.UnderlayService/GetUnderlay"
+	UnderlayService_SetUnderlay_FullMethodName = "/irs.v1.UnderlayService/SetUnderlay"
 )
 
 // UnderlayServiceClient is the client API for UnderlayService service.
@@ -33,11 +33,12 @@ const (
 // ConfigMap kube-system/irs-underlay names, and only there: a real cluster's network is not IRS's to shape.
 // The state is declarative: Set replaces the whole of it, so a run resets the network by setting what it read.
 type UnderlayServiceClient interface {
-	// Get returns the network as it is.
-	Get(ctx context.Context, in *GetUnderlayRequest, opts ...grpc.CallOption) (*UnderlayState, error)
-	// Set replaces the network's state (nodes are fixed: only their `down` is read) and returns it as applied.
-	// An invalid state is refused whole (InvalidArgument, naming the field) and the network keeps its last state.
-	Set(ctx context.Context, in *UnderlayState, opts ...grpc.CallOption) (*UnderlayState, error)
+	// GetUnderlay returns the network as it is.
+	GetUnderlay(ctx context.Context, in *GetUnderlayRequest, opts ...grpc.CallOption) (*GetUnderlayResponse, error)
+	// SetUnderlay replaces the network's state (nodes are fixed: only their `down` is read) and returns it as
+	// applied. An invalid state is refused whole (InvalidArgument, naming the field) and the network keeps its last
+	// state.
+	SetUnderlay(ctx context.Context, in *SetUnderlayRequest, opts ...grpc.CallOption) (*SetUnderlayResponse, error)
 }
 
 type underlayServiceClient struct {
@@ -48,20 +49,20 @@ func NewUnderlayServiceClient(cc grpc.ClientConnInterface) UnderlayServiceClient
 	return &underlayServiceClient{cc}
 }
 
-func (c *underlayServiceClient) Get(ctx context.Context, in *GetUnderlayRequest, opts ...grpc.CallOption) (*UnderlayState, error) {
+func (c *underlayServiceClient) GetUnderlay(ctx context.Context, in *GetUnderlayRequest, opts ...grpc.CallOption) (*GetUnderlayResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(UnderlayState)
-	err := c.cc.Invoke(ctx, UnderlayService_Get_FullMethodName, in, out, cOpts...)
+	out := new(GetUnderlayResponse)
+	err := c.cc.Invoke(ctx, UnderlayService_GetUnderlay_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *underlayServiceClient) Set(ctx context.Context, in *UnderlayState, opts ...grpc.CallOption) (*UnderlayState, error) {
+func (c *underlayServiceClient) SetUnderlay(ctx context.Context, in *SetUnderlayRequest, opts ...grpc.CallOption) (*SetUnderlayResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(UnderlayState)
-	err := c.cc.Invoke(ctx, UnderlayService_Set_FullMethodName, in, out, cOpts...)
+	out := new(SetUnderlayResponse)
+	err := c.cc.Invoke(ctx, UnderlayService_SetUnderlay_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -78,11 +79,12 @@ func (c *underlayServiceClient) Set(ctx context.Context, in *UnderlayState, opts
 // ConfigMap kube-system/irs-underlay names, and only there: a real cluster's network is not IRS's to shape.
 // The state is declarative: Set replaces the whole of it, so a run resets the network by setting what it read.
 type UnderlayServiceServer interface {
-	// Get returns the network as it is.
-	Get(context.Context, *GetUnderlayRequest) (*UnderlayState, error)
-	// Set replaces the network's state (nodes are fixed: only their `down` is read) and returns it as applied.
-	// An invalid state is refused whole (InvalidArgument, naming the field) and the network keeps its last state.
-	Set(context.Context, *UnderlayState) (*UnderlayState, error)
+	// GetUnderlay returns the network as it is.
+	GetUnderlay(context.Context, *GetUnderlayRequest) (*GetUnderlayResponse, error)
+	// SetUnderlay replaces the network's state (nodes are fixed: only their `down` is read) and returns it as
+	// applied. An invalid state is refused whole (InvalidArgument, naming the field) and the network keeps its last
+	// state.
+	SetUnderlay(context.Context, *SetUnderlayRequest) (*SetUnderlayResponse, error)
 	mustEmbedUnimplementedUnderlayServiceServer()
 }
 
@@ -93,11 +95,11 @@ type UnderlayServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedUnderlayServiceServer struct{}
 
-func (UnimplementedUnderlayServiceServer) Get(context.Context, *GetUnderlayRequest) (*UnderlayState, error) {
-	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+func (UnimplementedUnderlayServiceServer) GetUnderlay(context.Context, *GetUnderlayRequest) (*GetUnderlayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUnderlay not implemented")
 }
-func (UnimplementedUnderlayServiceServer) Set(context.Context, *UnderlayState) (*UnderlayState, error) {
-	return nil, status.Error(codes.Unimplemented, "method Set not implemented")
+func (UnimplementedUnderlayServiceServer) SetUnderlay(context.Context, *SetUnderlayRequest) (*SetUnderlayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetUnderlay not implemented")
 }
 func (UnimplementedUnderlayServiceServer) mustEmbedUnimplementedUnderlayServiceServer() {}
 func (UnimplementedUnderlayServiceServer) testEmbeddedByValue()                         {}
@@ -120,38 +122,38 @@ func RegisterUnderlayServiceServer(s grpc.ServiceRegistrar, srv UnderlayServiceS
 	s.RegisterService(&UnderlayService_ServiceDesc, srv)
 }
 
-func _UnderlayService_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _UnderlayService_GetUnderlay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetUnderlayRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(UnderlayServiceServer).Get(ctx, in)
+		return srv.(UnderlayServiceServer).GetUnderlay(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: UnderlayService_Get_FullMethodName,
+		FullMethod: UnderlayService_GetUnderlay_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(UnderlayServiceServer).Get(ctx, req.(*GetUnderlayRequest))
+		return srv.(UnderlayServiceServer).GetUnderlay(ctx, req.(*GetUnderlayRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _UnderlayService_Set_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(UnderlayState)
+func _UnderlayService_SetUnderlay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetUnderlayRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(UnderlayServiceServer).Set(ctx, in)
+		return srv.(UnderlayServiceServer).SetUnderlay(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: UnderlayService_Set_FullMethodName,
+		FullMethod: UnderlayService_SetUnderlay_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(UnderlayServiceServer).Set(ctx, req.(*UnderlayState))
+		return srv.(UnderlayServiceServer).SetUnderlay(ctx, req.(*SetUnderlayRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -164,12 +166,12 @@ var UnderlayService_ServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*UnderlayServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
-			MethodName: "Get",
-			Handler:    _UnderlayService_Get_Handler,
+			MethodName: "GetUnderlay",
+			Handler:    _UnderlayService_GetUnderlay_Handler,
 		},
 		{
-			MethodName: "Set",
-			Handler:    _UnderlayService_Set_Handler,
+			MethodName: "SetUnderlay",
+			Handler:    _UnderlayService_SetUnderlay_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -177,8 +179,8 @@ var UnderlayService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	ContainerFaultService_Kill_FullMethodName   = "/irs.v1.ContainerFaultService/Kill"
-	ContainerFaultService_Freeze_FullMethodName = "/irs.v1.ContainerFaultService/Freeze"
+	ContainerFaultService_KillContainer_FullMethodName   = "/irs.v1.ContainerFaultService/KillContainer"
+	ContainerFaultService_FreezeContainer_FullMethodName = "/irs.v1.ContainerFaultService/FreezeContainer"
 )
 
 // ContainerFaultServiceClient is the client API for ContainerFaultService service.
@@ -190,10 +192,11 @@ const (
 // or the mesh's control plane, or freezes them. Served beside UnderlayService, on the same socket. Only the test
 // cluster's containers are reachable: those under a node's cgroup root (/irs-node-*).
 type ContainerFaultServiceClient interface {
-	// Kill sends SIGKILL to every process of the container (thawed first, if frozen): its kubelet restarts it.
-	Kill(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*ContainerFaultReply, error)
-	// Freeze stops every process of the container (cgroup freezer), or thaws them.
-	Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*ContainerFaultReply, error)
+	// KillContainer sends SIGKILL to every process of the container (thawed first, if frozen): its kubelet
+	// restarts it.
+	KillContainer(ctx context.Context, in *KillContainerRequest, opts ...grpc.CallOption) (*KillContainerResponse, error)
+	// FreezeContainer stops every process of the container (cgroup freezer), or thaws them.
+	FreezeContainer(ctx context.Context, in *FreezeContainerRequest, opts ...grpc.CallOption) (*FreezeContainerResponse, error)
 }
 
 type containerFaultServiceClient struct {
@@ -204,20 +207,20 @@ func NewContainerFaultServiceClient(cc grpc.ClientConnInterface) ContainerFaultS
 	return &containerFaultServiceClient{cc}
 }
 
-func (c *containerFaultServiceClient) Kill(ctx context.Context, in *ContainerRef, opts ...grpc.CallOption) (*ContainerFaultReply, error) {
+func (c *containerFaultServiceClient) KillContainer(ctx context.Context, in *KillContainerRequest, opts ...grpc.CallOption) (*KillContainerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ContainerFaultReply)
-	err := c.cc.Invoke(ctx, ContainerFaultService_Kill_FullMethodName, in, out, cOpts...)
+	out := new(KillContainerResponse)
+	err := c.cc.Invoke(ctx, ContainerFaultService_KillContainer_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *containerFaultServiceClient) Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*ContainerFaultReply, error) {
+func (c *containerFaultServiceClient) FreezeContainer(ctx context.Context, in *FreezeContainerRequest, opts ...grpc.CallOption) (*FreezeContainerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ContainerFaultReply)
-	err := c.cc.Invoke(ctx, ContainerFaultService_Freeze_FullMethodName, in, out, cOpts...)
+	out := new(FreezeContainerResponse)
+	err := c.cc.Invoke(ctx, ContainerFaultService_FreezeContainer_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -233,10 +236,11 @@ func (c *containerFaultServiceClient) Freeze(ctx context.Context, in *FreezeRequ
 // or the mesh's control plane, or freezes them. Served beside UnderlayService, on the same socket. Only the test
 // cluster's containers are reachable: those under a node's cgroup root (/irs-node-*).
 type ContainerFaultServiceServer interface {
-	// Kill sends SIGKILL to every process of the container (thawed first, if frozen): its kubelet restarts it.
-	Kill(context.Context, *ContainerRef) (*ContainerFaultReply, error)
-	// Freeze stops every process of the container (cgroup freezer), or thaws them.
-	Freeze(context.Context, *FreezeRequest) (*ContainerFaultReply, error)
+	// KillContainer sends SIGKILL to every process of the container (thawed first, if frozen): its kubelet
+	// restarts it.
+	KillContainer(context.Context, *KillContainerRequest) (*KillContainerResponse, error)
+	// FreezeContainer stops every process of the container (cgroup freezer), or thaws them.
+	FreezeContainer(context.Context, *FreezeContainerRequest) (*FreezeContainerResponse, error)
 	mustEmbedUnimplementedContainerFaultServiceServer()
 }
 
@@ -247,11 +251,11 @@ type ContainerFaultServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedContainerFaultServiceServer struct{}
 
-func (UnimplementedContainerFaultServiceServer) Kill(context.Context, *ContainerRef) (*ContainerFaultReply, error) {
-	return nil, status.Error(codes.Unimplemented, "method Kill not implemented")
+func (UnimplementedContainerFaultServiceServer) KillContainer(context.Context, *KillContainerRequest) (*KillContainerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method KillContainer not implemented")
 }
-func (UnimplementedContainerFaultServiceServer) Freeze(context.Context, *FreezeRequest) (*ContainerFaultReply, error) {
-	return nil, status.Error(codes.Unimplemented, "method Freeze not implemented")
+func (UnimplementedContainerFaultServiceServer) FreezeContainer(context.Context, *FreezeContainerRequest) (*FreezeContainerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FreezeContainer not implemented")
 }
 func (UnimplementedContainerFaultServiceServer) mustEmbedUnimplementedContainerFaultServiceServer() {}
 func (UnimplementedContainerFaultServiceServer) testEmbeddedByValue()                               {}
@@ -274,38 +278,38 @@ func RegisterContainerFaultServiceServer(s grpc.ServiceRegistrar, srv ContainerF
 	s.RegisterService(&ContainerFaultService_ServiceDesc, srv)
 }
 
-func _ContainerFaultService_Kill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ContainerRef)
+func _ContainerFaultService_KillContainer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KillContainerRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(ContainerFaultServiceServer).Kill(ctx, in)
+		return srv.(ContainerFaultServiceServer).KillContainer(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: ContainerFaultService_Kill_FullMethodName,
+		FullMethod: ContainerFaultService_KillContainer_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ContainerFaultServiceServer).Kill(ctx, req.(*ContainerRef))
+		return srv.(ContainerFaultServiceServer).KillContainer(ctx, req.(*KillContainerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _ContainerFaultService_Freeze_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(FreezeRequest)
+func _ContainerFaultService_FreezeContainer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FreezeContainerRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(ContainerFaultServiceServer).Freeze(ctx, in)
+		return srv.(ContainerFaultServiceServer).FreezeContainer(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: ContainerFaultService_Freeze_FullMethodName,
+		FullMethod: ContainerFaultService_FreezeContainer_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ContainerFaultServiceServer).Freeze(ctx, req.(*FreezeRequest))
+		return srv.(ContainerFaultServiceServer).FreezeContainer(ctx, req.(*FreezeContainerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -318,12 +322,12 @@ var ContainerFaultService_ServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*ContainerFaultServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
-			MethodName: "Kill",
-			Handler:    _ContainerFaultService_Kill_Handler,
+			MethodName: "KillContainer",
+			Handler:    _ContainerFaultService_KillContainer_Handler,
 		},
 		{
-			MethodName: "Freeze",
-			Handler:    _ContainerFaultService_Freeze_Handler,
+			MethodName: "FreezeContainer",
+			Handler:    _ContainerFaultService_FreezeContainer_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
