@@ -163,8 +163,8 @@ check-generated:
 		(cd proto && $(TOOL) buf build -o - | $(GO) run ../hack/schemagen > $$tmp/schema.json) && \
 		diff workflows/schema.json $$tmp/schema.json && echo "generated code is up to date"
 
-## bench: measure IRS against nginx, fortio and wrk (installs them) and print ratios; the HTML report of a long run in Chromium; then the kubernetes backend on the test node and on kwok's fake nodes
-bench: build image deps
+## bench: measure IRS against nginx, fortio and wrk (installs them) and print ratios; the HTML report of a long run in Chromium; then the kubernetes backend on the three-node test cluster (a mesh on one node and between nodes) and on kwok's fake nodes
+bench: build image envoy-image linkerd-image ztunnel-image deps
 	@command -v wrk >/dev/null && command -v nginx >/dev/null || { \
 		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq wrk nginx-light; }
 	@[ -x "$$($(GO) env GOPATH)/bin/fortio" ] || $(GO) install fortio.org/fortio@v1.66.5

@@ -41,7 +41,7 @@ func main() {
 	flag.StringVar(&o.fortio, "fortio", "", "fortio binary (default: fortio on PATH or in $(go env GOPATH)/bin)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported)")
-	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,kwok (default all but kube and kwok, which hack/testnode/bench.sh runs on the test node)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,nodes,kwok (default all but kube, nodes and kwok, which hack/testnode/bench.sh runs on the test cluster)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
@@ -90,7 +90,7 @@ func (o *options) resolve() error {
 
 func (o *options) want(section string) bool {
 	if len(o.only) == 0 {
-		return section != "kube" && section != "kwok"
+		return section != "kube" && section != "kwok" && section != "nodes"
 	}
 	return o.only[section]
 }
@@ -112,6 +112,7 @@ func (o *options) run(ctx context.Context) error {
 		{"workflow", o.workflowRunner},
 		{"mesh", o.meshCost},
 		{"kube", o.kubeCluster},
+		{"nodes", o.kubeNodes},
 		{"kwok", o.kwokScale},
 	}
 	for _, s := range steps {
