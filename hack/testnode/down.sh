@@ -35,15 +35,17 @@ stop_node() { # node directory
 for d in "$STATE"/nodes/*/; do [ -d "$d" ] && stop_node "${d%/}" & done
 wait
 [ -d "$STATE/pids" ] && for c in kube-apiserver etcd; do stop "$STATE/pids" "$c"; done
-# Anything of the cluster still running: shims and their containers, or a process whose pid file was lost.
-for p in $(pgrep -f -- "$STATE" 2>/dev/null); do
+# Anything of the cluster still running: shims and their containers, or a process whose pid file was lost
+# (their command lines name a file under the state directory; "$STATE/", so that another directory whose name
+# starts the same is not taken for it).
+for p in $(pgrep -f -- "$STATE/" 2>/dev/null); do
   [ "$p" = $$ ] && continue
   kill -KILL "$p" 2>/dev/null && log "killed leftover process $p"
 done
 sleep 0.2
 # Mounts under the state made in the machine's own mount namespace (none by design; an older layout made some).
 for _ in 1 2 3; do
-  m=$(awk -v s="$STATE" 'index($2, s) == 1 {print $2}' /proc/self/mounts | sort -r)
+  m=$(awk -v s="$STATE/" 'index($2, s) == 1 {print $2}' /proc/self/mounts | sort -r)
   [ -z "$m" ] && break
   for x in $m; do umount "$x" 2>/dev/null || umount -l "$x" 2>/dev/null; done
 done
@@ -59,5 +61,10 @@ if [ -f "$STATE/created-dirs" ]; then
       umount -R "$d" 2>/dev/null; rmdir "$d" 2>/dev/null || rm -rf "$d";; esac
   done < "$STATE/created-dirs"
 fi
-if [ "${IRS_TESTNODE_KEEP_STATE:-0}" != 1 ]; then rm -rf "$STATE"; fi
+if [ -f "$STATE/sysctl.saved" ]; then
+  # The kubelets set these machine-wide (they are not per namespace): put back what they were.
+  while read -r key value; do sysctl -qw "$key=$value" 2>/dev/null; done < "$STATE/sysctl.saved"
+fi
+# Only a directory up.sh made (its marker inside) is removed: IRS_TESTNODE_STATE=/var/tmp must not cost /var/tmp.
+if [ "${IRS_TESTNODE_KEEP_STATE:-0}" != 1 ] && [ -f "$STATE/.irs-testnode" ]; then rm -rf "$STATE"; fi
 exit 0

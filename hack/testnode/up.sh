@@ -58,8 +58,16 @@ fi
 ip netns list | grep -qw "$NS" && die "network namespace $NS exists; run down.sh first"
 T0=$(date +%s.%N)
 since() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1fs", b-a}'; }
+if [ -e "$STATE" ] && [ ! -f "$STATE/.irs-testnode" ] && [ -n "$(ls -A "$STATE" 2>/dev/null)" ]; then
+  die "$STATE is not empty and not a test cluster's state: give IRS_TESTNODE_STATE a directory of its own"
+fi
 rm -rf "$STATE"
 mkdir -p "$STATE/logs" "$STATE/pids" "$STATE/nodes"
+touch "$STATE/.irs-testnode" # down.sh removes only a directory that has it
+# The kubelets set these machine-wide (sysctls outside the network namespaces); down.sh puts them back.
+for k in vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops; do
+  echo "$k $(sysctl -n "$k")"
+done > "$STATE/sysctl.saved"
 mkdir -m 700 "$STATE/etcd"
 # Each node mounts its own directories over these in its mount namespace (and a /run of its own, so that the
 # host paths pods mount under /run are per node, as on a real cluster); down.sh removes those made here.

@@ -16,9 +16,12 @@ import (
 type Timer struct {
 	fd int
 	f  *os.File
-	// offset converts a time.Time to CLOCK_MONOTONIC: mono = offset + t.UnixNano().
-	offset int64
-	buf    [8]byte
+	// ref and monoRef are the same instant, by Go's monotonic clock and by CLOCK_MONOTONIC: a deadline is
+	// placed on the kernel's clock by its monotonic distance from ref, so that a step of the wall clock (NTP)
+	// moves no deadline.
+	ref     time.Time
+	monoRef int64
+	buf     [8]byte
 }
 
 // New returns a Timer; Close releases it.
@@ -33,13 +36,13 @@ func New() (*Timer, error) {
 		t.f.Close()
 		return nil, err
 	}
-	t.offset = ts.Nano() - time.Now().UnixNano()
+	t.ref, t.monoRef = time.Now(), ts.Nano()
 	return t, nil
 }
 
 // SleepUntil blocks until at; it returns false when interrupted (Interrupt), at once and on every later call.
 func (t *Timer) SleepUntil(at time.Time) bool {
-	its := unix.ItimerSpec{Value: unix.NsecToTimespec(t.offset + at.UnixNano())}
+	its := unix.ItimerSpec{Value: unix.NsecToTimespec(t.monoRef + int64(at.Sub(t.ref)))}
 	if err := unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &its, nil); err != nil {
 		return false
 	}

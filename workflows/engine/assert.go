@@ -65,6 +65,9 @@ func (e *engine) measure(k key, a *irsv1.Assertion, m workflows.Metric) (float64
 	if m == workflows.MetricRecoveryTime {
 		return e.recovery(k, a)
 	}
+	if c := e.coverageOf(a.GetPhase(), k.service); c.GetIntervalsExcused() > 0 && c.GetIntervalsMeasured() == 0 {
+		return 0, fmt.Errorf("no data: every replica of %s was on a node the run had lost", k.service)
+	}
 	ac := accs[k]
 	if ac == nil {
 		ac = newAcc()
@@ -111,4 +114,24 @@ func (e *engine) recovery(k key, a *irsv1.Assertion) (float64, error) {
 	}
 	s := workflows.Scope{Service: k.service, Callee: k.callee, Kind: k.kind}
 	return workflows.RecoveryTime(kills, e.res.Series, s, end, e.interval.Seconds(), bound) / e.o.Timeline.Scale, nil
+}
+
+// coverageOf is a service's coverage in a phase ("": the whole run), nil when not known.
+func (e *engine) coverageOf(phase, service string) *irsv1.Coverage {
+	var cs []*irsv1.Coverage
+	if phase == "" {
+		cs = e.res.GetTotal().GetCoverage()
+	} else {
+		for _, p := range e.res.GetPhases() {
+			if p.GetName() == phase {
+				cs = p.GetCoverage()
+			}
+		}
+	}
+	for _, c := range cs {
+		if c.GetService() == service {
+			return c
+		}
+	}
+	return nil
 }

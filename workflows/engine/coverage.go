@@ -91,7 +91,11 @@ func (e *engine) coverage(pr *irsv1.PhaseResult, start, end float64) []*irsv1.Co
 		var missing []int
 		for k := int(math.Floor(start/step+1e-9)) + 1; float64(k)*step <= end+1e-9; k++ {
 			from, to := float64(k-1)*step, float64(k)*step
-			if !upWhole(alive[replica], from, to, step) || e.unreachable(replica, from, to) {
+			if !upWhole(alive[replica], from, to, step) {
+				continue
+			}
+			if e.unreachable(replica, from, to) {
+				c.IntervalsExcused++
 				continue
 			}
 			c.IntervalsExpected++

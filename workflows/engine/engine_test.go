@@ -624,7 +624,9 @@ func TestTickLoopNotHeldUpBySlowUsage(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Go(func() { e.tickLoop(done) })
 		time.Sleep(1900 * time.Millisecond)
+		e.mu.Lock()
 		closedInTime := len(e.res.Series)
+		e.mu.Unlock()
 		time.Sleep(200 * time.Millisecond)
 		close(done)
 		wg.Wait()

@@ -26,7 +26,7 @@ func (e *engine) networkStep(ctx context.Context, st workflows.Step) error {
 		what := workflows.DescribeLink(st.Link)
 		e.action(now, st, "link", "", what)
 		if st.Link.GetReset_() || workflows.DescribeLinkSettings(st.Link.GetSet()) == "a plain wire" {
-			e.healNetwork(now, FaultLink, "")
+			e.healNetwork(now, FaultLink, st.Link.GetNodes()...)
 		} else {
 			e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultLink, Target: what, Nodes: st.Link.GetNodes()})
 		}
@@ -37,7 +37,7 @@ func (e *engine) networkStep(ctx context.Context, st workflows.Step) error {
 		what := workflows.DescribePartition(st.Partition)
 		e.action(now, st, "partition", "", what)
 		if st.Partition.GetHeal() {
-			e.healNetwork(now, FaultPartition, "")
+			e.healNetwork(now, FaultPartition)
 		} else {
 			e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultPartition, Target: what,
 				Nodes: append(slices.Clone(st.Partition.GetNodes()), st.Partition.GetFrom()...)})
@@ -63,7 +63,11 @@ func (e *engine) networkStep(ctx context.Context, st workflows.Step) error {
 		e.loseNode(now, a.GetName(), a.GetHeal())
 		e.action(now, st, "node", replica, what)
 		if a.GetHeal() {
-			e.healNetwork(now, FaultNode, a.GetName())
+			var named []string
+			if a.GetName() != "" {
+				named = []string{a.GetName()}
+			}
+			e.healNetwork(now, FaultNode, named...)
 		} else {
 			e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultNode, Target: what, Nodes: []string{a.GetName()},
 				Replicas: idsOf(hit)})
@@ -171,14 +175,22 @@ func (e *engine) replicasOn(node string) []workflows.Replica {
 	return out
 }
 
-// healNetwork marks the open faults of a kind healed at at (for nodes, those of the node named, or all), and
-// ends their windows.
-func (e *engine) healNetwork(at time.Time, kind, node string) {
+// healNetwork marks the open faults of a kind healed at at, and ends their windows: every one, or (nodes
+// named) those whose nodes are all among them (a link put back between one node and the others does not heal
+// a change of every link).
+func (e *engine) healNetwork(at time.Time, kind string, nodes ...string) {
 	t := e.since(at)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, f := range e.res.GetFaults() {
-		if f.GetKind() == kind && f.Healed == nil && (node == "" || slices.Contains(f.GetNodes(), node)) {
+		if f.GetKind() != kind || f.Healed != nil {
+			continue
+		}
+		covered := len(nodes) == 0 || len(f.GetNodes()) > 0
+		for _, n := range f.GetNodes() {
+			covered = covered && (len(nodes) == 0 || slices.Contains(nodes, n))
+		}
+		if covered {
 			f.Healed = proto.Float64(t)
 		}
 	}

@@ -169,7 +169,10 @@ func TestMeshSteps(t *testing.T) {
 		t.Errorf("backend calls:\n%s\nwant:\n%s", got, want)
 	}
 	f := e.res.GetFaults()
-	if len(f) == 3 && (f[2].GetService() != "" || strings.Join(f[2].GetNodes(), ",") != "n3") {
+	if len(f) != 3 {
+		t.Fatalf("%d faults, want 3: %v", len(f), f)
+	}
+	if f[2].GetService() != "" || strings.Join(f[2].GetNodes(), ",") != "n3" {
 		t.Errorf("a proxy whose node proxy carried two services' traffic: service %q nodes %v, want none and n3",
 			f[2].GetService(), f[2].GetNodes())
 	}
@@ -177,5 +180,25 @@ func TestMeshSteps(t *testing.T) {
 	if len(f) != 2 || f[0].GetKind() != FaultMesh || f[0].GetService() != "storefront" || math.Round(f[0].GetHealed()) != 3 ||
 		strings.Join(f[1].GetNodes(), ",") != "n3" || f[1].GetService() != "" || f[1].Healed != nil {
 		t.Errorf("faults %v", f)
+	}
+}
+
+// TestAssertionOnAServiceWhollyOnALostNode: an assertion about a service none of whose replicas could report in
+// its phase (their node lost) says there is no data, rather than hold over none ("requests < 10" would pass).
+func TestAssertionOnAServiceWhollyOnALostNode(t *testing.T) {
+	doc := shopYAML + "assertions:\n  - {service: checkout, phase: spike, expect: requests < 10}\n" +
+		"  - {service: storefront, phase: spike, expect: requests < 10}\n"
+	e := testEngine(t, doc, 1, time.Second, &nodeBackend{})
+	e.res.Phases = []*irsv1.PhaseResult{{Name: "spike", Coverage: []*irsv1.Coverage{
+		{Service: "checkout", IntervalsExcused: 1},
+		{Service: "storefront", IntervalsExcused: 1, IntervalsExpected: 1, IntervalsMeasured: 1},
+	}}}
+	rs := e.assertions()
+	if len(rs) != 2 || !strings.Contains(rs[0].GetError(), "no data: every replica of checkout was on a node the run had lost") ||
+		rs[0].GetPassed() {
+		t.Errorf("checkout: %v, want no data", rs[0])
+	}
+	if rs[1].GetError() != "" || !rs[1].GetPassed() {
+		t.Errorf("storefront, one replica measured: %v, want it measured", rs[1])
 	}
 }

@@ -269,8 +269,14 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 		b.relay.stop()
 	}
 	b.stopMesh()
-	// The network and the nodes first: pods on a node cut off go only once it is back.
-	restoreErr := b.restoreNodes(context.WithoutCancel(ctx))
+	// The network and the nodes first: pods on a node cut off go only once it is back. Bounded: a restore that
+	// cannot be done is said, not waited for.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+	restoreErr := b.restoreNodes(rctx)
+	cancel()
+	if restoreErr != nil {
+		b.cfg.Logger.Error("the cluster is not as the run found it", "err", restoreErr)
+	}
 	var err error
 	if b.created {
 		err = b.deleteNamespace(ctx, force)
@@ -285,6 +291,9 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 	b.mu.Unlock()
 	return err
 }
+
+// restoreTimeout bounds putting the cluster's network and nodes back at the end of a run.
+const restoreTimeout = 30 * time.Second
 
 // deleteNamespace deletes the run's namespace: its pods first (grace 0 when forced, so that nothing of the run
 // keeps running), then the namespace, and waits until it is gone or ctx ends.

@@ -9,6 +9,8 @@ import (
 	"github.com/irs-sim/irs/mesh/dataplane"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,12 +49,12 @@ func (b *Backend) MeshFault(ctx context.Context, a *irsv1.MeshAction, replicas [
 	for _, t := range targets {
 		var err error
 		if freeze {
+			// Recorded before the call: a freeze that fails or times out may still have frozen it, and thawing a
+			// container that is not frozen does no harm.
+			b.mu.Lock()
+			b.frozen = append(b.frozen, t)
+			b.mu.Unlock()
 			_, err = b.underlay.containers.FreezeContainer(ctx, &irsv1.FreezeContainerRequest{ContainerId: t.id, Frozen: true})
-			if err == nil {
-				b.mu.Lock()
-				b.frozen = append(b.frozen, t)
-				b.mu.Unlock()
-			}
 		} else {
 			_, err = b.underlay.containers.KillContainer(ctx, &irsv1.KillContainerRequest{ContainerId: t.id})
 		}
@@ -129,7 +131,7 @@ func (b *Backend) meshWhere(a *irsv1.MeshAction) string {
 var errNoContainers = fmt.Errorf("mesh actions kill or freeze containers on the nodes, which IRS reaches on its "+
 	"test cluster only (hack/testnode: ConfigMap %s/%s)", underlayNamespace, underlayConfigMap)
 
-// thaw thaws every container the run froze.
+// thaw thaws every container the run froze; those it could not thaw stay on the list for the next try (Stop).
 func (b *Backend) thaw(ctx context.Context) (string, error) {
 	b.mu.Lock()
 	frozen := slices.Clone(b.frozen)
@@ -138,8 +140,12 @@ func (b *Backend) thaw(ctx context.Context) (string, error) {
 	var thawed []string
 	var errs []string
 	for _, t := range frozen {
-		if _, err := b.underlay.containers.FreezeContainer(ctx, &irsv1.FreezeContainerRequest{ContainerId: t.id}); err != nil {
+		if _, err := b.underlay.containers.FreezeContainer(context.WithoutCancel(ctx), &irsv1.FreezeContainerRequest{ContainerId: t.id}); err != nil &&
+			status.Code(err) != codes.NotFound { // gone: nothing left frozen
 			errs = append(errs, fmt.Sprintf("%s: %v", t, err))
+			b.mu.Lock()
+			b.frozen = append(b.frozen, t)
+			b.mu.Unlock()
 			continue
 		}
 		thawed = append(thawed, t.String())

@@ -152,6 +152,11 @@ func (b *Backend) LoseNode(ctx context.Context, a *irsv1.NodeAction) (string, er
 	if a.GetHeal() {
 		return b.healNodes(ctx, a.GetName())
 	}
+	if relayNode := b.relayNode(ctx); relayNode != "" && relayNode == a.GetName() {
+		return "", fmt.Errorf("node %s runs the relay, the runner's way to every replica's stats (with the load "+
+			"generators): losing it would lose the measurement; lose another node, or place the relay "+
+			"elsewhere (platform.kubernetes.relay_node_selector)", a.GetName())
+	}
 	mode := a.GetMode()
 	if mode == "" {
 		mode = "drain"
@@ -213,7 +218,9 @@ func (b *Backend) healNodes(ctx context.Context, name string) (string, error) {
 }
 
 // drain cordons a node and evicts the run's pods on it, as kubectl drain does (the Eviction API honours
-// PodDisruptionBudgets); only the run's own pods are touched.
+// PodDisruptionBudgets); only the run's own pods are touched, and neither the relay (the runner's way to every
+// replica's stats) nor the pods of DaemonSets (a node proxy: it would come straight back, kubectl drain skips
+// them too).
 func (b *Backend) drain(ctx context.Context, node string) (int, error) {
 	if err := b.cordon(ctx, node, true); err != nil {
 		return 0, err
@@ -224,7 +231,7 @@ func (b *Backend) drain(ctx context.Context, node string) (int, error) {
 	}
 	evicted := 0
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil || p.Labels[LabelName] == "irs-relay" || ownedByDaemonSet(p) {
 			continue
 		}
 		body, _ := json.Marshal(map[string]any{"apiVersion": "policy/v1", "kind": "Eviction",
@@ -239,8 +246,27 @@ func (b *Backend) drain(ctx context.Context, node string) (int, error) {
 	return evicted, nil
 }
 
-// cordon marks a node unschedulable (or schedulable again); the nodes the run cordoned are uncordoned by Stop.
+func ownedByDaemonSet(p corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// cordon marks a node unschedulable (or schedulable again); the nodes the run cordoned are uncordoned by Stop. A
+// node someone else cordoned is left as it is, and not uncordoned after.
 func (b *Backend) cordon(ctx context.Context, node string, on bool) error {
+	if on {
+		n := &corev1.Node{}
+		if err := b.c.get(ctx, b.c.core, "", "nodes", node, n); err != nil {
+			return fmt.Errorf("node %s: %w", node, err)
+		}
+		if n.Spec.Unschedulable {
+			return nil
+		}
+	}
 	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%v}}`, on)
 	if err := b.c.mergePatch(ctx, b.c.core, "", "nodes", node, patch); err != nil {
 		return fmt.Errorf("cordon node %s: %w", node, err)
@@ -296,4 +322,18 @@ func (b *Backend) changeNetwork(ctx context.Context, edit func(*network) error) 
 		}
 	}
 	return b.underlay.change(ctx, exempt, edit)
+}
+
+// relayNode is the node the relay runs on ("" if not known).
+func (b *Backend) relayNode(ctx context.Context) string {
+	pods := &corev1.PodList{}
+	if err := b.c.list(ctx, b.c.core, b.cfg.Namespace, "pods", metav1.ListOptions{LabelSelector: LabelName + "=irs-relay"}, pods); err != nil {
+		return ""
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+			return p.Spec.NodeName
+		}
+	}
+	return ""
 }

@@ -243,10 +243,15 @@ func TestLinkPartitionCutAndRestore(t *testing.T) {
 // TestDrain: a drained node is cordoned and only the run's pods on it are evicted; heal uncordons it.
 func TestDrain(t *testing.T) {
 	on := func(n string) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
-	b, fc := newTestBackend(t, Config{NodeFaults: NodeFaultPlan{Drain: true}}, nil, node("node-1", nil), node("node-2", nil),
+	relay := workerPod("", "irs-relay-1", 0, ready("10.0.0.9"), on("node-1"))
+	relay.Labels = map[string]string{LabelName: "irs-relay"}
+	proxy := workerPod("", "irs-ztunnel-x", 0, ready("10.0.0.8"), on("node-2"))
+	proxy.Labels, proxy.OwnerReferences = map[string]string{LabelName: "irs-ztunnel"}, []metav1.OwnerReference{{Kind: "DaemonSet", Name: "irs-ztunnel"}}
+	cordoned := node("node-3", nil, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	b, fc := newTestBackend(t, Config{NodeFaults: NodeFaultPlan{Drain: true}}, nil, node("node-1", nil), node("node-2", nil), cordoned,
 		workerPod("api", "api-1", 0, ready("10.0.0.1"), on("node-2")),
 		workerPod("api", "api-2", 0, ready("10.0.0.2"), on("node-1")),
-		workerPod("db", "db-1", 0, ready("10.0.0.3"), on("node-2")))
+		workerPod("db", "db-1", 0, ready("10.0.0.3"), on("node-2")), relay, proxy)
 	ctx := t.Context()
 	what, err := b.LoseNode(ctx, &irsv1.NodeAction{Name: "node-2", Mode: "drain"})
 	if err != nil || what != "node node-2 drained: cordoned, 2 pod(s) of the run evicted" {
@@ -258,11 +263,18 @@ func TestDrain(t *testing.T) {
 	}
 	slices.Sort(deleted)
 	if !slices.Equal(deleted, []string{"api-1", "db-1"}) {
-		t.Errorf("evicted %v, want the run's pods on node-2", deleted)
+		t.Errorf("evicted %v, want the run's workers on node-2 (not its node proxy)", deleted)
 	}
 	patches := fc.actionsOf("patch", "nodes")
 	if len(patches) != 1 || !strings.Contains(string(patches[0].(k8stesting.PatchAction).GetPatch()), `"unschedulable":true`) {
 		t.Fatalf("patches %v, want node-2 cordoned", patches)
+	}
+	// node-3 was cordoned before the run: draining it leaves it to whoever did, heal and Stop too.
+	if _, err := b.LoseNode(ctx, &irsv1.NodeAction{Name: "node-3", Mode: "drain"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.LoseNode(ctx, &irsv1.NodeAction{Name: "node-1", Mode: "drain"}); err == nil || !strings.Contains(err.Error(), "runs the relay") {
+		t.Errorf("losing the relay's node: %v, want it refused", err)
 	}
 	if what, err := b.LoseNode(ctx, &irsv1.NodeAction{Heal: true}); err != nil || what != "back: node-2 (uncordoned)" {
 		t.Fatalf("heal: %q %v", what, err)

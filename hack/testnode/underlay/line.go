@@ -37,7 +37,8 @@ type packet struct {
 }
 
 type queue struct {
-	state pair // read and written only by the reader
+	state pair   // read and written only by the reader
+	model *model // the model state was built under: a new link starts from a free wire
 	ch    chan packet
 }
 
@@ -112,17 +113,25 @@ func (l *line) handle(ctx context.Context, b []byte, rng *rand.Rand) {
 		return
 	}
 	q := l.queue(ctx, from, to)
-	due, drop := m.links[from][to].decide(&q.state, now, len(b), rng)
+	if q.model != m {
+		q.state, q.model = pair{}, m
+	}
+	// Decided on a copy, kept only once the packet is sent or queued: a packet dropped must not hold up the
+	// ones after it.
+	st := q.state
+	due, drop := m.links[from][to].decide(&st, now, len(b), rng)
 	if drop {
 		l.lost.Add(1)
 		return
 	}
 	if !due.After(now) && len(q.ch) == 0 {
+		q.state = st
 		l.write(b)
 		return
 	}
 	select {
 	case q.ch <- packet{b: append([]byte(nil), b...), due: due}:
+		q.state = st
 		l.delayed.Add(1)
 	default:
 		l.overflowed.Add(1)

@@ -2026,9 +2026,13 @@ type Coverage struct {
 	Completed int64 `protobuf:"varint,6,opt,name=completed,proto3" json:"completed,omitempty"`
 	Requests  int64 `protobuf:"varint,7,opt,name=requests,proto3" json:"requests,omitempty"`
 	// The replicas that missed intervals, and which: "server-1: 31-60s".
-	Missing       []string `protobuf:"bytes,8,rep,name=missing,proto3" json:"missing,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Missing []string `protobuf:"bytes,8,rep,name=missing,proto3" json:"missing,omitempty"`
+	// Replica-intervals not expected because the run had lost the replica's node (a node action): not counted in
+	// intervals_expected. A service with some and none measured has no figures for the phase: assertions on it
+	// say so rather than hold over nothing.
+	IntervalsExcused int64 `protobuf:"varint,9,opt,name=intervals_excused,json=intervalsExcused,proto3" json:"intervals_excused,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Coverage) Reset() {
@@ -2115,6 +2119,13 @@ func (x *Coverage) GetMissing() []string {
 		return x.Missing
 	}
 	return nil
+}
+
+func (x *Coverage) GetIntervalsExcused() int64 {
+	if x != nil {
+		return x.IntervalsExcused
+	}
+	return 0
 }
 
 // AssertionResult is an assertion and what was measured.
@@ -3539,7 +3550,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x05edges\x18\x05 \x03(\v2\r.irs.v1.PointR\x05edges\x122\n" +
 	"\rcontrol_plane\x18\x06 \x01(\v2\r.irs.v1.PointR\fcontrolPlane\x120\n" +
 	"\fnode_proxies\x18\a \x01(\v2\r.irs.v1.PointR\vnodeProxies\x12,\n" +
-	"\bcoverage\x18\b \x03(\v2\x10.irs.v1.CoverageR\bcoverage\"\x9b\x02\n" +
+	"\bcoverage\x18\b \x03(\v2\x10.irs.v1.CoverageR\bcoverage\"\xc8\x02\n" +
 	"\bCoverage\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12)\n" +
 	"\x10seconds_measured\x18\x02 \x01(\x01R\x0fsecondsMeasured\x12\x18\n" +
@@ -3548,7 +3559,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x12intervals_expected\x18\x05 \x01(\x03R\x11intervalsExpected\x12\x1c\n" +
 	"\tcompleted\x18\x06 \x01(\x03R\tcompleted\x12\x1a\n" +
 	"\brequests\x18\a \x01(\x03R\brequests\x12\x18\n" +
-	"\amissing\x18\b \x03(\tR\amissing\"\xc5\x02\n" +
+	"\amissing\x18\b \x03(\tR\amissing\x12+\n" +
+	"\x11intervals_excused\x18\t \x01(\x03R\x10intervalsExcused\"\xc5\x02\n" +
 	"\x0fAssertionResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06expect\x18\x02 \x01(\tR\x06expect\x12\x14\n" +

@@ -1435,7 +1435,8 @@ type LinkAction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The nodes whose links change: between each of them and every other node, both ways. Default: every node.
 	Nodes []string `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	// The new link: delay, jitter, loss, rate (see Link; e.g. {delay: 300us, jitter: 50us}). Unset: a plain wire.
+	// The new link: delay, jitter, loss, rate (see Link; e.g. {delay: 300us, jitter: 50us}); `set: {}` is a plain
+	// wire.
 	Set *Link `protobuf:"bytes,2,opt,name=set,proto3" json:"set,omitempty"`
 	// Put back the links as the run found them (of the nodes named, or of all), instead of set.
 	Reset_        bool `protobuf:"varint,3,opt,name=reset,proto3" json:"reset,omitempty"`
@@ -1657,7 +1658,8 @@ type MeshAction struct {
 	// "control_plane".
 	Component string `protobuf:"bytes,1,opt,name=component,proto3" json:"component,omitempty"`
 	// proxy and sidecar: the service whose replicas' proxies are hit, chosen by count (default 1) and select
-	// ("random", seeded, the default; or "oldest"), as a kill's.
+	// ("random", seeded, the default; or "oldest"), as a kill's. A proxy action under a mesh without sidecars hits
+	// the node proxy of one replica's node: count must be 1 there.
 	Service string `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
 	Count   uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
 	Select  string `protobuf:"bytes,4,opt,name=select,proto3" json:"select,omitempty"`
