@@ -66,5 +66,5 @@ if [ -f "$STATE/sysctl.saved" ]; then
   while read -r key value; do sysctl -qw "$key=$value" 2>/dev/null; done < "$STATE/sysctl.saved"
 fi
 # Only a directory up.sh made (its marker inside) is removed: IRS_TESTNODE_STATE=/var/tmp must not cost /var/tmp.
-if [ "${IRS_TESTNODE_KEEP_STATE:-0}" != 1 ] && [ -f "$STATE/.irs-testnode" ]; then rm -rf "$STATE"; fi
+if [ "${IRS_TESTNODE_KEEP_STATE:-0}" != 1 ] && ours "$STATE"; then rm -rf "$STATE"; fi
 exit 0

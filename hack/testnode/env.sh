@@ -31,3 +31,6 @@ node_ip() { echo "10.99.0.$((10 + $1))"; }
 node_cidr() { echo "10.244.$1.0/24"; }
 node_gw() { echo "10.244.$1.1"; }
 node_dir() { echo "$STATE/nodes/irs-node-$1"; }
+
+# ours says whether a directory is a test cluster's state: up.sh's marker, or (made before the marker) its pki.
+ours() { [ -f "$1/.irs-testnode" ] || [ -f "$1/pki/ca.crt" ]; }

@@ -58,7 +58,7 @@ fi
 ip netns list | grep -qw "$NS" && die "network namespace $NS exists; run down.sh first"
 T0=$(date +%s.%N)
 since() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1fs", b-a}'; }
-if [ -e "$STATE" ] && [ ! -f "$STATE/.irs-testnode" ] && [ -n "$(ls -A "$STATE" 2>/dev/null)" ]; then
+if [ -e "$STATE" ] && ! ours "$STATE" && [ -n "$(ls -A "$STATE" 2>/dev/null)" ]; then
   die "$STATE is not empty and not a test cluster's state: give IRS_TESTNODE_STATE a directory of its own"
 fi
 rm -rf "$STATE"
