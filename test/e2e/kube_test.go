@@ -671,9 +671,10 @@ func TestKubeMeshesSideBySide(t *testing.T) {
 				t.Errorf("%s, steady: %s has %d sidecars", v.GetName(), svc, p.GetSidecars())
 			}
 		}
-		// Ambient's proxy is the node's: one ztunnel on the test node.
-		if np := steady.GetNodeProxies(); v.GetMeshName() == "ambient" && (np.GetReplicas() != 1 || np.GetCpuMcores() <= 0 || np.GetRssMb() <= 0) {
-			t.Errorf("ambient, steady: node proxies %v; want the node's ztunnel, its CPU and memory", np)
+		// Ambient's proxies are the nodes': one ztunnel on each of the test cluster's nodes.
+		if np := steady.GetNodeProxies(); v.GetMeshName() == "ambient" && (np.GetReplicas() != env.GetNodes() || env.GetNodes() < 1 ||
+			np.GetCpuMcores() <= 0 || np.GetRssMb() <= 0) {
+			t.Errorf("ambient, steady: node proxies %v; want a ztunnel on each of the %d nodes, their CPU and memory", np, env.GetNodes())
 		}
 		if cp := steady.GetControlPlane(); meshed && (cp == nil || cp.GetRssMb() <= 0) {
 			t.Errorf("%s: control plane %v, want measured", v.GetName(), cp)
