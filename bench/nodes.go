@@ -33,10 +33,10 @@ services:
       calls: [{service: near, timeout: 1s}, {service: far, timeout: 1s}]
   - name: near
     worker:
-      serve: {size: 1KB}
+      serve: {size: 1024}
   - name: far
     worker:
-      serve: {size: 1KB}
+      serve: {size: 1024}
 phases:
   - name: warm-up
     duration: 10s
@@ -151,7 +151,7 @@ func phaseOf(res *irsv1.WorkflowResult, name string) *irsv1.PhaseResult {
 
 // point is a phase's figures of an edge caller->callee.
 func point(p *irsv1.PhaseResult, caller, callee string) *irsv1.Point {
-	for _, pt := range p.GetServices() {
+	for _, pt := range p.GetEdges() {
 		if pt.GetService() == caller && pt.GetCallee() == callee {
 			return pt
 		}
