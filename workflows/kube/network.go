@@ -231,7 +231,7 @@ func (b *Backend) drain(ctx context.Context, node string) (int, error) {
 	}
 	evicted := 0
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || p.Labels[LabelName] == "irs-relay" || ownedByDaemonSet(p) {
+		if p.DeletionTimestamp != nil || p.Labels[LabelName] == relayName || ownedByDaemonSet(p) {
 			continue
 		}
 		body, _ := json.Marshal(map[string]any{"apiVersion": "policy/v1", "kind": "Eviction",
@@ -311,12 +311,12 @@ func (b *Backend) restoreNodes(ctx context.Context) error {
 
 // changeNetwork changes the cluster's network, keeping the relay's way to the pods out of every fault.
 func (b *Backend) changeNetwork(ctx context.Context, edit func(*network) error) error {
-	pods := &corev1.PodList{}
-	if err := b.c.list(ctx, b.c.core, b.cfg.Namespace, "pods", metav1.ListOptions{LabelSelector: LabelName + "=irs-relay"}, pods); err != nil {
+	pods, err := b.relayPods(ctx)
+	if err != nil {
 		return fmt.Errorf("find the relay (whose traffic no fault may cut): %w", err)
 	}
 	exempt := []string{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		if p.Status.PodIP != "" {
 			exempt = append(exempt, p.Status.PodIP)
 		}
@@ -326,14 +326,21 @@ func (b *Backend) changeNetwork(ctx context.Context, edit func(*network) error) 
 
 // relayNode is the node the relay runs on ("" if not known).
 func (b *Backend) relayNode(ctx context.Context) string {
-	pods := &corev1.PodList{}
-	if err := b.c.list(ctx, b.c.core, b.cfg.Namespace, "pods", metav1.ListOptions{LabelSelector: LabelName + "=irs-relay"}, pods); err != nil {
+	pods, err := b.relayPods(ctx)
+	if err != nil {
 		return ""
 	}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		if p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
 			return p.Spec.NodeName
 		}
 	}
 	return ""
+}
+
+// relayPods lists the run's relay pods.
+func (b *Backend) relayPods(ctx context.Context) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	err := b.c.list(ctx, b.c.core, b.cfg.Namespace, "pods", metav1.ListOptions{LabelSelector: LabelName + "=" + relayName}, pods)
+	return pods.Items, err
 }

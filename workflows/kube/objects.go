@@ -171,6 +171,9 @@ func ServiceObjects(p ServiceParams) (Objects, error) {
 	return Objects{ConfigMap: cm, Deployment: dep, Service: svc}, nil
 }
 
+// relayName is the relay's Deployment and the name label of its pod.
+const relayName = "irs-relay"
+
 // RelayObjects makes the relay: a Deployment of one pod through which the runner reaches every worker.
 func RelayObjects(namespace, image string, pull corev1.PullPolicy, labels map[string]string, tokenSecret string,
 	nodeSelector map[string]string, tolerations []corev1.Toleration) *appsv1.Deployment {
@@ -178,10 +181,10 @@ func RelayObjects(namespace, image string, pull corev1.PullPolicy, labels map[st
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[LabelName], l[LabelManagedBy] = "irs-relay", ManagedBy
-	selector := map[string]string{LabelName: "irs-relay"}
+	l[LabelName], l[LabelManagedBy] = relayName, ManagedBy
+	selector := map[string]string{LabelName: relayName}
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "irs-relay", Namespace: namespace, Labels: l},
+		ObjectMeta: metav1.ObjectMeta{Name: relayName, Namespace: namespace, Labels: l},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
