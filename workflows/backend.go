@@ -150,6 +150,12 @@ type NodeFaults interface {
 	// LoseNode loses the node named (a.Name; the engine resolves a.Of to a node) as a.Mode says, or brings back
 	// the nodes the run lost (a.Heal). It returns what it did, in words, for the run's events.
 	LoseNode(ctx context.Context, a *irsv1.NodeAction) (string, error)
+	MeshFaults
+}
+
+// MeshFaults is a backend whose mesh components a workflow can kill or freeze: the kubernetes backend's
+// NodeFaults, and the local backend under a mesh (its sidecars and control plane).
+type MeshFaults interface {
 	// MeshFault kills or freezes a component of the mesh (a.Node resolved; for proxies and sidecars, those of
 	// replicas), or thaws what the run froze (a.Heal). It returns what it did, in words, and the replicas whose
 	// traffic the containers hit carried (a node proxy's: every replica on its node).

@@ -13,6 +13,13 @@ import (
 
 // networkStep changes the network between nodes or loses a node (or heals), through the backend's NodeFaults.
 func (e *engine) networkStep(ctx context.Context, st workflows.Step) error {
+	if st.Mesh != nil {
+		mf, ok := e.o.Backend.(workflows.MeshFaults)
+		if !ok {
+			return fmt.Errorf("this backend cannot kill or freeze a mesh's components")
+		}
+		return e.meshStep(ctx, mf, st, time.Now())
+	}
 	nf, ok := e.o.Backend.(workflows.NodeFaults)
 	if !ok {
 		return fmt.Errorf("this backend has no nodes to lose and no network between them to change")
@@ -42,8 +49,6 @@ func (e *engine) networkStep(ctx context.Context, st workflows.Step) error {
 			e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultPartition, Target: what,
 				Nodes: append(slices.Clone(st.Partition.GetNodes()), st.Partition.GetFrom()...)})
 		}
-	case st.Mesh != nil:
-		return e.meshStep(ctx, nf, st, now)
 	case st.Node != nil:
 		a, replica := st.Node, ""
 		if a.GetOf() != "" {
@@ -199,7 +204,7 @@ func (e *engine) healNetwork(at time.Time, kind string, nodes ...string) {
 
 // meshStep kills or freezes a mesh component: the sidecars of replicas chosen as a kill's victims are, the
 // node proxy of a node (named, or a replica's), the control plane; or thaws what the run froze.
-func (e *engine) meshStep(ctx context.Context, nf workflows.NodeFaults, st workflows.Step, now time.Time) error {
+func (e *engine) meshStep(ctx context.Context, mf workflows.MeshFaults, st workflows.Step, now time.Time) error {
 	a := proto.CloneOf(st.Mesh)
 	var hit []workflows.Replica
 	switch {
@@ -226,7 +231,7 @@ func (e *engine) meshStep(ctx context.Context, nf workflows.NodeFaults, st workf
 		}
 		hit = e.replicasOn(a.GetNode())
 	}
-	what, carried, err := nf.MeshFault(ctx, a, idsOf(hit))
+	what, carried, err := mf.MeshFault(ctx, a, idsOf(hit))
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/irs-sim/irs/mesh/dataplane"
 	"log/slog"
 	"net"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/mesh/ca"
+	"github.com/irs-sim/irs/mesh/dataplane"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -61,6 +61,8 @@ type Backend struct {
 	mesh       *meshRuntime // nil without sidecars
 	cpAddr     string       // the mesh control plane's address
 	secrets    string       // the run's private directory (0700)
+	// frozen are the mesh processes mesh actions froze, until heal (or Stop).
+	frozen []frozenProcess
 	// shortAdminDir holds the sidecars' admin sockets when the run directory's path is too long for them ("": unused).
 	shortAdminDir string
 
@@ -116,16 +118,20 @@ type replica struct {
 	// the load change made at the same moment).
 	pushMu sync.Mutex
 	// ip is the replica's own loopback address under a mesh (its "pod IP"); sidecar its Envoy, if it has one.
+	// sidecar is replaced when a mesh action kills the proxy and it restarts; read it with proxy().
 	ip      string
-	sidecar *sidecar
+	sidecar atomic.Pointer[sidecar]
 	// config is the replica's own configuration, once a configure chose it alone (nil: its service's).
 	config *irsv1.WorkerConfig
 }
 
+// proxy returns the replica's sidecar as it is now (nil: none).
+func (r *replica) proxy() *sidecar { return r.sidecar.Load() }
+
 // endpoint is where callers send to the replica: its sidecar's inbound listener, or its worker.
 func (r *replica) endpoint() string {
-	if r.sidecar != nil && r.svc.serves {
-		return net.JoinHostPort(r.ip, strconv.Itoa(r.sidecar.inbound))
+	if sc := r.proxy(); sc != nil && r.svc.serves {
+		return net.JoinHostPort(r.ip, strconv.Itoa(sc.inbound))
 	}
 	return r.data
 }
@@ -300,6 +306,9 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 		}
 	}
 	b.timers = nil
+	b.mu.Unlock()
+	b.thaw() // a stopped process would not take the SIGTERM until the grace ran out
+	b.mu.Lock()
 	var alive []*replica
 	for _, name := range b.order {
 		for _, r := range b.services[name].replicas {
@@ -354,7 +363,13 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 // stopControlPlane stops the mesh control plane, once its sidecars are gone.
 func (b *Backend) stopControlPlane(force bool) {
 	m := b.mesh
-	if m == nil || m.cp == nil || m.cp.Process == nil {
+	if m == nil {
+		return
+	}
+	b.mu.Lock()
+	cp, exited := m.cp, m.cpExited
+	b.mu.Unlock()
+	if cp == nil || cp.Process == nil {
 		return
 	}
 	if m.conn != nil {
@@ -364,11 +379,11 @@ func (b *Backend) stopControlPlane(force bool) {
 	if force {
 		sig = syscall.SIGKILL
 	}
-	_ = syscall.Kill(-m.cp.Process.Pid, sig)
+	_ = syscall.Kill(-cp.Process.Pid, sig)
 	select {
-	case <-m.cpExited:
+	case <-exited:
 	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-m.cp.Process.Pid, syscall.SIGKILL)
-		<-m.cpExited
+		_ = syscall.Kill(-cp.Process.Pid, syscall.SIGKILL)
+		<-exited
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,10 +36,13 @@ type meshRuntime struct {
 	local   dataplane.Local
 	capture dataplane.Capture
 
-	cp       *exec.Cmd
-	cpExited chan struct{}
-	conn     *grpc.ClientConn
-	client   irsv1.MeshControlServiceClient
+	// cp is the control plane's process, cpExited closed when it ends, both guarded by the backend's mu (a
+	// mesh action may kill it, and it restarts); cpRestart is set when a mesh action killed it.
+	cp        *exec.Cmd
+	cpExited  chan struct{}
+	cpRestart bool
+	conn      *grpc.ClientConn
+	client    irsv1.MeshControlServiceClient
 
 	ips     ipBlock
 	version uint64     // guarded by the backend's mu
@@ -56,68 +60,87 @@ type sidecar struct {
 	// inbound is its inbound listener's port (on the replica's address).
 	inbound int
 	exited  chan struct{}
+	// restart is set when a mesh action killed it: it is started again, as the kubelet restarts a container,
+	// rather than ending its replica.
+	restart  atomic.Bool
+	killedAt time.Time // guarded by the backend's mu
 }
 
 // startControlPlane starts `irs mesh control-plane` and connects to it.
 func (b *Backend) startControlPlane(ctx context.Context) error {
 	m := b.mesh
-	ready := filepath.Join(b.cfg.Dir, "control-plane.ready")
-	_ = os.Remove(ready) // a run directory may be reused: never read a previous run's address
-	logf, err := os.Create(filepath.Join(b.cfg.Dir, "control-plane.log"))
-	if err != nil {
-		return err
-	}
 	if _, err := m.control.Server("127.0.0.1"); err != nil {
-		logf.Close()
 		return err
 	}
 	runner, err := m.control.Runner()
 	if err != nil {
-		logf.Close()
 		return err
 	}
 	creds, err := ca.ClientTLS(m.control.CAFile(), runner)
 	if err != nil {
-		logf.Close()
 		return err
 	}
-	m.cp = exec.Command(b.cfg.Executable, "mesh", "control-plane", "--data-plane", m.plane.Type(), "--listen", "127.0.0.1:0", "--ready-file", ready,
-		"--credentials", m.control.Dir(), "--log-format", "json")
-	m.cp.Stdout, m.cp.Stderr = logf, logf
-	if err := b.spawn.start(m.cp); err != nil {
-		logf.Close()
-		return fmt.Errorf("start the mesh control plane: %w", err)
+	addr, err := b.runControlPlane(ctx, "127.0.0.1:0")
+	if err != nil {
+		return err
 	}
-	m.cpExited = make(chan struct{})
-	b.wg.Go(func() {
-		_ = m.cp.Wait()
-		logf.Close()
-		close(m.cpExited)
-	})
-	deadline := time.Now().Add(b.cfg.ReadyTimeout)
-	var info *irsv1.ReadyFile
-	for {
-		if info, err = readyfile.Read(ctx, ready); err == nil && info.GetAddress() != "" {
-			break
-		}
-		select {
-		case <-m.cpExited:
-			return fmt.Errorf("the mesh control plane exited (see %s)", filepath.Join(b.cfg.Dir, "control-plane.log"))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the mesh control plane is not ready after %v", b.cfg.ReadyTimeout)
-		}
-	}
-	m.conn, err = grpc.NewClient("passthrough:///"+info.Address, grpc.WithTransportCredentials(credentials.NewTLS(creds)))
+	m.conn, err = grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(credentials.NewTLS(creds)))
 	if err != nil {
 		return err
 	}
 	m.client = irsv1.NewMeshControlServiceClient(m.conn)
-	b.cpAddr = info.Address
+	b.cpAddr = addr
 	return nil
+}
+
+// runControlPlane starts the control plane's process on listen and waits until it is ready; it returns the
+// address it listens on. A restart (a mesh action killed it) listens where it did, so that the sidecars, whose
+// bootstrap names it, and the runner's connection find it again.
+func (b *Backend) runControlPlane(ctx context.Context, listen string) (string, error) {
+	m := b.mesh
+	ready := filepath.Join(b.cfg.Dir, "control-plane.ready")
+	_ = os.Remove(ready) // a run directory may be reused: never read a previous run's address
+	logPath := filepath.Join(b.cfg.Dir, "control-plane.log")
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(b.cfg.Executable, "mesh", "control-plane", "--data-plane", m.plane.Type(), "--listen", listen, "--ready-file", ready,
+		"--credentials", m.control.Dir(), "--log-format", "json")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := b.spawn.start(cmd); err != nil {
+		logf.Close()
+		return "", fmt.Errorf("start the mesh control plane: %w", err)
+	}
+	exited := make(chan struct{})
+	b.mu.Lock()
+	m.cp, m.cpExited = cmd, exited
+	if b.stopping { // a restart that Stop overtook: Stop may have read the control plane before this one
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	b.mu.Unlock()
+	b.wg.Go(func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+		b.controlPlaneExited(cmd)
+	})
+	deadline := time.Now().Add(b.cfg.ReadyTimeout)
+	for {
+		if info, err := readyfile.Read(ctx, ready); err == nil && info.GetAddress() != "" {
+			return info.GetAddress(), nil
+		}
+		select {
+		case <-exited:
+			return "", fmt.Errorf("the mesh control plane exited (see %s)", logPath)
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("the mesh control plane is not ready after %v", b.cfg.ReadyTimeout)
+		}
+	}
 }
 
 // startSidecar starts a replica's proxy, configured by the control plane. Callers hold b.mu.
@@ -152,23 +175,41 @@ func (b *Backend) startSidecar(r *replica) error {
 		return fmt.Errorf("start %s sidecar: %w", r.id, err)
 	}
 	sc := &sidecar{cmd: cmd, pid: cmd.Process.Pid, spec: spec, inbound: b.mesh.capture.InboundPort, exited: make(chan struct{})}
-	r.sidecar = sc
+	r.sidecar.Store(sc)
 	b.wg.Go(func() {
 		_ = cmd.Wait()
 		out.Close()
 		close(sc.exited)
-		b.sidecarExited(r)
+		b.sidecarExited(r, sc)
 	})
 	return nil
 }
 
-// sidecarExited ends the replica when its sidecar dies: a pod without its proxy serves nobody.
-func (b *Backend) sidecarExited(r *replica) {
+// sidecarExited ends the replica when its sidecar dies (a pod without its proxy serves nobody), unless a mesh
+// action killed it: then it starts again at once, as the kubelet restarts a container the first time it dies.
+func (b *Backend) sidecarExited(r *replica, sc *sidecar) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if r.alive() && !b.stopping {
-		_ = syscall.Kill(-r.pid, syscall.SIGKILL)
+	if !r.alive() || b.stopping || r.proxy() != sc {
+		return
 	}
+	if !sc.restart.Load() {
+		_ = syscall.Kill(-r.pid, syscall.SIGKILL)
+		return
+	}
+	if err := b.startSidecar(r); err != nil {
+		b.emit(workflows.Event{Kind: workflows.EventError, Service: r.svc.spec.Name, Replica: r.id, Detail: "restart its sidecar: " + err.Error()})
+		_ = syscall.Kill(-r.pid, syscall.SIGKILL)
+		return
+	}
+	next, killedAt := r.proxy(), sc.killedAt
+	b.wg.Go(func() {
+		if err := b.awaitSidecar(context.Background(), r, next, time.Now().Add(b.cfg.ReadyTimeout)); err != nil {
+			b.cfg.Logger.Warn("restarted sidecar not ready", "replica", r.id, "err", err)
+			return
+		}
+		b.cfg.Logger.Info("sidecar restarted", "replica", r.id, "pid", next.pid, "down", time.Since(killedAt))
+	})
 }
 
 // adminPipe returns where a sidecar's admin interface listens: a Unix socket in the run's private directory
@@ -199,14 +240,14 @@ func (b *Backend) adminPipe(id string) (string, error) {
 }
 
 // awaitSidecar waits until a replica's proxy has its configuration and serves.
-func (b *Backend) awaitSidecar(ctx context.Context, r *replica, deadline time.Time) error {
+func (b *Backend) awaitSidecar(ctx context.Context, r *replica, sc *sidecar, deadline time.Time) error {
 	for {
-		if b.mesh.local.Ready(ctx, r.sidecar.spec) {
+		if b.mesh.local.Ready(ctx, sc.spec) {
 			return nil
 		}
 		select {
-		case <-r.sidecar.exited:
-			return fmt.Errorf("%s sidecar exited before it was ready (see %s)", r.id, b.mesh.local.Logs(r.sidecar.spec))
+		case <-sc.exited:
+			return fmt.Errorf("%s sidecar exited before it was ready (see %s)", r.id, b.mesh.local.Logs(sc.spec))
 		case <-r.exited:
 			return fmt.Errorf("%s exited before its sidecar was ready", r.id)
 		case <-ctx.Done():
@@ -214,7 +255,7 @@ func (b *Backend) awaitSidecar(ctx context.Context, r *replica, deadline time.Ti
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s sidecar not ready after %v (see %s)", r.id, b.cfg.ReadyTimeout, b.mesh.local.Logs(r.sidecar.spec))
+			return fmt.Errorf("%s sidecar not ready after %v (see %s)", r.id, b.cfg.ReadyTimeout, b.mesh.local.Logs(sc.spec))
 		}
 	}
 }
@@ -232,7 +273,7 @@ func (b *Backend) meshState() *irsv1.MeshState {
 		}
 		ups := b.upstreams(s)
 		for _, r := range s.replicas {
-			if !r.alive() || r.data == "" || r.sidecar == nil {
+			if !r.alive() || r.data == "" || r.proxy() == nil {
 				continue
 			}
 			n := &irsv1.MeshNode{Id: r.id, Service: name, Ip: r.ip, AppAddress: r.data, Upstreams: ups}

@@ -120,14 +120,14 @@ func (b *Backend) ready(ctx context.Context, r *replica, rf *irsv1.ReadyFile, de
 	r.client = irsv1.NewWorkerControlServiceClient(conn)
 	b.mu.Unlock()
 	detail := "pid " + strconv.Itoa(r.pid) + ", " + r.data
-	if r.sidecar != nil {
+	if sc := r.proxy(); sc != nil {
 		if _, err := b.syncMesh(ctx, time.Until(deadline), false); err != nil {
 			return fmt.Errorf("%s: %w", r.id, err)
 		}
-		if err := b.awaitSidecar(ctx, r, deadline); err != nil {
+		if err := b.awaitSidecar(ctx, r, sc, deadline); err != nil {
 			return err
 		}
-		detail += fmt.Sprintf(", sidecar pid %d on %s, admin %s", r.sidecar.pid, r.ip, r.sidecar.spec.Admin)
+		detail += fmt.Sprintf(", sidecar pid %d on %s, admin %s", sc.pid, r.ip, sc.spec.Admin)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -149,8 +149,8 @@ func (b *Backend) exited(r *replica, waitErr error, deadAt time.Time) {
 	if r.conn != nil {
 		_ = r.conn.Close()
 	}
-	if r.sidecar != nil {
-		_ = syscall.Kill(-r.sidecar.pid, syscall.SIGKILL) // the pod is gone, its proxy with it
+	if sc := r.proxy(); sc != nil {
+		_ = syscall.Kill(-sc.pid, syscall.SIGKILL) // the pod is gone, its proxy with it
 	}
 	detail := "exit status 0"
 	var ee *exec.ExitError
@@ -220,8 +220,8 @@ func (b *Backend) signal(r *replica, sig workflows.Signal, grace time.Duration) 
 	}
 	if sig == workflows.SignalKill {
 		_ = syscall.Kill(-r.pid, syscall.SIGKILL)
-		if r.sidecar != nil {
-			_ = syscall.Kill(-r.sidecar.pid, syscall.SIGKILL)
+		if sc := r.proxy(); sc != nil {
+			_ = syscall.Kill(-sc.pid, syscall.SIGKILL)
 		}
 		return
 	}

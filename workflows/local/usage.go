@@ -38,8 +38,8 @@ func (b *Backend) Usage() []workflows.Usage {
 	}
 	for _, r := range rs {
 		add(r.pid, r.svc.spec.Name, r.id, workflows.UsageWorker)
-		if r.sidecar != nil {
-			add(r.sidecar.pid, r.svc.spec.Name, r.id, workflows.UsageSidecar)
+		if sc := r.proxy(); sc != nil {
+			add(sc.pid, r.svc.spec.Name, r.id, workflows.UsageSidecar)
 		}
 	}
 	if cp != 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/mesh/dataplane"
@@ -35,7 +36,15 @@ var _ campaign.Backends = (*runner)(nil)
 func (r *runner) Check(variants []*irsv1.Mesh) error {
 	if r.kube.backend != backendKubernetes {
 		for _, st := range r.tl.Steps {
-			if st.Network() {
+			switch {
+			case st.Mesh != nil && st.Mesh.GetComponent() == workflows.ComponentNodeProxy:
+				return withExitCode(fmt.Errorf("%s: a local run has no node proxy (its mesh is sidecars and their control "+
+					"plane; node proxies run on a cluster's nodes: --backend kubernetes)", st.Path), ExitInvalidConfig)
+			case st.Mesh != nil:
+				if !slices.ContainsFunc(variants, func(v *irsv1.Mesh) bool { return v.GetType() != policy.TypeNone && v.GetType() != "" }) {
+					return withExitCode(fmt.Errorf("%s: a mesh action needs a mesh to hit (--mesh envoy)", st.Path), ExitInvalidConfig)
+				}
+			case st.Network():
 				return withExitCode(fmt.Errorf("%s: %s actions need --backend kubernetes (this machine has no nodes to lose "+
 					"and no network between them)", st.Path, st.Kind()), ExitInvalidConfig)
 			}
