@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -215,9 +216,15 @@ func TestServeEnds(t *testing.T) {
 			if (readyAddr != "") != c.wantReady {
 				t.Fatalf("ready told %q, want it told: %v", readyAddr, c.wantReady)
 			}
-			if conn, err := net.DialTimeout("tcp", readyAddr, time.Second); err == nil {
+			// Closed, its port is free for any process's listener (packages' tests run side by side): only a
+			// server that completes a handshake with this run's certificate is this one still listening.
+			cfg, err := ca.ClientTLS(control.CAFile(), mustFiles(t, control.Runner))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", readyAddr, cfg); err == nil {
 				conn.Close()
-				t.Errorf("%s still accepts connections after Serve returned", readyAddr)
+				t.Errorf("%s still serves after Serve returned", readyAddr)
 			}
 		})
 	}
