@@ -130,6 +130,9 @@ type Campaign struct {
 	Backends func(wf *irsv1.Workflow, tl *workflows.Timeline) (Backends, error)
 	// Verdicts judge a suite's runs.
 	Verdicts Verdicts
+	// Checkpoint, when set, is given each run's result as it stands, at most every 10 s, with the path its
+	// result goes to (a detached run keeps it where it outlives its engine; engine.Options.Checkpoint).
+	Checkpoint func(resultPath string, res *irsv1.WorkflowResult)
 
 	mu      sync.Mutex
 	current workflows.Backend // the running run's

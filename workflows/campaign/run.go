@@ -55,6 +55,9 @@ func (c *Campaign) once(ctx context.Context, p *plan, mesh *irsv1.Mesh, point wo
 	if p.base != nil {
 		o.Baseline = baseline.ForAssertions(p.base.file, variant)
 	}
+	if c.Checkpoint != nil {
+		o.Checkpoint = func(res *irsv1.WorkflowResult) { c.Checkpoint(resultPath, res) }
+	}
 	res, err := engine.Run(ctx, o)
 	if p.interactive {
 		fmt.Fprintln(c.Stdout)

@@ -110,6 +110,7 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 		if k%max(1, int(2*time.Second/e.interval)) == 0 {
 			_ = e.save() // the last save, at the end, is the one whose failure fails the run
 		}
+		e.maybeCheckpoint()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -65,6 +66,11 @@ type Options struct {
 	Baseline func(a *irsv1.Assertion, m workflows.Metric) (float64, error)
 	// Parameters are the values of the swept parameters this run is at (kept in the result).
 	Parameters map[string]string
+	// Checkpoint, when set, is given the result as it stands (checkpoint) every CheckpointEvery (default and
+	// at most 10 s) while the run goes on, one call at a time: a detached run keeps it where it outlives its
+	// engine. A call still busy when the next is due makes that one skipped.
+	Checkpoint      func(*irsv1.WorkflowResult)
+	CheckpointEvery time.Duration
 }
 
 type engine struct {
@@ -107,6 +113,11 @@ type engine struct {
 	faulted    map[string]bool
 	// end is when the timeline ended: its planned end, or when the run was interrupted.
 	end time.Duration
+	// The tick loop's checkpoints (Options.Checkpoint): when the last was taken, whether one is being written,
+	// and the writers, waited for before the run ends.
+	lastCheckpoint time.Time
+	checkpointing  atomic.Bool
+	checkpoints    sync.WaitGroup
 }
 
 // Run runs the workflow and returns its result. The error is ErrInterrupted when ctx ended first, or what made
@@ -169,6 +180,7 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 	samples.Wait()
 	close(ticking)
 	ticks.Wait()
+	e.checkpoints.Wait()
 	_ = o.Backend.Stop(context.Background(), false)
 	events.Wait() // the backend closed its events
 
@@ -324,6 +336,14 @@ func (e *engine) fail(err error) {
 // generators and the assertions, and saves the result (the error: it could not be saved).
 func (e *engine) finish(status string) error {
 	e.mu.Lock()
+	e.summarize(status)
+	e.mu.Unlock()
+	return e.save()
+}
+
+// summarize fills the result's phases, total, damage, assertions and verdict from what was collected up to
+// e.end. Callers hold e.mu.
+func (e *engine) summarize(status string) {
 	if e.res.Status != StatusError {
 		e.res.Status = status
 	}
@@ -373,8 +393,46 @@ func (e *engine) finish(status string) error {
 			}
 		}
 	}
-	e.mu.Unlock()
-	return e.save()
+}
+
+// maxCheckpointEvery bounds how far apart a detached run's checkpoints are: what a lost engine loses.
+const maxCheckpointEvery = 10 * time.Second
+
+// maybeCheckpoint gives Options.Checkpoint the result as it stands when one is due and the last is done; the
+// call runs beside the tick loop, which it must not hold up (it writes to a cluster).
+func (e *engine) maybeCheckpoint() {
+	if e.o.Checkpoint == nil {
+		return
+	}
+	every := e.o.CheckpointEvery
+	if every <= 0 || every > maxCheckpointEvery {
+		every = maxCheckpointEvery
+	}
+	if time.Since(e.lastCheckpoint) < every || !e.checkpointing.CompareAndSwap(false, true) {
+		return
+	}
+	e.lastCheckpoint = time.Now()
+	snap := e.checkpoint()
+	e.checkpoints.Go(func() {
+		defer e.checkpointing.Store(false)
+		e.o.Checkpoint(snap)
+	})
+}
+
+// checkpoint returns the result as it would be were the run to end at the last interval closed: its phases and
+// total summarized from the intervals closed so far (with their latency histograms, mergeable), status running.
+// The run's own result is left as it is.
+func (e *engine) checkpoint() *irsv1.WorkflowResult {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	saved, savedEnd := e.res, e.end
+	defer func() { e.res, e.end = saved, savedEnd }()
+	e.res = proto.Clone(saved).(*irsv1.WorkflowResult)
+	e.end = min(savedEnd, time.Duration(e.closed)*e.interval)
+	e.summarize(StatusRunning)
+	e.res.Status, e.res.EndedAt = StatusRunning, nil
+	e.res.Checkpoint = proto.Float64(e.end.Seconds())
+	return e.res
 }
 
 // span returns when a phase (or, for "", the whole timeline) started and ended, up to the end of the run, and

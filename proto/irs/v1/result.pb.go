@@ -78,7 +78,14 @@ type WorkflowResult struct {
 	ReplicasOmitted uint32 `protobuf:"varint,24,opt,name=replicas_omitted,json=replicasOmitted,proto3" json:"replicas_omitted,omitempty"`
 	// Every fault the timeline injected (a kill, a gray failure), in the order done, each with its blast radius:
 	// which callers saw errors, of what kind, how many requests were lost and how long until recovery.
-	Faults        []*FaultRecord `protobuf:"bytes,25,rep,name=faults,proto3" json:"faults,omitempty"`
+	Faults []*FaultRecord `protobuf:"bytes,25,rep,name=faults,proto3" json:"faults,omitempty"`
+	// A detached run's checkpoint (irs workflow fetch while it runs, or after its engine was lost): the time up to
+	// which its phases and total are summarized, in seconds from the start of the first phase. Absent: the run's
+	// own end summarized it.
+	Checkpoint *float64 `protobuf:"fixed64,26,opt,name=checkpoint,proto3,oneof" json:"checkpoint,omitempty"`
+	// Spans of the run that nothing measured, in seconds from the start of the first phase: a detached run whose
+	// engine was lost is measured up to its last checkpoint; what followed is a gap.
+	Gaps          []*Gap `protobuf:"bytes,27,rep,name=gaps,proto3" json:"gaps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -288,6 +295,82 @@ func (x *WorkflowResult) GetFaults() []*FaultRecord {
 	return nil
 }
 
+func (x *WorkflowResult) GetCheckpoint() float64 {
+	if x != nil && x.Checkpoint != nil {
+		return *x.Checkpoint
+	}
+	return 0
+}
+
+func (x *WorkflowResult) GetGaps() []*Gap {
+	if x != nil {
+		return x.Gaps
+	}
+	return nil
+}
+
+// Gap is a span of a run nothing measured, and why.
+type Gap struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Start float64                `protobuf:"fixed64,1,opt,name=start,proto3" json:"start,omitempty"`
+	// Absent: up to the run's planned end.
+	End           *float64 `protobuf:"fixed64,2,opt,name=end,proto3,oneof" json:"end,omitempty"`
+	Why           string   `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gap) Reset() {
+	*x = Gap{}
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gap) ProtoMessage() {}
+
+func (x *Gap) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gap.ProtoReflect.Descriptor instead.
+func (*Gap) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Gap) GetStart() float64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *Gap) GetEnd() float64 {
+	if x != nil && x.End != nil {
+		return *x.End
+	}
+	return 0
+}
+
+func (x *Gap) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 // ReplicaRecord is one replica of a service, in seconds from the start of the first phase (negative: before it,
 // as the replicas the run started with were ready).
 type ReplicaRecord struct {
@@ -308,7 +391,7 @@ type ReplicaRecord struct {
 
 func (x *ReplicaRecord) Reset() {
 	*x = ReplicaRecord{}
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +403,7 @@ func (x *ReplicaRecord) String() string {
 func (*ReplicaRecord) ProtoMessage() {}
 
 func (x *ReplicaRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +416,7 @@ func (x *ReplicaRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaRecord.ProtoReflect.Descriptor instead.
 func (*ReplicaRecord) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReplicaRecord) GetService() string {
@@ -426,7 +509,7 @@ type FaultRecord struct {
 
 func (x *FaultRecord) Reset() {
 	*x = FaultRecord{}
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +521,7 @@ func (x *FaultRecord) String() string {
 func (*FaultRecord) ProtoMessage() {}
 
 func (x *FaultRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +534,7 @@ func (x *FaultRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultRecord.ProtoReflect.Descriptor instead.
 func (*FaultRecord) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FaultRecord) GetKind() string {
@@ -596,7 +679,7 @@ type EdgeDamage struct {
 
 func (x *EdgeDamage) Reset() {
 	*x = EdgeDamage{}
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +691,7 @@ func (x *EdgeDamage) String() string {
 func (*EdgeDamage) ProtoMessage() {}
 
 func (x *EdgeDamage) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +704,7 @@ func (x *EdgeDamage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EdgeDamage.ProtoReflect.Descriptor instead.
 func (*EdgeDamage) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EdgeDamage) GetCaller() string {
@@ -699,7 +782,7 @@ type ReplicaErrors struct {
 
 func (x *ReplicaErrors) Reset() {
 	*x = ReplicaErrors{}
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +794,7 @@ func (x *ReplicaErrors) String() string {
 func (*ReplicaErrors) ProtoMessage() {}
 
 func (x *ReplicaErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +807,7 @@ func (x *ReplicaErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaErrors.ProtoReflect.Descriptor instead.
 func (*ReplicaErrors) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReplicaErrors) GetReplica() string {
@@ -772,7 +855,7 @@ type FaultWindow struct {
 
 func (x *FaultWindow) Reset() {
 	*x = FaultWindow{}
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +867,7 @@ func (x *FaultWindow) String() string {
 func (*FaultWindow) ProtoMessage() {}
 
 func (x *FaultWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +880,7 @@ func (x *FaultWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultWindow.ProtoReflect.Descriptor instead.
 func (*FaultWindow) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FaultWindow) GetStart() float64 {
@@ -879,7 +962,7 @@ type KillRecord struct {
 
 func (x *KillRecord) Reset() {
 	*x = KillRecord{}
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +974,7 @@ func (x *KillRecord) String() string {
 func (*KillRecord) ProtoMessage() {}
 
 func (x *KillRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +987,7 @@ func (x *KillRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillRecord.ProtoReflect.Descriptor instead.
 func (*KillRecord) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KillRecord) GetService() string {
@@ -1004,7 +1087,7 @@ type Saturation struct {
 
 func (x *Saturation) Reset() {
 	*x = Saturation{}
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1099,7 @@ func (x *Saturation) String() string {
 func (*Saturation) ProtoMessage() {}
 
 func (x *Saturation) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1112,7 @@ func (x *Saturation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Saturation.ProtoReflect.Descriptor instead.
 func (*Saturation) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Saturation) GetService() string {
@@ -1124,7 +1207,7 @@ type Environment struct {
 
 func (x *Environment) Reset() {
 	*x = Environment{}
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1219,7 @@ func (x *Environment) String() string {
 func (*Environment) ProtoMessage() {}
 
 func (x *Environment) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1232,7 @@ func (x *Environment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Environment.ProtoReflect.Descriptor instead.
 func (*Environment) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Environment) GetIrsVersion() string {
@@ -1299,7 +1382,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1394,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1407,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RunEvent) GetT() float64 {
@@ -1396,7 +1479,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1491,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1504,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Tick) GetT() float64 {
@@ -1488,7 +1571,7 @@ type Machine struct {
 
 func (x *Machine) Reset() {
 	*x = Machine{}
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1583,7 @@ func (x *Machine) String() string {
 func (*Machine) ProtoMessage() {}
 
 func (x *Machine) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1596,7 @@ func (x *Machine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Machine.ProtoReflect.Descriptor instead.
 func (*Machine) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Machine) GetOversleepMs() float64 {
@@ -1604,7 +1687,7 @@ type Point struct {
 
 func (x *Point) Reset() {
 	*x = Point{}
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1699,7 @@ func (x *Point) String() string {
 func (*Point) ProtoMessage() {}
 
 func (x *Point) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1712,7 @@ func (x *Point) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Point.ProtoReflect.Descriptor instead.
 func (*Point) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Point) GetService() string {
@@ -1925,7 +2008,7 @@ type PhaseResult struct {
 
 func (x *PhaseResult) Reset() {
 	*x = PhaseResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2020,7 @@ func (x *PhaseResult) String() string {
 func (*PhaseResult) ProtoMessage() {}
 
 func (x *PhaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2033,7 @@ func (x *PhaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseResult.ProtoReflect.Descriptor instead.
 func (*PhaseResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PhaseResult) GetName() string {
@@ -2037,7 +2120,7 @@ type Coverage struct {
 
 func (x *Coverage) Reset() {
 	*x = Coverage{}
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2132,7 @@ func (x *Coverage) String() string {
 func (*Coverage) ProtoMessage() {}
 
 func (x *Coverage) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2145,7 @@ func (x *Coverage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Coverage.ProtoReflect.Descriptor instead.
 func (*Coverage) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Coverage) GetService() string {
@@ -2154,7 +2237,7 @@ type AssertionResult struct {
 
 func (x *AssertionResult) Reset() {
 	*x = AssertionResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2249,7 @@ func (x *AssertionResult) String() string {
 func (*AssertionResult) ProtoMessage() {}
 
 func (x *AssertionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2262,7 @@ func (x *AssertionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssertionResult.ProtoReflect.Descriptor instead.
 func (*AssertionResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AssertionResult) GetName() string {
@@ -2287,7 +2370,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2382,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2395,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Comparison) GetSchema() string {
@@ -2405,7 +2488,7 @@ type SweepParameter struct {
 
 func (x *SweepParameter) Reset() {
 	*x = SweepParameter{}
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2500,7 @@ func (x *SweepParameter) String() string {
 func (*SweepParameter) ProtoMessage() {}
 
 func (x *SweepParameter) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2513,7 @@ func (x *SweepParameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepParameter.ProtoReflect.Descriptor instead.
 func (*SweepParameter) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SweepParameter) GetName() string {
@@ -2474,7 +2557,7 @@ type Variant struct {
 
 func (x *Variant) Reset() {
 	*x = Variant{}
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2569,7 @@ func (x *Variant) String() string {
 func (*Variant) ProtoMessage() {}
 
 func (x *Variant) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2582,7 @@ func (x *Variant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variant.ProtoReflect.Descriptor instead.
 func (*Variant) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Variant) GetName() string {
@@ -2567,7 +2650,7 @@ type Figure struct {
 
 func (x *Figure) Reset() {
 	*x = Figure{}
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2662,7 @@ func (x *Figure) String() string {
 func (*Figure) ProtoMessage() {}
 
 func (x *Figure) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2675,7 @@ func (x *Figure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Figure.ProtoReflect.Descriptor instead.
 func (*Figure) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Figure) GetName() string {
@@ -2659,7 +2742,7 @@ type Regressions struct {
 
 func (x *Regressions) Reset() {
 	*x = Regressions{}
-	mi := &file_irs_v1_result_proto_msgTypes[20]
+	mi := &file_irs_v1_result_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2754,7 @@ func (x *Regressions) String() string {
 func (*Regressions) ProtoMessage() {}
 
 func (x *Regressions) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[20]
+	mi := &file_irs_v1_result_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2767,7 @@ func (x *Regressions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Regressions.ProtoReflect.Descriptor instead.
 func (*Regressions) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{20}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Regressions) GetSchema() string {
@@ -2775,7 +2858,7 @@ type RunReference struct {
 
 func (x *RunReference) Reset() {
 	*x = RunReference{}
-	mi := &file_irs_v1_result_proto_msgTypes[21]
+	mi := &file_irs_v1_result_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2870,7 @@ func (x *RunReference) String() string {
 func (*RunReference) ProtoMessage() {}
 
 func (x *RunReference) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[21]
+	mi := &file_irs_v1_result_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2883,7 @@ func (x *RunReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReference.ProtoReflect.Descriptor instead.
 func (*RunReference) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{21}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RunReference) GetPath() string {
@@ -2873,7 +2956,7 @@ type RegressionLimit struct {
 
 func (x *RegressionLimit) Reset() {
 	*x = RegressionLimit{}
-	mi := &file_irs_v1_result_proto_msgTypes[22]
+	mi := &file_irs_v1_result_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2885,7 +2968,7 @@ func (x *RegressionLimit) String() string {
 func (*RegressionLimit) ProtoMessage() {}
 
 func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[22]
+	mi := &file_irs_v1_result_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2898,7 +2981,7 @@ func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegressionLimit.ProtoReflect.Descriptor instead.
 func (*RegressionLimit) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{22}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegressionLimit) GetMetric() string {
@@ -2972,7 +3055,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_irs_v1_result_proto_msgTypes[23]
+	mi := &file_irs_v1_result_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3067,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[23]
+	mi := &file_irs_v1_result_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3080,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{23}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Change) GetVariant() string {
@@ -3139,7 +3222,7 @@ type Suite struct {
 
 func (x *Suite) Reset() {
 	*x = Suite{}
-	mi := &file_irs_v1_result_proto_msgTypes[24]
+	mi := &file_irs_v1_result_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3234,7 @@ func (x *Suite) String() string {
 func (*Suite) ProtoMessage() {}
 
 func (x *Suite) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[24]
+	mi := &file_irs_v1_result_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3247,7 @@ func (x *Suite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suite.ProtoReflect.Descriptor instead.
 func (*Suite) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{24}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Suite) GetSchema() string {
@@ -3237,7 +3320,7 @@ type SuiteRun struct {
 
 func (x *SuiteRun) Reset() {
 	*x = SuiteRun{}
-	mi := &file_irs_v1_result_proto_msgTypes[25]
+	mi := &file_irs_v1_result_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3332,7 @@ func (x *SuiteRun) String() string {
 func (*SuiteRun) ProtoMessage() {}
 
 func (x *SuiteRun) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[25]
+	mi := &file_irs_v1_result_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3345,7 @@ func (x *SuiteRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuiteRun.ProtoReflect.Descriptor instead.
 func (*SuiteRun) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{25}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SuiteRun) GetFile() string {
@@ -3318,7 +3401,7 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xce\b\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xa3\t\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -3353,10 +3436,20 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\ainvalid\x18\x16 \x03(\tR\ainvalid\x121\n" +
 	"\breplicas\x18\x17 \x03(\v2\x15.irs.v1.ReplicaRecordR\breplicas\x12)\n" +
 	"\x10replicas_omitted\x18\x18 \x01(\rR\x0freplicasOmitted\x12+\n" +
-	"\x06faults\x18\x19 \x03(\v2\x13.irs.v1.FaultRecordR\x06faults\x1a=\n" +
+	"\x06faults\x18\x19 \x03(\v2\x13.irs.v1.FaultRecordR\x06faults\x12#\n" +
+	"\n" +
+	"checkpoint\x18\x1a \x01(\x01H\x00R\n" +
+	"checkpoint\x88\x01\x01\x12\x1f\n" +
+	"\x04gaps\x18\x1b \x03(\v2\v.irs.v1.GapR\x04gaps\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
+	"\v_checkpoint\"L\n" +
+	"\x03Gap\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x01R\x05start\x12\x15\n" +
+	"\x03end\x18\x02 \x01(\x01H\x00R\x03end\x88\x01\x01\x12\x10\n" +
+	"\x03why\x18\x03 \x01(\tR\x03whyB\x06\n" +
+	"\x04_end\"\x96\x01\n" +
 	"\rReplicaRecord\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x12\n" +
@@ -3690,107 +3783,109 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
-	(*ReplicaRecord)(nil),         // 1: irs.v1.ReplicaRecord
-	(*FaultRecord)(nil),           // 2: irs.v1.FaultRecord
-	(*EdgeDamage)(nil),            // 3: irs.v1.EdgeDamage
-	(*ReplicaErrors)(nil),         // 4: irs.v1.ReplicaErrors
-	(*FaultWindow)(nil),           // 5: irs.v1.FaultWindow
-	(*KillRecord)(nil),            // 6: irs.v1.KillRecord
-	(*Saturation)(nil),            // 7: irs.v1.Saturation
-	(*Environment)(nil),           // 8: irs.v1.Environment
-	(*RunEvent)(nil),              // 9: irs.v1.RunEvent
-	(*Tick)(nil),                  // 10: irs.v1.Tick
-	(*Machine)(nil),               // 11: irs.v1.Machine
-	(*Point)(nil),                 // 12: irs.v1.Point
-	(*PhaseResult)(nil),           // 13: irs.v1.PhaseResult
-	(*Coverage)(nil),              // 14: irs.v1.Coverage
-	(*AssertionResult)(nil),       // 15: irs.v1.AssertionResult
-	(*Comparison)(nil),            // 16: irs.v1.Comparison
-	(*SweepParameter)(nil),        // 17: irs.v1.SweepParameter
-	(*Variant)(nil),               // 18: irs.v1.Variant
-	(*Figure)(nil),                // 19: irs.v1.Figure
-	(*Regressions)(nil),           // 20: irs.v1.Regressions
-	(*RunReference)(nil),          // 21: irs.v1.RunReference
-	(*RegressionLimit)(nil),       // 22: irs.v1.RegressionLimit
-	(*Change)(nil),                // 23: irs.v1.Change
-	(*Suite)(nil),                 // 24: irs.v1.Suite
-	(*SuiteRun)(nil),              // 25: irs.v1.SuiteRun
-	nil,                           // 26: irs.v1.WorkflowResult.ParametersEntry
-	nil,                           // 27: irs.v1.EdgeDamage.ProxyCausesEntry
-	nil,                           // 28: irs.v1.Point.StatusesEntry
-	nil,                           // 29: irs.v1.Point.ErrorsEntry
-	nil,                           // 30: irs.v1.Point.ProxyStatusesEntry
-	nil,                           // 31: irs.v1.Point.ProxyCausesEntry
-	nil,                           // 32: irs.v1.Variant.ParametersEntry
-	(*Workflow)(nil),              // 33: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 35: irs.v1.Histogram
-	(*Mesh)(nil),                  // 36: irs.v1.Mesh
+	(*Gap)(nil),                   // 1: irs.v1.Gap
+	(*ReplicaRecord)(nil),         // 2: irs.v1.ReplicaRecord
+	(*FaultRecord)(nil),           // 3: irs.v1.FaultRecord
+	(*EdgeDamage)(nil),            // 4: irs.v1.EdgeDamage
+	(*ReplicaErrors)(nil),         // 5: irs.v1.ReplicaErrors
+	(*FaultWindow)(nil),           // 6: irs.v1.FaultWindow
+	(*KillRecord)(nil),            // 7: irs.v1.KillRecord
+	(*Saturation)(nil),            // 8: irs.v1.Saturation
+	(*Environment)(nil),           // 9: irs.v1.Environment
+	(*RunEvent)(nil),              // 10: irs.v1.RunEvent
+	(*Tick)(nil),                  // 11: irs.v1.Tick
+	(*Machine)(nil),               // 12: irs.v1.Machine
+	(*Point)(nil),                 // 13: irs.v1.Point
+	(*PhaseResult)(nil),           // 14: irs.v1.PhaseResult
+	(*Coverage)(nil),              // 15: irs.v1.Coverage
+	(*AssertionResult)(nil),       // 16: irs.v1.AssertionResult
+	(*Comparison)(nil),            // 17: irs.v1.Comparison
+	(*SweepParameter)(nil),        // 18: irs.v1.SweepParameter
+	(*Variant)(nil),               // 19: irs.v1.Variant
+	(*Figure)(nil),                // 20: irs.v1.Figure
+	(*Regressions)(nil),           // 21: irs.v1.Regressions
+	(*RunReference)(nil),          // 22: irs.v1.RunReference
+	(*RegressionLimit)(nil),       // 23: irs.v1.RegressionLimit
+	(*Change)(nil),                // 24: irs.v1.Change
+	(*Suite)(nil),                 // 25: irs.v1.Suite
+	(*SuiteRun)(nil),              // 26: irs.v1.SuiteRun
+	nil,                           // 27: irs.v1.WorkflowResult.ParametersEntry
+	nil,                           // 28: irs.v1.EdgeDamage.ProxyCausesEntry
+	nil,                           // 29: irs.v1.Point.StatusesEntry
+	nil,                           // 30: irs.v1.Point.ErrorsEntry
+	nil,                           // 31: irs.v1.Point.ProxyStatusesEntry
+	nil,                           // 32: irs.v1.Point.ProxyCausesEntry
+	nil,                           // 33: irs.v1.Variant.ParametersEntry
+	(*Workflow)(nil),              // 34: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 36: irs.v1.Histogram
+	(*Mesh)(nil),                  // 37: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	33, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
-	8,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	34, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	34, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
-	13, // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
-	9,  // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
-	10, // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
-	15, // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
-	13, // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
-	7,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
-	6,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
-	20, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
-	26, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
-	1,  // 13: irs.v1.WorkflowResult.replicas:type_name -> irs.v1.ReplicaRecord
-	2,  // 14: irs.v1.WorkflowResult.faults:type_name -> irs.v1.FaultRecord
-	3,  // 15: irs.v1.FaultRecord.edges:type_name -> irs.v1.EdgeDamage
-	5,  // 16: irs.v1.FaultRecord.before:type_name -> irs.v1.FaultWindow
-	5,  // 17: irs.v1.FaultRecord.after:type_name -> irs.v1.FaultWindow
-	27, // 18: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
-	4,  // 19: irs.v1.EdgeDamage.caller_replicas:type_name -> irs.v1.ReplicaErrors
-	12, // 20: irs.v1.FaultWindow.callers:type_name -> irs.v1.Point
-	4,  // 21: irs.v1.FaultWindow.replicas:type_name -> irs.v1.ReplicaErrors
-	12, // 22: irs.v1.Tick.services:type_name -> irs.v1.Point
-	12, // 23: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	12, // 24: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	12, // 25: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
-	11, // 26: irs.v1.Tick.machine:type_name -> irs.v1.Machine
-	28, // 27: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	29, // 28: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	35, // 29: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	30, // 30: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	31, // 31: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
-	12, // 32: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	12, // 33: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	12, // 34: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	12, // 35: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	14, // 36: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	33, // 37: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	8,  // 38: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	18, // 39: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	17, // 40: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	20, // 41: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	36, // 42: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	32, // 43: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 44: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	19, // 45: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	21, // 46: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	21, // 47: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	22, // 48: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	23, // 49: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	34, // 50: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	8,  // 51: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	34, // 52: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	34, // 53: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	25, // 54: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	55, // [55:55] is the sub-list for method output_type
-	55, // [55:55] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	34, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	9,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
+	35, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	35, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	14, // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
+	10, // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
+	11, // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
+	16, // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
+	14, // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
+	8,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
+	7,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
+	21, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
+	27, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
+	2,  // 13: irs.v1.WorkflowResult.replicas:type_name -> irs.v1.ReplicaRecord
+	3,  // 14: irs.v1.WorkflowResult.faults:type_name -> irs.v1.FaultRecord
+	1,  // 15: irs.v1.WorkflowResult.gaps:type_name -> irs.v1.Gap
+	4,  // 16: irs.v1.FaultRecord.edges:type_name -> irs.v1.EdgeDamage
+	6,  // 17: irs.v1.FaultRecord.before:type_name -> irs.v1.FaultWindow
+	6,  // 18: irs.v1.FaultRecord.after:type_name -> irs.v1.FaultWindow
+	28, // 19: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
+	5,  // 20: irs.v1.EdgeDamage.caller_replicas:type_name -> irs.v1.ReplicaErrors
+	13, // 21: irs.v1.FaultWindow.callers:type_name -> irs.v1.Point
+	5,  // 22: irs.v1.FaultWindow.replicas:type_name -> irs.v1.ReplicaErrors
+	13, // 23: irs.v1.Tick.services:type_name -> irs.v1.Point
+	13, // 24: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	13, // 25: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	13, // 26: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
+	12, // 27: irs.v1.Tick.machine:type_name -> irs.v1.Machine
+	29, // 28: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	30, // 29: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	36, // 30: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	31, // 31: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	32, // 32: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
+	13, // 33: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	13, // 34: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	13, // 35: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	13, // 36: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	15, // 37: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	34, // 38: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	9,  // 39: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	19, // 40: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	18, // 41: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	21, // 42: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	37, // 43: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	33, // 44: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 45: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	20, // 46: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	22, // 47: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	22, // 48: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	23, // 49: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	24, // 50: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	35, // 51: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	9,  // 52: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	35, // 53: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	35, // 54: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	26, // 55: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -3801,18 +3896,20 @@ func file_irs_v1_result_proto_init() {
 	file_irs_v1_mesh_proto_init()
 	file_irs_v1_stats_proto_init()
 	file_irs_v1_workflow_proto_init()
+	file_irs_v1_result_proto_msgTypes[0].OneofWrappers = []any{}
 	file_irs_v1_result_proto_msgTypes[1].OneofWrappers = []any{}
 	file_irs_v1_result_proto_msgTypes[2].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[6].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[9].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[15].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[3].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[7].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[10].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
