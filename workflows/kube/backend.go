@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,8 +26,11 @@ import (
 // Config configures the kubernetes backend.
 type Config struct {
 	Access Access
-	// Namespace is the run's own namespace: the run creates it and deletes it; it must not exist.
+	// Namespace is the run's own namespace: the run creates it and deletes it; it must not exist. Hosted: it is
+	// a detached run's, which its launcher made: the run neither makes nor deletes it, and removes what it made
+	// in it at its end (the engine's own objects stay).
 	Namespace string
+	Hosted    bool
 	// RunID and Workflow label everything the run makes.
 	RunID, Workflow string
 	// Platform is the workflow's kubernetes section (flags applied): image, resources, placement, labels.
@@ -278,8 +282,14 @@ func (b *Backend) Stop(ctx context.Context, force bool) error {
 		b.cfg.Logger.Error("the cluster is not as the run found it", "err", restoreErr)
 	}
 	var err error
-	if b.created {
+	switch {
+	case b.created:
 		err = b.deleteNamespace(ctx, force)
+	case b.cfg.Hosted:
+		err = RemoveRunObjects(ctx, b.c, b.cfg.Namespace, LabelRun+"="+b.cfg.RunID, force)
+		if b.enrol != nil {
+			err = errors.Join(err, b.labelNamespace(context.WithoutCancel(ctx), b.enrol.NamespaceLabels(), true))
+		}
 	}
 	err = errors.Join(restoreErr, err)
 	if b.watchers != nil {
@@ -325,6 +335,82 @@ func (b *Backend) deleteNamespace(ctx context.Context, force bool) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// runKinds are the kinds of object a run makes in its namespace (group, resource), pods last: what a hosted
+// run removes at its end.
+var runKinds = []struct {
+	apps     bool
+	resource string
+}{
+	{true, "deployments"}, {true, "daemonsets"}, {false, "services"}, {false, "configmaps"}, {false, "secrets"}, {false, "pods"},
+}
+
+// RemoveRunObjects removes the objects of a run (selector: its label) from a namespace it shares with its
+// engine, pods at once when forced, and waits within 60 s until its pods are gone.
+func RemoveRunObjects(ctx context.Context, c *client, ns, selector string, force bool) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	var grace *int64
+	if force {
+		grace = ptr(int64(0))
+	}
+	var errs []error
+	for _, k := range runKinds {
+		rc := c.core
+		if k.apps {
+			rc = c.apps
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		if err := rc.Get().Namespace(ns).Resource(k.resource).VersionedParams(&metav1.ListOptions{LabelSelector: selector}, c.params).
+			SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").Do(dctx).Into(list); err != nil {
+			errs = append(errs, fmt.Errorf("list %s: %w", k.resource, err))
+			continue
+		}
+		for _, o := range list.Items {
+			g := grace
+			if k.resource != "pods" {
+				g = nil
+			}
+			if err := c.remove(dctx, rc, ns, k.resource, o.Name, g); err != nil && !isNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete %s %s: %w", k.resource, o.Name, err))
+			}
+		}
+	}
+	for {
+		pods := &corev1.PodList{}
+		err := c.list(dctx, c.core, ns, "pods", metav1.ListOptions{LabelSelector: selector}, pods)
+		if err == nil && len(pods.Items) == 0 {
+			return errors.Join(errs...)
+		}
+		select {
+		case <-dctx.Done():
+			return errors.Join(append(errs, fmt.Errorf("the run's pods in %s are still there after 60s", ns))...)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// labelNamespace sets labels on the run's namespace, or removes them.
+func (b *Backend) labelNamespace(ctx context.Context, labels map[string]string, remove bool) error {
+	if len(labels) == 0 {
+		return nil
+	}
+	l := map[string]any{}
+	for k, v := range labels {
+		l[k] = v
+		if remove {
+			l[k] = nil
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": l}})
+	if err != nil {
+		return err
+	}
+	if err := b.c.mergePatch(ctx, b.c.core, "", "namespaces", b.cfg.Namespace, patch); err != nil {
+		return fmt.Errorf("label namespace %s: %w", b.cfg.Namespace, err)
+	}
+	return nil
 }
 
 // heartbeat marks the namespace as having a live runner, every 10 s: `irs cleanup` leaves alone the namespaces

@@ -44,6 +44,26 @@ var permissions = []permission{
 	{"watch", "discovery.k8s.io", "endpointslices", "", true, "when callers stop being given a killed pod"},
 }
 
+// hostedPermissions are what a run in a detached run's namespace does (permissions, with its namespace
+// neither made nor deleted, and what it made removed instead).
+func hostedPermissions() []permission {
+	var out []permission
+	for _, p := range permissions {
+		if p.resource != "namespaces" || p.verb == "patch" {
+			out = append(out, p)
+		}
+	}
+	for _, k := range runKinds {
+		group := ""
+		if k.apps {
+			group = "apps"
+		}
+		out = append(out, permission{"list", group, k.resource, "", true, "removed at the end of the run"},
+			permission{"delete", group, k.resource, "", true, "removed at the end of the run"})
+	}
+	return out
+}
+
 // Check checks that the cluster can run the workflow: reachable, the permissions a run needs, the run's
 // namespace free. It returns the cluster's version; its errors are EnvironmentErrors.
 func (b *Backend) Check(ctx context.Context) (string, error) {
@@ -54,6 +74,9 @@ func (b *Backend) Check(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	needed := permissions
+	if b.cfg.Hosted {
+		needed = hostedPermissions()
+	}
 	if b.cfg.InPlaceKills {
 		needed = append(slices.Clone(needed), permission{"create", "", "pods", "exec", true, "kills in place (kill: {in_place: true})"})
 	}
@@ -62,6 +85,10 @@ func (b *Backend) Check(ctx context.Context) (string, error) {
 	}
 	err = b.c.get(ctx, b.c.core, "", "namespaces", b.cfg.Namespace, &corev1.Namespace{})
 	switch {
+	case b.cfg.Hosted:
+		if err != nil {
+			return "", &EnvironmentError{Err: fmt.Errorf("namespace %s, the detached run's: %w", b.cfg.Namespace, err)}
+		}
 	case err == nil:
 		return "", &EnvironmentError{Err: fmt.Errorf("namespace %s exists: a run makes its own (give another with "+
 			"--namespace, or remove it; irs cleanup --backend kubernetes removes those IRS made)", b.cfg.Namespace)}
@@ -88,7 +115,11 @@ func (b *Backend) checkPermissions(ctx context.Context, needed []permission) err
 		if p.namespaced {
 			ns = b.cfg.Namespace
 		}
-		ok, reason, err := b.c.allowed(ctx, p.verb, p.group, p.resource, p.subresource, ns)
+		name := ""
+		if b.cfg.Hosted && p.resource == "namespaces" {
+			name = b.cfg.Namespace // a detached run's engine may change its own namespace only
+		}
+		ok, reason, err := b.c.allowedOn(ctx, p.verb, p.group, p.resource, p.subresource, ns, name)
 		if err != nil {
 			return &EnvironmentError{Err: fmt.Errorf("check permissions on %s: %w", b.c.server, err)}
 		}

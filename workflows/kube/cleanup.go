@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,14 @@ func Cleanup(ctx context.Context, a Access, o CleanupOptions, out io.Writer) (in
 		why := ""
 		beat, _ := time.Parse(time.RFC3339, ns.Annotations[AnnotationHeartbeat])
 		expires, _ := time.Parse(time.RFC3339, ns.Annotations[AnnotationExpires])
+		var st RunStatus
+		detached := ns.Labels[LabelDetached] != ""
+		if detached {
+			st, _ = (&Store{c: c, ns: ns.Name}).Status(ctx)
+			if !st.Heartbeat.IsZero() && st.Heartbeat.After(beat) {
+				beat = st.Heartbeat // the engine marks its status too, between runs
+			}
+		}
 		switch {
 		case ns.Status.Phase == corev1.NamespaceTerminating:
 			continue // going already
@@ -52,6 +61,10 @@ func Cleanup(ctx context.Context, a Access, o CleanupOptions, out io.Writer) (in
 			why = "--all"
 		case !expires.IsZero() && now.After(expires):
 			why = "expired at " + expires.Format(time.RFC3339)
+		case detached && st.Ended():
+			why = "a detached run that ended (" + st.State + "; its result went with it: irs workflow fetch first)"
+		case detached && st.State == StateStarting && now.Sub(st.Started) < 5*time.Minute:
+			continue // its engine's pod may still be pulling its image
 		case beat.IsZero() || now.Sub(beat) > o.Stale:
 			why = fmt.Sprintf("no runner (last marked %s ago)", now.Sub(beat).Round(time.Second))
 			if beat.IsZero() {
@@ -60,7 +73,11 @@ func Cleanup(ctx context.Context, a Access, o CleanupOptions, out io.Writer) (in
 		default:
 			continue
 		}
-		fmt.Fprintf(out, "%s (workflow %s, run %s): %s\n", ns.Name, ns.Labels[LabelWorkflow], ns.Labels[LabelRun], why)
+		id := ns.Labels[LabelRun]
+		if detached {
+			id = ns.Labels[LabelDetached]
+		}
+		fmt.Fprintf(out, "%s (workflow %s, run %s): %s\n", ns.Name, ns.Labels[LabelWorkflow], id, why)
 		if o.DryRun {
 			removed++
 			continue
@@ -69,10 +86,36 @@ func Cleanup(ctx context.Context, a Access, o CleanupOptions, out io.Writer) (in
 		bg := metav1.DeletePropagationBackground
 		_ = c.core.Delete().Namespace(ns.Name).Resource("pods").Body(&metav1.DeleteOptions{GracePeriodSeconds: &zero,
 			PropagationPolicy: &bg}).Do(ctx).Error()
-		if err := c.remove(ctx, c.core, "", "namespaces", ns.Name, nil); err != nil && !isNotFound(err) {
+		if detached {
+			if err := (&Detached{c: c, NS: ns.Name}).Delete(ctx); err != nil {
+				return removed, err
+			}
+		} else if err := c.remove(ctx, c.core, "", "namespaces", ns.Name, nil); err != nil && !isNotFound(err) {
 			return removed, fmt.Errorf("delete namespace %s: %w", ns.Name, err)
 		}
 		removed++
 	}
+	if !o.DryRun {
+		removeOrphanRoles(ctx, c, out)
+	}
 	return removed, nil
+}
+
+// removeOrphanRoles removes the cluster roles and bindings of detached runs whose namespace is gone.
+func removeOrphanRoles(ctx context.Context, c *client, out io.Writer) {
+	for _, r := range []string{"clusterrolebindings", "clusterroles"} {
+		list := &metav1.PartialObjectMetadataList{}
+		if err := c.rbac.Get().Resource(r).VersionedParams(&metav1.ListOptions{LabelSelector: LabelDetached}, c.params).
+			SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").Do(ctx).Into(list); err != nil {
+			continue
+		}
+		for _, o := range list.Items {
+			ns := strings.TrimPrefix(o.Name, engineName+"-")
+			if err := c.get(ctx, c.core, "", "namespaces", ns, &corev1.Namespace{}); isNotFound(err) {
+				if c.remove(ctx, c.rbac, "", r, o.Name, nil) == nil {
+					fmt.Fprintf(out, "%s %s: its detached run's namespace is gone\n", strings.TrimSuffix(r, "s"), o.Name)
+				}
+			}
+		}
+	}
 }

@@ -10,8 +10,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +33,8 @@ type client struct {
 	apps   *rest.RESTClient // apps/v1
 	disc   *rest.RESTClient // discovery.k8s.io/v1
 	authz  *rest.RESTClient // authorization.k8s.io/v1
+	batch  *rest.RESTClient // batch/v1: a detached run's engine
+	rbac   *rest.RESTClient // rbac.authorization.k8s.io/v1: a detached run's engine's permissions
 	params runtime.ParameterCodec
 	// context is the kubeconfig context in use, server its API server (for messages).
 	context, server string
@@ -41,7 +45,7 @@ type client struct {
 var scheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, discoveryv1.AddToScheme,
-		authorizationv1.AddToScheme} {
+		authorizationv1.AddToScheme, batchv1.AddToScheme, rbacv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err) // the generated registrations cannot fail
 		}
@@ -51,13 +55,22 @@ var scheme = sync.OnceValue(func() *runtime.Scheme {
 })
 
 // Access says how to reach a cluster: a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config) and a
-// context in it (default: its current one).
+// context in it (default: its current one); or, InCluster, the pod's own service account (a detached run's
+// engine).
 type Access struct {
 	Kubeconfig, Context string
+	InCluster           bool
 }
 
 // connect loads the kubeconfig and makes the clients. It does not contact the cluster.
 func connect(a Access) (*client, error) {
+	if a.InCluster {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster access: %w", err)
+		}
+		return newClient(cfg, "in-cluster")
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if a.Kubeconfig != "" {
 		rules.ExplicitPath = a.Kubeconfig
@@ -74,13 +87,19 @@ func connect(a Access) (*client, error) {
 		}
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	name := a.Context
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	return newClient(cfg, name)
+}
+
+// newClient makes the clients of a cluster's configuration; context names it in messages.
+func newClient(cfg *rest.Config, context string) (*client, error) {
 	cfg.QPS, cfg.Burst = 50, 100 // a run creates and watches a few objects per service, and deletes pods at once
 	cfg.Timeout = 0              // watches and port-forwards are long; every call has its own context
 	cfg.UserAgent = "irs"
-	c := &client{config: cfg, params: runtime.NewParameterCodec(scheme()), context: a.Context, server: cfg.Host}
-	if c.context == "" {
-		c.context = raw.CurrentContext
-	}
+	c := &client{config: cfg, params: runtime.NewParameterCodec(scheme()), context: context, server: cfg.Host}
 	for _, g := range []struct {
 		into *(*rest.RESTClient)
 		gv   schema.GroupVersion
@@ -90,6 +109,8 @@ func connect(a Access) (*client, error) {
 		{&c.apps, appsv1.SchemeGroupVersion, "/apis"},
 		{&c.disc, discoveryv1.SchemeGroupVersion, "/apis"},
 		{&c.authz, authorizationv1.SchemeGroupVersion, "/apis"},
+		{&c.batch, batchv1.SchemeGroupVersion, "/apis"},
+		{&c.rbac, rbacv1.SchemeGroupVersion, "/apis"},
 	} {
 		gc := rest.CopyConfig(cfg)
 		gv := g.gv
@@ -158,9 +179,14 @@ func (c *client) raw(ctx context.Context, path ...string) ([]byte, error) {
 
 // allowed asks the API server whether this user may do verb on a resource (group "" for core) in ns.
 func (c *client) allowed(ctx context.Context, verb, group, resource, subresource, ns string) (bool, string, error) {
+	return c.allowedOn(ctx, verb, group, resource, subresource, ns, "")
+}
+
+// allowedOn asks the same of one object, by name (RBAC may grant it for named objects only).
+func (c *client) allowedOn(ctx context.Context, verb, group, resource, subresource, ns, name string) (bool, string, error) {
 	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group,
-			Resource: resource, Subresource: subresource}}}
+			Resource: resource, Subresource: subresource, Name: name}}}
 	out := &authorizationv1.SelfSubjectAccessReview{}
 	if err := c.create(ctx, c.authz, "", "selfsubjectaccessreviews", review, out); err != nil {
 		return false, "", err
@@ -172,3 +198,4 @@ func (c *client) allowed(ctx context.Context, verb, group, resource, subresource
 func isNotFound(err error) bool      { return apierrors.IsNotFound(err) }
 func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 func isForbidden(err error) bool     { return apierrors.IsForbidden(err) }
+func isConflict(err error) bool      { return apierrors.IsConflict(err) }

@@ -32,6 +32,12 @@ func (b *Backend) runLabels() map[string]string {
 }
 
 func (b *Backend) createNamespace(ctx context.Context) error {
+	if b.cfg.Hosted { // the detached run's: enrolled in the mesh for this run only
+		if b.enrol != nil {
+			return b.labelNamespace(ctx, b.enrol.NamespaceLabels(), false)
+		}
+		return nil
+	}
 	labels := b.runLabels()
 	if b.enrol != nil {
 		maps.Copy(labels, b.enrol.NamespaceLabels())
