@@ -43,6 +43,15 @@ func imageTag(v string) string {
 // kubeOptions say where and how a run goes on a cluster: flags, then IRS_* environment, then the workflow.
 type kubeOptions struct {
 	backend, namespace, kubeconfig, context, image, envoyImage, linkerdImage, ztunnelImage string
+	// inCluster: the run is a detached run's, whose engine runs in hostedNamespace with its pod's account.
+	inCluster       bool
+	hostedNamespace string
+}
+
+// registerAccess registers the flags that say which cluster: for the commands on detached runs.
+func (o *kubeOptions) registerAccess(f *pflag.FlagSet) {
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "the kubeconfig file (default $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "the kubeconfig context (default its current one; $IRS_KUBE_CONTEXT)")
 }
 
 func (o *kubeOptions) register(f *pflag.FlagSet) {
@@ -130,9 +139,13 @@ func (r *runner) kubeBackend(wf *irsv1.Workflow, mesh *irsv1.Mesh, env *irsv1.En
 	if ns == "" {
 		ns = namespaceFor(wf.GetName(), id)
 	}
+	access := kube.Access{Kubeconfig: r.kube.kubeconfig, Context: r.kube.context}
+	if r.kube.inCluster {
+		ns, access = r.kube.hostedNamespace, kube.Access{InCluster: true}
+	}
 	platform := proto.Clone(wf.GetPlatform().GetKubernetes()).(*irsv1.Kubernetes)
 	b, err := kube.New(kube.Config{
-		Access:    kube.Access{Kubeconfig: r.kube.kubeconfig, Context: r.kube.context},
+		Access: access, Hosted: r.kube.inCluster,
 		Namespace: ns, RunID: id, Workflow: wf.GetName(), Platform: platform, Image: r.kube.image, Mesh: mesh,
 		ReadyTimeout: r.kubeReadyTimeout(wf), ControlToken: token.New(), Planes: r.planes,
 		LoadGenerators: workflows.PureLoadGenerators(wf),

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"sync"
@@ -21,6 +22,8 @@ type runOptions struct {
 	campaign  campaign.Options
 	envoyPath string
 	kube      kubeOptions
+	// detach runs the engine in the cluster (detach.go); engineInCluster is that engine.
+	detach, engineInCluster bool
 }
 
 func (a *app) newWorkflowRunCmd() *cobra.Command {
@@ -56,7 +59,9 @@ its schedule, so latency is the generator's (more connections or replicas needed
 4 the machine lacks what the workflow needs (Envoy); 1 the run failed (e.g. workers could not start); 130
 interrupted (Ctrl-C; a second Ctrl-C stops the workers at once).`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return a.runWorkflows(cmd.Context(), args, opts) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runWorkflows(cmd.Context(), cmd.Flags(), args, opts)
+		},
 	}
 	opts.register(cmd.Flags())
 	return cmd
@@ -82,13 +87,28 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&c.MaxRegression, "max-regression", baseline.DefaultLimits, "with --baseline: how much each metric may get worse: metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), comma-separated")
 	f.StringSliceVar(&c.Reports, "report", []string{"html"}, "reports to write into the run directory: html, junit, markdown, text (none: no report)")
 	o.kube.register(f)
+	f.BoolVar(&o.detach, "detach", false, "kubernetes: run the engine in the cluster, as a Job in the run's namespace, and follow it; "+
+		"Ctrl-C leaves it going (irs workflow attach, fetch, stop, list)")
+	f.BoolVar(&o.engineInCluster, "engine-in-cluster", false, "the engine of a detached run, in its pod")
+	_ = f.MarkHidden("engine-in-cluster")
 }
 
 // runWorkflows runs one workflow, or several as a suite.
-func (a *app) runWorkflows(ctx context.Context, args []string, opts runOptions) error {
+func (a *app) runWorkflows(ctx context.Context, f *pflag.FlagSet, args []string, opts runOptions) error {
 	files, err := workflowFiles(args)
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
+	}
+	switch {
+	case opts.detach:
+		return a.detach(ctx, f, files, opts)
+	case opts.engineInCluster:
+		if len(files) != 1 {
+			return withExitCode(errors.New("--engine-in-cluster runs one workflow file"), ExitInvalidConfig)
+		}
+		stop := handleSignals(func() {})
+		defer stop()
+		return a.engineInCluster(ctx, files[0], opts)
 	}
 	c := a.newCampaign(opts)
 	stop := handleSignals(c.Force)

@@ -20,7 +20,8 @@ func (a *app) newWorkflowCmd() *cobra.Command {
 		Short: "Validate and run workflows: a service graph and what happens to it over time",
 	}
 	cmd.AddCommand(a.newWorkflowValidateCmd(), a.newWorkflowRunCmd(), a.newWorkflowReportCmd(),
-		a.newWorkflowCompareCmd(), a.newWorkflowSchemaCmd())
+		a.newWorkflowCompareCmd(), a.newWorkflowSchemaCmd(), a.newWorkflowAttachCmd(), a.newWorkflowFetchCmd(),
+		a.newWorkflowStopCmd(), a.newWorkflowListCmd())
 	return cmd
 }
 

@@ -1,0 +1,582 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/irs-sim/irs/internal/idlecpu"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/kube"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/encoding/protojson"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// A detached run (--detach): the command makes a namespace holding the engine, a Job whose pod runs this same
+// `irs workflow run` inside the cluster (--engine-in-cluster), and follows its output; interrupted, it leaves
+// the run going. attach, fetch, stop and list work on it from any machine with the kubeconfig.
+
+// engineSkips are the run's flags the engine is not given: where the command's own files go, how it reaches
+// the cluster, and this machine's paths.
+var engineSkips = map[string]bool{"detach": true, "run-dir": true, "result": true, "progress": true, "kubeconfig": true,
+	"context": true, "namespace": true, "envoy-path": true, "backend": true, "engine-in-cluster": true}
+
+// engineArgs are the flags of the command, as the engine is to be given them.
+func engineArgs(f *pflag.FlagSet) []string {
+	args := []string{"--backend", backendKubernetes, "--progress", "plain"}
+	f.Visit(func(fl *pflag.Flag) {
+		if engineSkips[fl.Name] {
+			return
+		}
+		switch fl.Value.Type() {
+		case "stringArray":
+			vals, _ := f.GetStringArray(fl.Name)
+			for _, v := range vals {
+				args = append(args, "--"+fl.Name, v)
+			}
+		case "stringSlice":
+			vals, _ := f.GetStringSlice(fl.Name)
+			args = append(args, "--"+fl.Name, strings.Join(vals, ","))
+		default:
+			args = append(args, "--"+fl.Name+"="+fl.Value.String())
+		}
+	})
+	return args
+}
+
+// detach launches a detached run of file and follows it.
+func (a *app) detach(ctx context.Context, f *pflag.FlagSet, files []string, opts runOptions) error {
+	if len(files) != 1 {
+		return withExitCode(errors.New("--detach runs one workflow file (a suite runs attached)"), ExitInvalidConfig)
+	}
+	if opts.campaign.Baseline != "" {
+		return withExitCode(errors.New("--detach with --baseline: the baseline is a file on this machine, which the engine "+
+			"in the cluster cannot read; compare the fetched result with it (irs workflow report RESULT --baseline FILE)"), ExitInvalidConfig)
+	}
+	if opts.campaign.DryRun {
+		return withExitCode(errors.New("--detach with --dry-run: a dry run runs nothing; drop --detach"), ExitInvalidConfig)
+	}
+	doc, err := os.ReadFile(files[0])
+	if err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	d, err := loadWorkflow(ctx, files[0])
+	if err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	if err := workflows.Validate(d, compileWorkerConfig); err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	wf := d.Workflow
+	opts.kube.backend = backendKubernetes
+	if err := opts.kube.resolve(a.env.LookupEnv, wf); err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	scale := opts.campaign.TimeScale
+	tl, err := workflows.NewTimeline(wf, scale)
+	if err != nil {
+		return withExitCode(err, ExitInvalidConfig)
+	}
+	plan := kube.NodeFaultsOf(tl)
+	if plan.Shape || plan.Containers || (plan.Lose && !plan.Drain) {
+		return withExitCode(errors.New("--detach: the workflow's link, partition, node cut or mesh actions need the test "+
+			"cluster's network and containers, which only the machine that runs the cluster reaches (not a pod in it); "+
+			"run it attached, or lose nodes by draining (node: {mode: drain})"), ExitInvalidConfig)
+	}
+	id := runID()
+	ns := opts.kube.namespace
+	if ns == "" {
+		ns = namespaceFor(wf.GetName(), id)
+	}
+	runs := max(1, len(opts.campaign.Meshes)) * max(1, opts.campaign.Repeat) * max(1, len(workflows.SweepPoints(wf.GetSweep())))
+	for _, s := range opts.campaign.Sweep {
+		if _, vals, ok := strings.Cut(s, "="); ok {
+			runs *= max(1, len(strings.Split(vals, ",")))
+		}
+	}
+	length := time.Duration(runs) * (tl.Total + kubeReadyTimeout(wf, tl) + 5*time.Minute)
+	spec := kube.DetachSpec{ID: id, Namespace: ns, Workflow: wf.GetName(), Document: doc, Args: engineArgs(f),
+		Image: opts.kube.image, Pull: pullPolicyOf(wf), Deadline: length + time.Hour, Drain: plan.Drain,
+		Labels: wf.GetPlatform().GetKubernetes().GetLabels(), Expires: time.Now().Add(length + 2*time.Hour)}
+	run, err := kube.Launch(ctx, kube.Access{Kubeconfig: opts.kube.kubeconfig, Context: opts.kube.context}, spec)
+	if err != nil {
+		return kubeError(err)
+	}
+	fmt.Fprintf(a.env.Stderr, "detached run %s (namespace %s): its engine runs in the cluster, as a Job; Ctrl-C leaves it "+
+		"running. Later: irs workflow attach %s | fetch %s | stop %s\n", id, ns, ns, ns, ns)
+	return a.follow(ctx, run)
+}
+
+// pullPolicyOf is the workflow's image pull policy for the engine's pod (default: the cluster's).
+func pullPolicyOf(wf *irsv1.Workflow) corev1.PullPolicy {
+	return corev1.PullPolicy(wf.GetPlatform().GetKubernetes().GetImagePullPolicy())
+}
+
+// follow prints the engine's output until the run ends, then its end; interrupted, it leaves the run going.
+func (a *app) follow(ctx context.Context, run *kube.Detached) error {
+	store := run.Store()
+	seen, said := "", ""
+	var last time.Time // the stamp of the engine's last line printed
+	for {
+		st, err := store.Status(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			return kubeError(err)
+		}
+		if st.Ended() {
+			return a.ended(st, run, true)
+		}
+		pod, done, err := run.EnginePod(ctx)
+		if err == nil && pod != "" && !done {
+			if pod != seen { // a new engine pod (the first one was lost): its output from the start
+				seen, last = pod, time.Time{}
+			}
+			last, err = run.FollowLogs(ctx, pod, last, a.env.Stdout)
+			// A container still starting, or a stream that dropped: said once, followed again.
+			if err != nil && ctx.Err() == nil && err.Error() != said {
+				said = err.Error()
+				fmt.Fprintf(a.env.Stderr, "irs: following %s: %v (following again)\n", pod, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	fmt.Fprintf(a.env.Stderr, "\nleft detached run %s going: irs workflow attach %s follows it again\n", run.NS, run.NS)
+	return withExitCode(errors.New("interrupted: the detached run goes on"), ExitInterrupted)
+}
+
+// ended says how a detached run ended (and, hint, how to fetch it), and exits as its `irs workflow run` did.
+func (a *app) ended(st kube.RunStatus, run *kube.Detached, hint bool) error {
+	msg := ""
+	if st.Message != "" {
+		msg = ": " + st.Message
+	}
+	if hint {
+		msg += fmt.Sprintf("; irs workflow fetch %s writes its result and reports here", run.NS)
+	}
+	fmt.Fprintf(a.env.Stderr, "detached run %s %s (exit %d)%s\n", run.NS, st.State, st.Exit, msg)
+	if st.Exit != ExitOK {
+		return withExitCode(fmt.Errorf("detached run %s: %s, exit %d", run.NS, st.State, st.Exit), st.Exit)
+	}
+	return nil
+}
+
+func (a *app) openDetached(ctx context.Context, opts kubeOptions, run string) (*kube.Detached, error) {
+	if err := opts.resolve(a.env.LookupEnv, nil); err != nil {
+		return nil, withExitCode(err, ExitInvalidConfig)
+	}
+	d, err := kube.OpenDetached(ctx, kube.Access{Kubeconfig: opts.kubeconfig, Context: opts.context}, run)
+	if err != nil {
+		return nil, kubeError(err)
+	}
+	return d, nil
+}
+
+func (a *app) newWorkflowAttachCmd() *cobra.Command {
+	var opts kubeOptions
+	cmd := &cobra.Command{
+		Use:   "attach RUN",
+		Short: "Follow a detached run on a cluster (its namespace or id) until it ends; Ctrl-C leaves it going",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := a.openDetached(cmd.Context(), opts, args[0])
+			if err != nil {
+				return err
+			}
+			return a.follow(cmd.Context(), d)
+		},
+	}
+	opts.registerAccess(cmd.Flags())
+	return cmd
+}
+
+func (a *app) newWorkflowFetchCmd() *cobra.Command {
+	var opts kubeOptions
+	var out string
+	cmd := &cobra.Command{
+		Use:   "fetch RUN",
+		Short: "Write a detached run's result and reports into a directory: the final ones, or its last checkpoint while it runs",
+		Long: `Write what a detached run kept in its namespace into --output (default irs-runs/<namespace>): once it has
+ended, its run directory (result or comparison, and reports); while it runs, or after its engine was lost, the
+result as of its last checkpoint (at most 10 s old; a lost engine's result marks the gap after it), with a text
+report. Exit codes: once it has ended, those of irs workflow run; while it runs, 0.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := a.openDetached(cmd.Context(), opts, args[0])
+			if err != nil {
+				return err
+			}
+			return a.fetch(cmd.Context(), d, out)
+		},
+	}
+	opts.registerAccess(cmd.Flags())
+	cmd.Flags().StringVarP(&out, "output", "o", "", "directory to write into (default irs-runs/<namespace>)")
+	return cmd
+}
+
+// fetch writes a detached run's artifacts into dir.
+func (a *app) fetch(ctx context.Context, d *kube.Detached, dir string) error {
+	files, st, err := d.Store().Get(ctx)
+	if err != nil {
+		return kubeError(err)
+	}
+	if len(files) == 0 {
+		return withExitCode(fmt.Errorf("detached run %s (%s) has kept nothing yet: its first checkpoint comes 10 s into its "+
+			"first run", d.NS, st.State), ExitError)
+	}
+	if dir == "" {
+		dir = filepath.Join("irs-runs", d.NS)
+	}
+	for _, name := range slices.Sorted(mapsKeys(files)) {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, files[name], 0o644); err != nil {
+			return err
+		}
+	}
+	what := "its last checkpoint"
+	if st.Final {
+		what = "its final result and reports"
+	}
+	fmt.Fprintf(a.env.Stderr, "detached run %s is %s: wrote %s into %s (%d files)\n", d.NS, st.State, what, dir, len(files))
+	if main := mainResult(files); main != "" {
+		_ = a.report(ctx, filepath.Join(dir, main), reportOptions{format: "text"})
+	}
+	if st.Ended() {
+		return a.ended(st, d, false)
+	}
+	return nil
+}
+
+// mainResult is the file a run directory's summary comes from: its suite, comparison or result.
+func mainResult(files map[string][]byte) string {
+	for _, name := range []string{"suite.json", "comparison.json", "result.json"} {
+		if _, ok := files[name]; ok {
+			return name
+		}
+	}
+	return ""
+}
+
+func mapsKeys(m map[string][]byte) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (a *app) newWorkflowStopCmd() *cobra.Command {
+	var opts kubeOptions
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "stop RUN",
+		Short: "Stop a detached run: interrupted as Ctrl-C would, what it measured kept for fetch, what it made removed",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			d, err := a.openDetached(ctx, opts, args[0])
+			if err != nil {
+				return err
+			}
+			st, err := d.Stop(ctx)
+			if err != nil {
+				return kubeError(err)
+			}
+			deadline := time.Now().Add(wait)
+			for !st.Ended() && time.Now().Before(deadline) {
+				select {
+				case <-ctx.Done():
+					return withExitCode(errors.New("interrupted: the stop was asked, and the engine will stop"), ExitInterrupted)
+				case <-time.After(time.Second):
+				}
+				if st, err = d.Store().Status(ctx); err != nil {
+					return kubeError(err)
+				}
+			}
+			if !st.Ended() {
+				return fmt.Errorf("detached run %s asked to stop, still %s after %v", d.NS, st.State, wait)
+			}
+			fmt.Fprintf(a.env.Stdout, "detached run %s %s; irs workflow fetch %s writes what it measured\n", d.NS, st.State, d.NS)
+			return nil
+		},
+	}
+	opts.registerAccess(cmd.Flags())
+	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the run to end")
+	return cmd
+}
+
+func (a *app) newWorkflowListCmd() *cobra.Command {
+	var opts kubeOptions
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the detached runs on a cluster (--backend kubernetes): state, heartbeat, progress",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.resolve(a.env.LookupEnv, nil); err != nil {
+				return withExitCode(err, ExitInvalidConfig)
+			}
+			if opts.backend != backendKubernetes {
+				return withExitCode(errors.New("--backend kubernetes: detached runs are on a cluster (a local run is the "+
+					"command that runs it)"), ExitInvalidConfig)
+			}
+			runs, err := kube.ListDetached(cmd.Context(), kube.Access{Kubeconfig: opts.kubeconfig, Context: opts.context})
+			if err != nil {
+				return kubeError(err)
+			}
+			fmt.Fprintf(a.env.Stdout, "%-40s %-10s %-9s %-9s %-8s %s\n", "RUN", "STATE", "HEARTBEAT", "STARTED", "EXIT", "PROGRESS")
+			for _, r := range runs {
+				state, exit := r.Status.State, "-"
+				if r.StatusErr != nil {
+					state = "unknown"
+				}
+				if r.Status.Ended() {
+					exit = fmt.Sprint(r.Status.Exit)
+				}
+				fmt.Fprintf(a.env.Stdout, "%-40s %-10s %-9s %-9s %-8s %s\n", r.Namespace, state, kube.Age(r.Status.Heartbeat),
+					kube.Age(r.Created), exit, r.Status.Progress)
+			}
+			return nil
+		},
+	}
+	opts.registerAccess(cmd.Flags())
+	cmd.Flags().StringVar(&opts.backend, "backend", "", "kubernetes ($IRS_BACKEND)")
+	return cmd
+}
+
+// engineInCluster runs the workflow as a detached run's engine, inside the cluster: in its own namespace, its
+// result kept in the namespace as it goes (checkpoints) and at its end. A second engine (the first was lost)
+// ends the run with what the first kept.
+func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions) error {
+	ns := os.Getenv(kube.EnvEngineNamespace)
+	if ns == "" {
+		return withExitCode(fmt.Errorf("--engine-in-cluster: $%s is not set (the engine's Job sets it)", kube.EnvEngineNamespace), ExitInvalidConfig)
+	}
+	store, err := kube.OpenStore(kube.Access{InCluster: true}, ns)
+	if err != nil {
+		return err
+	}
+	st, err := store.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Ended() {
+		a.logger.Info("the detached run has ended already", "state", st.State)
+		return nil
+	}
+	if st.Attempt > 0 {
+		return a.finishLost(ctx, store, ns, st)
+	}
+	// The engine shares its node with the load generators: its bursts must not become their latency.
+	if err := idlecpu.Enter(); err != nil {
+		a.logger.Warn("the engine runs at normal priority: its bursts of work may show in the load generators' latency", "err", err)
+	}
+	if _, err := store.Update(ctx, func(s *kube.RunStatus) {
+		s.State, s.Attempt, s.Heartbeat = kube.StateRunning, s.Attempt+1, time.Now()
+	}); err != nil {
+		return err
+	}
+	opts.kube.inCluster, opts.kube.hostedNamespace = true, ns
+	runDir := opts.campaign.RunDir
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	beats := make(chan struct{})
+	go func() { // the heartbeat, and irs workflow stop
+		defer close(beats)
+		for {
+			s, err := store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) { s.Heartbeat = time.Now() })
+			if err == nil && s.StopRequested {
+				cancel()
+			}
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}()
+	c := a.newCampaign(opts)
+	c.Checkpoint = func(resultPath string, res *irsv1.WorkflowResult) {
+		files, err := runFiles(runDir)
+		if err != nil {
+			a.logger.Warn("checkpoint", "err", err)
+			return
+		}
+		doc, err := protojson.Marshal(res)
+		if err != nil {
+			return
+		}
+		if rel, err := filepath.Rel(runDir, resultPath); err == nil && filepath.IsLocal(rel) {
+			files[filepath.ToSlash(rel)] = doc
+		}
+		if err := store.Put(context.WithoutCancel(ctx), files, false); err != nil {
+			a.logger.Warn("checkpoint", "err", err)
+			return
+		}
+		progress := fmt.Sprintf("%s: %.0f s measured", filepath.Dir(filepath.ToSlash(mustRel(runDir, resultPath))), res.GetCheckpoint())
+		if n := len(res.GetSeries()); n > 0 {
+			progress = fmt.Sprintf("%s, phase %s", progress, res.GetSeries()[n-1].GetPhase())
+		}
+		_, _ = store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) { s.Progress = strings.TrimPrefix(progress, ".: ") })
+	}
+	runErr := outcomeError(c.Run(runCtx, file, opts.campaign))
+	cancel()
+	<-beats
+	files, err := runFiles(runDir)
+	if err == nil {
+		err = store.Put(context.WithoutCancel(ctx), files, true)
+	}
+	kept := ""
+	if err != nil {
+		// Too much for the store with its reports: the results alone (irs workflow report renders them again).
+		if only := resultFiles(files); len(only) > 0 && len(only) < len(files) {
+			if err2 := store.Put(context.WithoutCancel(ctx), only, true); err2 == nil {
+				kept = fmt.Sprintf("; its reports were not kept (%v): irs workflow report renders them from the result", err)
+				err = nil
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("keep the run's result: %w", err) // the Job's second pod ends the run from its checkpoint
+	}
+	state := kube.StateDone
+	if s, _ := store.Status(context.WithoutCancel(ctx)); s.StopRequested {
+		state = kube.StateStopped
+	}
+	msg := ""
+	if runErr != nil {
+		msg = runErr.Error()
+	}
+	msg = strings.TrimPrefix(msg+kept, "; ")
+	_, err = store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) {
+		s.State, s.Exit, s.Message, s.Heartbeat = state, exitCodeOf(runErr), msg, time.Now()
+	})
+	return err // the run's own exit code is in its status: the Job succeeded
+}
+
+// finishLost ends a run whose engine was lost: its result is the last checkpoint's, with the rest a gap; what
+// the run made is removed.
+func (a *app) finishLost(ctx context.Context, store *kube.Store, ns string, st kube.RunStatus) error {
+	files, _, err := store.Get(ctx)
+	if err != nil {
+		return err
+	}
+	why := fmt.Sprintf("the engine's pod was lost (attempt %d; last heartbeat %s): nothing was measured after its last checkpoint",
+		st.Attempt, st.Heartbeat.UTC().Format(time.RFC3339))
+	for name, doc := range files {
+		if filepath.Base(name) != "result.json" {
+			continue
+		}
+		res := &irsv1.WorkflowResult{}
+		if protojson.Unmarshal(doc, res) != nil || res.GetStatus() != "running" {
+			continue
+		}
+		res.Status, res.Error = "interrupted", why
+		res.Gaps = append(res.Gaps, &irsv1.Gap{Start: res.GetCheckpoint(), Why: why})
+		res.Events = append(res.Events, &irsv1.RunEvent{T: res.GetCheckpoint(), Kind: "engine_lost", Detail: why})
+		if b, err := protojson.Marshal(res); err == nil {
+			files[name] = b
+		}
+	}
+	rerr := kube.RemoveRunObjectsInCluster(ctx, ns)
+	if len(files) > 0 {
+		if err := store.Put(ctx, files, true); err != nil {
+			return err
+		}
+	}
+	msg := why
+	if len(files) == 0 {
+		msg = "the engine's pod was lost before its first checkpoint: nothing was measured"
+	}
+	if rerr != nil {
+		msg += "; " + rerr.Error()
+	}
+	_, err = store.Update(ctx, func(s *kube.RunStatus) {
+		s.State, s.Exit, s.Message, s.Attempt, s.Heartbeat = kube.StateLost, ExitError, msg, s.Attempt+1, time.Now()
+	})
+	return err
+}
+
+// mustRel is target relative to base, or target when it is not below it.
+func mustRel(base, target string) string {
+	if rel, err := filepath.Rel(base, target); err == nil {
+		return rel
+	}
+	return target
+}
+
+// maxRunFile bounds a file of the run directory kept as an artifact (the store holds 48 MiB compressed; JSON
+// compresses about tenfold).
+const maxRunFile = 256 << 20
+
+// resultFiles are a run directory's results (result.json, comparison.json, each suite member's) without its reports.
+func resultFiles(files map[string][]byte) map[string][]byte {
+	only := map[string][]byte{}
+	for name, b := range files {
+		if base := path.Base(name); base == "result.json" || base == "comparison.json" || base == "suite.json" {
+			only[name] = b
+		}
+	}
+	return only
+}
+
+// runFiles reads the regular files of a run directory (by path relative to it).
+func runFiles(dir string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() > maxRunFile {
+			return fmt.Errorf("%s: %d MiB, more than the %d MiB a run's file may be", path, info.Size()>>20, maxRunFile>>20)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		files[filepath.ToSlash(rel)] = b
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return files, nil
+	}
+	return files, err
+}
+
+// exitCodeOf is the exit code Main gives err.
+func exitCodeOf(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return ExitError
+}

@@ -1,0 +1,247 @@
+//go:build integration && kube
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// detachedWorkflow runs long enough for checkpoints (at most every 10 s) to matter.
+const detachedWorkflow = `
+name: detached
+seed: 11
+services:
+  - name: loadgen
+    worker:
+      load: {target: server, rate: 100, connections: 16, timeout: 2s}
+  - name: server
+    replicas: 2
+    worker:
+      serve: {delay: 2ms}
+phases:
+  - {name: warm-up, duration: 10s}
+  - {name: steady, duration: 30s}
+assertions:
+  - {service: loadgen, phase: steady, expect: 5xx_rate < 1%}
+`
+
+// sameWithinNoise compares two results of one workflow (irs workflow compare) and fails on any change told
+// from noise: regressed, worse or better. With one run a side, a change beyond its limit but under what the
+// noise lets one see is inconclusive, which is "the same within noise"; inconclusive for any other reason (an
+// invalid run, a metric missing) is not.
+func sameWithinNoise(t *testing.T, base, current string) {
+	t.Helper()
+	p := command(t, nil, "workflow", "compare", base, current, "--format", "json")
+	p.start()
+	if code := p.exitCode(time.Minute); code != 0 && code != 5 {
+		t.Fatalf("compare: exit %d, want 0 or 5 (inconclusive); output:\n%s%s", code, p.stdout, p.stderr)
+	}
+	var cmp irsv1.Regressions
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(p.stdout.Bytes(), &cmp); err != nil {
+		t.Fatalf("compare: %v; output:\n%s", err, p.stdout)
+	}
+	if len(cmp.GetChanges()) < 20 {
+		t.Errorf("compare: %d metrics compared, want every phase's latency, 5xx and CPU (20 or more)", len(cmp.GetChanges()))
+	}
+	for _, c := range cmp.GetChanges() {
+		if v := c.GetVerdict(); v != "unchanged" && v != "inconclusive" {
+			t.Errorf("%s %s in %s: %s (%.4g → %.4g, p %.3g), want the same within noise", c.GetScope(), c.GetMetric(), c.GetPhase(),
+				v, c.GetBase(), c.GetCurrent(), c.GetPValue())
+		}
+	}
+	for _, r := range cmp.GetReasons() {
+		if !strings.Contains(r, "cannot be told from noise") {
+			t.Errorf("compare inconclusive for a reason other than noise: %s", r)
+		}
+	}
+	t.Logf("attached → detached: %s, %d metrics; %s", cmp.GetStatus(), len(cmp.GetChanges()), strings.Join(cmp.GetReasons(), "; "))
+}
+
+// detachedNS reads the namespace a detached run says it made.
+func detachedNS(t *testing.T, p *proc, within time.Duration) string {
+	t.Helper()
+	re := regexp.MustCompile(`detached run [0-9a-f]+ \(namespace (\S+)\)`)
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(p.stderr.String()); m != nil {
+			return m[1]
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no detached run announced within %v; stderr:\n%s", within, p.stderr)
+	return ""
+}
+
+// irsRun runs an irs command to its end and returns its exit code and output.
+func irsRun(t *testing.T, within time.Duration, args ...string) (int, string) {
+	t.Helper()
+	p := command(t, nil, args...)
+	p.start()
+	code := p.exitCode(within)
+	return code, p.stdout.String() + p.stderr.String()
+}
+
+// runPods counts the pods of runs (label irs.dev/run) in a namespace.
+func runPods(t *testing.T, ns string) int {
+	t.Helper()
+	out, err := kubectl(t, "get", "pods", "-n", ns, "-l", "irs.dev/run", "-o", "name")
+	if err != nil {
+		t.Fatalf("list pods of %s: %v: %s", ns, err, out)
+	}
+	return len(strings.Fields(out))
+}
+
+// awaitState waits until `irs workflow list` shows the run in a state.
+func awaitState(t *testing.T, ns, state string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	out := ""
+	for time.Now().Before(deadline) {
+		_, out = irsRun(t, 30*time.Second, "workflow", "list", "--backend", "kubernetes")
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == ns && f[1] == state {
+				return
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("%s not %s within %v; irs workflow list:\n%s", ns, state, within, out)
+}
+
+// TestKubeDetached: a detached run outlives the command that started it. The command is killed; the run goes on
+// in the cluster; attach follows it to its end and exits as the run did; fetch writes its result and reports,
+// which match an attached run of the same workflow within noise (irs workflow compare). The run's workers are
+// gone at its end, and irs cleanup removes the rest.
+func TestKubeDetached(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "detached.yaml")
+	if err := os.WriteFile(file, []byte(detachedWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	starter := command(t, nil, append([]string{"workflow", "run", file, "--detach"}, kubeArgs()...)...)
+	starter.start()
+	ns := detachedNS(t, starter, time.Minute)
+	awaitState(t, ns, "running", 2*time.Minute)
+	starter.signal(syscall.SIGKILL) // the laptop closed
+	starter.exitCode(10 * time.Second)
+
+	code, out := irsRun(t, 3*time.Minute, "workflow", "attach", ns)
+	if code != 0 {
+		t.Fatalf("attach: exit %d, want the run's 0; output:\n%s", code, out)
+	}
+	fetched := filepath.Join(dir, "fetched")
+	if code, out := irsRun(t, time.Minute, "workflow", "fetch", ns, "-o", fetched); code != 0 {
+		t.Fatalf("fetch: exit %d; output:\n%s", code, out)
+	}
+	res := readResult(t, filepath.Join(fetched, "result.json"))
+	if res.GetStatus() != "passed" || res.Checkpoint != nil || res.GetEnvironment().GetNamespace() != ns {
+		t.Errorf("fetched result: status %q, checkpoint %v, namespace %q; want passed, final, %s", res.GetStatus(), res.Checkpoint,
+			res.GetEnvironment().GetNamespace(), ns)
+	}
+	if _, err := os.Stat(filepath.Join(fetched, "report.html")); err != nil {
+		t.Errorf("fetched reports: %v", err)
+	}
+	if n := runPods(t, ns); n != 0 {
+		t.Errorf("%d pods of the run left in %s after it ended, want 0", n, ns)
+	}
+
+	attached := startWorkflow(t, detachedWorkflow, kubeArgs()...)
+	if code := attached.exitCode(3 * time.Minute); code != 0 {
+		t.Fatalf("attached run: exit %d; stderr:\n%s", code, attached.stderr)
+	}
+	sameWithinNoise(t, attached.result, filepath.Join(fetched, "result.json"))
+
+	if code, out := irsRun(t, time.Minute, "cleanup", "--backend", "kubernetes"); code != 0 || !strings.Contains(out, ns) {
+		t.Errorf("cleanup: exit %d, want %s removed; output:\n%s", code, ns, out)
+	}
+	namespaceGone(t, ns, 90*time.Second)
+	if out, _ := kubectl(t, "get", "clusterroles,clusterrolebindings", "-l", "irs.dev/detached", "-o", "name"); strings.TrimSpace(out) != "" {
+		t.Errorf("cluster roles of detached runs left: %s", out)
+	}
+}
+
+// TestKubeDetachedEngineLost: the engine's pod is killed mid-run. The Job's second pod ends the run with what
+// the first kept: every checkpoint's figures, the gap after the last one marked, never a pass; the workers are
+// removed. stop ends another run early, with what it measured.
+func TestKubeDetachedEngineLost(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "detached.yaml")
+	if err := os.WriteFile(file, []byte(detachedWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	starter := command(t, nil, append([]string{"workflow", "run", file, "--detach"}, kubeArgs()...)...)
+	starter.start()
+	ns := detachedNS(t, starter, time.Minute)
+	defer func() { _, _ = irsRun(t, time.Minute, "cleanup", "--backend", "kubernetes") }()
+	// Wait for a checkpoint well into the run, then kill the engine at once.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, _ := kubectl(t, "get", "configmap", "irs-status", "-n", ns, "-o", "jsonpath={.data.generation}")
+		if n, _ := strconv.Atoi(strings.TrimSpace(out)); n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no third checkpoint within 2 minutes (generation %q)", out)
+		}
+		time.Sleep(time.Second)
+	}
+	if out, err := kubectl(t, "delete", "pod", "-n", ns, "-l", "app.kubernetes.io/name=irs-engine", "--grace-period=0", "--force"); err != nil {
+		t.Fatalf("kill the engine: %v: %s", err, out)
+	}
+	if code := starter.exitCode(3 * time.Minute); code != 1 {
+		t.Errorf("the detached command: exit %d after its engine was lost, want 1; stderr:\n%s", code, starter.stderr)
+	}
+	fetched := filepath.Join(dir, "fetched")
+	code, out := irsRun(t, time.Minute, "workflow", "fetch", ns, "-o", fetched)
+	if code != 1 || !strings.Contains(out, "lost") {
+		t.Errorf("fetch of the lost run: exit %d, want 1 and lost; output:\n%s", code, out)
+	}
+	res := readResult(t, filepath.Join(fetched, "result.json"))
+	if res.GetStatus() != "interrupted" || len(res.GetGaps()) != 1 || res.GetGaps()[0].GetStart() < 10 || res.Checkpoint == nil {
+		t.Fatalf("lost run's result: status %q, gaps %v, checkpoint %v; want interrupted with one gap from its last checkpoint (≥ 10 s)",
+			res.GetStatus(), res.GetGaps(), res.Checkpoint)
+	}
+	warm := phaseResult(t, res, "warm-up")
+	if p := point(warm.GetServices(), "loadgen", "", "load"); p == nil || p.GetRequests() < 500 || p.GetLatency() == nil {
+		t.Errorf("warm-up's load in the checkpoint: %v; want its ~1000 requests with their histogram", p)
+	}
+	if len(events(res, "engine_lost", "")) != 1 {
+		t.Errorf("no engine_lost event in %v", res.GetEvents())
+	}
+	if n := runPods(t, ns); n != 0 {
+		t.Errorf("%d pods of the run left in %s after its engine was lost, want 0", n, ns)
+	}
+
+	// stop: another run, ended early.
+	starter = command(t, nil, append([]string{"workflow", "run", file, "--detach"}, kubeArgs()...)...)
+	starter.start()
+	ns2 := detachedNS(t, starter, time.Minute)
+	awaitState(t, ns2, "running", 2*time.Minute)
+	time.Sleep(15 * time.Second)
+	if code, out := irsRun(t, 3*time.Minute, "workflow", "stop", ns2); code != 0 || !strings.Contains(out, "stopped") {
+		t.Fatalf("stop: exit %d; output:\n%s", code, out)
+	}
+	if code := starter.exitCode(time.Minute); code != 130 {
+		t.Errorf("the detached command after stop: exit %d, want the run's 130 (interrupted); stderr:\n%s", code, starter.stderr)
+	}
+	code, out = irsRun(t, time.Minute, "workflow", "fetch", ns2, "-o", filepath.Join(dir, "stopped"))
+	if code != 130 {
+		t.Errorf("fetch of the stopped run: exit %d, want 130; output:\n%s", code, out)
+	}
+	if res := readResult(t, filepath.Join(dir, "stopped", "result.json")); res.GetStatus() != "interrupted" || len(res.GetSeries()) < 10 {
+		t.Errorf("stopped run: status %q, %d ticks; want interrupted with what it measured", res.GetStatus(), len(res.GetSeries()))
+	}
+	if n := runPods(t, ns2); n != 0 {
+		t.Errorf("%d pods of the stopped run left, want 0", n)
+	}
+}
