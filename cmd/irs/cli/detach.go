@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -241,7 +242,7 @@ func (a *app) fetch(ctx context.Context, d *kube.Detached, dir string) error {
 	if dir == "" {
 		dir = filepath.Join("irs-runs", d.NS)
 	}
-	for _, name := range slices.Sorted(mapsKeys(files)) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
@@ -272,16 +273,6 @@ func mainResult(files map[string][]byte) string {
 		}
 	}
 	return ""
-}
-
-func mapsKeys(m map[string][]byte) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func (a *app) newWorkflowStopCmd() *cobra.Command {

@@ -26,12 +26,18 @@ func TestWorkflowRunRefusals(t *testing.T) {
 	if err := os.WriteFile(file, []byte(tinyWorkflow), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	linkFile := filepath.Join(dir, "link.yaml")
+	linkDoc := strings.Replace(tinyWorkflow, "    duration: 1s\n", "    duration: 1s\n    actions: [{at: 0s, link: {set: {delay: 1ms}}}]\n", 1)
+	if err := os.WriteFile(linkFile, []byte(linkDoc), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout string
-		stderr string
+		name     string
+		workflow string // default file
+		args     []string
+		code     int
+		stdout   string
+		stderr   string
 	}{
 		{name: "dry run", args: []string{"--dry-run", "--mesh", "none,envoy", "--repeat", "2"}, code: ExitOK,
 			stdout: "variants: none, envoy, 2 run(s) each, interleaved"},
@@ -43,11 +49,23 @@ func TestWorkflowRunRefusals(t *testing.T) {
 		{name: "no envoy", args: []string{"--mesh", "envoy", "--envoy-path", filepath.Join(dir, "no-envoy")}, code: ExitInvalidEnvironment},
 		{name: "one result for a suite", args: []string{file, "--result", filepath.Join(dir, "r.json")}, code: ExitInvalidConfig,
 			stderr: "--result names one file"},
+		{name: "detached suite", args: []string{file, "--backend", "kubernetes", "--detach"}, code: ExitInvalidConfig,
+			stderr: "--detach runs one workflow file"},
+		{name: "detached baseline", args: []string{"--backend", "kubernetes", "--detach", "--baseline", file}, code: ExitInvalidConfig,
+			stderr: "the baseline is a file on this machine"},
+		{name: "detached dry run", args: []string{"--backend", "kubernetes", "--detach", "--dry-run"}, code: ExitInvalidConfig,
+			stderr: "a dry run runs nothing"},
+		{name: "detached link action", workflow: linkFile, args: []string{"--backend", "kubernetes", "--detach"},
+			code: ExitInvalidConfig, stderr: "only the machine that runs the cluster reaches"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			runDir := filepath.Join(t.TempDir(), "run")
-			args := append([]string{"workflow", "run", file, "--run-dir", runDir, "--progress", "off"}, tt.args...)
+			workflow := file
+			if tt.workflow != "" {
+				workflow = tt.workflow
+			}
+			args := append([]string{"workflow", "run", workflow, "--run-dir", runDir, "--progress", "off"}, tt.args...)
 			code, stdout, stderr, _ := runMain(t.Context(), args...)
 			if code != tt.code || !strings.Contains(stdout, tt.stdout) || !strings.Contains(stderr, tt.stderr) {
 				t.Errorf("exit %d, want %d\nstdout (want %q):\n%s\nstderr (want %q):\n%s", code, tt.code, tt.stdout, stdout, tt.stderr, stderr)
