@@ -29,6 +29,7 @@ const (
 type options struct {
 	irs, fortio string
 	duration    time.Duration
+	soak        time.Duration
 	rounds      int
 	only        map[string]bool
 	tmp         string
@@ -40,8 +41,9 @@ func main() {
 	flag.StringVar(&o.irs, "irs", "bin/irs", "irs binary under test")
 	flag.StringVar(&o.fortio, "fortio", "", "fortio binary (default: fortio on PATH or in $(go env GOPATH)/bin)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
+	flag.DurationVar(&o.soak, "soak", 30*time.Minute, "length of the detached soak (section soak)")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported)")
-	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,nodes,kwok (default all but kube, nodes and kwok, which hack/testnode/bench.sh runs on the test cluster)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,nodes,kwok,soak (default all but kube, nodes, kwok and soak, which hack/testnode/bench.sh runs on the test cluster)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
@@ -90,7 +92,7 @@ func (o *options) resolve() error {
 
 func (o *options) want(section string) bool {
 	if len(o.only) == 0 {
-		return section != "kube" && section != "kwok" && section != "nodes"
+		return section != "kube" && section != "kwok" && section != "nodes" && section != "soak"
 	}
 	return o.only[section]
 }
@@ -114,6 +116,7 @@ func (o *options) run(ctx context.Context) error {
 		{"kube", o.kubeCluster},
 		{"nodes", o.kubeNodes},
 		{"kwok", o.kwokScale},
+		{"soak", o.detachedSoak},
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {

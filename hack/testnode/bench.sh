@@ -21,4 +21,4 @@ echo "up.sh, warm: $ready (measured, target < 20 s)"
 echo
 "$HERE/run.sh" env IRS_IMAGE="$(name bin/irs-image.tar)" IRS_ENVOY_IMAGE="$(name bin/envoy-image.tar)" \
   IRS_LINKERD_IMAGE="$(name bin/linkerd-image.tar)" IRS_ZTUNNEL_IMAGE="$(name bin/ztunnel-image.tar)" \
-  go run ./bench -irs bin/irs -only kube,nodes,kwok
+  go run ./bench -irs bin/irs -only kube,nodes,kwok,soak ${IRS_SOAK:+-soak "$IRS_SOAK"}

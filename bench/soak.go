@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// soakWorkflow is a long detached run: a load generator → client → server chain at 100 req/s, a server killed
+// every two minutes, so the engine's result grows the way a soak's does (series, events, kills).
+const soakWorkflow = `
+name: bench-soak
+seed: 1
+services:
+  - name: loadgen
+    worker:
+      load: {target: client, rate: 100, connections: 16, timeout: 2s}
+  - name: client
+    replicas: 2
+    worker:
+      serve: {delay: 1ms}
+      calls: [{service: server, timeout: 1s}]
+  - name: server
+    replicas: 2
+    worker:
+      serve: {delay: 2ms}
+phases:
+  - name: soak
+    duration: %s
+    actions:
+      - every: 2m
+        kill: {service: server}
+`
+
+// soakSample is the engine container's usage at one moment, as its node's kubelet reports it.
+type soakSample struct {
+	at       time.Time
+	cpuNanos float64 // cumulative CPU time
+	memBytes float64 // working set
+}
+
+// detachedSoak runs soakWorkflow detached for o.soak at time scale 1 and measures the engine's pod from outside
+// (the kubelet's stats summary, every 30 s): is its memory and CPU flat over the run? It reports each as a
+// least-squares slope with its standard error, and the growth the slope makes over the whole run.
+func (o *options) detachedSoak(ctx context.Context) error {
+	image := os.Getenv("IRS_IMAGE")
+	if image == "" {
+		return fmt.Errorf("IRS_IMAGE: run this section through hack/testnode/bench.sh")
+	}
+	dir := filepath.Join(o.tmp, "soak")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "soak.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(soakWorkflow, o.soak)), 0o644); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.soak+15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, o.irs, "workflow", "run", file, "--backend", "kubernetes", "--image", image, "--detach")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	nsCh := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`detached run [0-9a-f]+ \(namespace (\S+)\)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				nsCh <- m[1]
+			}
+		}
+	}()
+	var ns string
+	select {
+	case ns = <-nsCh:
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("the detached run did not say its namespace within 2 minutes")
+	}
+	var samples []soakSample
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case err := <-done:
+			waiting = false
+			if err != nil {
+				return fmt.Errorf("the detached run: %w", err)
+			}
+		case <-tick.C:
+			if s, ok := engineUsage(ctx, ns); ok {
+				samples = append(samples, s)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// The first two minutes are the engine starting the workers: the trend is measured over the rest.
+	var steady []soakSample
+	for _, s := range samples {
+		if len(samples) > 0 && s.at.Sub(samples[0].at) >= 2*time.Minute {
+			steady = append(steady, s)
+		}
+	}
+	if len(steady) < 10 {
+		return fmt.Errorf("%d samples of the engine's usage in its steady part, want 10 or more (is the kubelet's stats summary reachable?)", len(steady))
+	}
+	hours := func(s soakSample) float64 { return s.at.Sub(steady[0].at).Hours() }
+	var tMem, mem, tCPU, cpu []float64
+	for i, s := range steady {
+		tMem, mem = append(tMem, hours(s)), append(mem, s.memBytes/(1<<20))
+		if i > 0 {
+			dt := s.at.Sub(steady[i-1].at).Seconds()
+			tCPU, cpu = append(tCPU, hours(s)), append(cpu, (s.cpuNanos-steady[i-1].cpuNanos)/1e6/dt) // millicores
+		}
+	}
+	span := hours(steady[len(steady)-1])
+	memSlope, memSE, memMean := slope(tMem, mem)
+	cpuSlope, cpuSE, cpuMean := slope(tCPU, cpu)
+	out := filepath.Join(dir, "fetched")
+	fetch := exec.CommandContext(ctx, o.irs, "workflow", "fetch", ns, "-o", out)
+	if b, err := fetch.CombinedOutput(); err != nil {
+		return fmt.Errorf("fetch %s: %w: %s", ns, err, b)
+	}
+	_ = exec.CommandContext(ctx, o.irs, "cleanup", "--backend", "kubernetes").Run()
+	flat := func(s, se, mean float64) string {
+		growth := s * span / mean
+		return fmt.Sprintf("%+.2f ± %.2f /h: %+.1f %% over the run %s", s, se, 100*growth, verdict(math.Abs(growth) < 0.10))
+	}
+	fmt.Printf("## A detached run's engine over a %s soak (time scale 1; its pod measured by its kubelet every 30 s)\n\n", o.soak)
+	fmt.Println("| measure | mean | slope ± standard error (least squares, after the first 2 min) | target |")
+	fmt.Println("|---|---|---|---|")
+	fmt.Printf("| engine memory (working set) | %.1f MiB | %s MiB | growth < 10 %% |\n", memMean, flat(memSlope, memSE, memMean))
+	fmt.Printf("| engine CPU | %.1f millicores | %s millicores | growth < 10 %% |\n", cpuMean, flat(cpuSlope, cpuSE, cpuMean))
+	fmt.Printf("| samples | %d over %.0f min | | |\n\n", len(steady), span*60)
+	return nil
+}
+
+// engineUsage reads the engine container's CPU and memory from the resource metrics of its pod's node's
+// kubelet (the counters IRS reads for every container).
+func engineUsage(ctx context.Context, ns string) (soakSample, bool) {
+	node, err := exec.CommandContext(ctx, "kubectl", "get", "pods", "-n", ns, "-l", "app.kubernetes.io/name=irs-engine",
+		"--field-selector", "status.phase=Running", "-o", "jsonpath={.items[0].spec.nodeName}").Output()
+	if err != nil || len(node) == 0 {
+		return soakSample{}, false
+	}
+	raw, err := exec.CommandContext(ctx, "kubectl", "get", "--raw",
+		"/api/v1/nodes/"+strings.TrimSpace(string(node))+"/proxy/metrics/resource").Output()
+	if err != nil {
+		return soakSample{}, false
+	}
+	s := soakSample{at: time.Now()}
+	found := 0
+	want := fmt.Sprintf(`{container="engine",namespace=%q,`, ns)
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, rest, ok := strings.Cut(line, want)
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest[strings.Index(rest, "}")+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "container_cpu_usage_seconds_total":
+			s.cpuNanos, found = v*1e9, found+1
+		case "container_memory_working_set_bytes":
+			s.memBytes, found = v, found+1
+		}
+	}
+	return s, found == 2
+}
+
+// slope fits y = a + b·x by least squares: b, its standard error, and the mean of y.
+func slope(x, y []float64) (b, se, mean float64) {
+	n := float64(len(x))
+	var mx, my float64
+	for i := range x {
+		mx, my = mx+x[i], my+y[i]
+	}
+	mx, my = mx/n, my/n
+	var sxx, sxy float64
+	for i := range x {
+		sxx += (x[i] - mx) * (x[i] - mx)
+		sxy += (x[i] - mx) * (y[i] - my)
+	}
+	b = sxy / sxx
+	var ss float64
+	for i := range x {
+		r := y[i] - (my + b*(x[i]-mx))
+		ss += r * r
+	}
+	return b, math.Sqrt(ss / (n - 2) / sxx), my
+}
