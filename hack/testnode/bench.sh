@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench.sh - the Kubernetes benchmarks (make bench): bring up the test cluster (three nodes) with kwok's fake
-# nodes beside it, run the kube, nodes and kwok sections of ./bench in its network namespace, and always tear it
-# down. It also reports how long the nodes took to be Ready (up.sh's own measure, warm).
+# nodes beside it, run the kube, nodes, kwok and soak sections of ./bench in its network namespace, and always
+# tear it down. It also reports how long the nodes took to be Ready (up.sh's own measure, warm). The soak is a
+# detached run of 30 minutes; IRS_SOAK=5m shortens it.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
