@@ -6,6 +6,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/irs-sim/irs/cmd/irs/cli"
@@ -30,8 +33,42 @@ func main() {
 func run(self string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer profile()()
 	return cli.Main(ctx, cli.Env{
 		Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, LookupEnv: os.LookupEnv,
 		Executable: self,
 	})
+}
+
+// profile writes this process's CPU profile to $IRS_CPUPROFILE and its heap profile, at its end, to
+// $IRS_MEMPROFILE (for `go tool pprof`): how a command's own cost is found before it is changed. A run's workers
+// inherit the variables: "%p" in a path is the process id, so that each process writes its own file; a file
+// that exists is not overwritten.
+func profile() (stop func()) {
+	create := func(env string) *os.File {
+		path := strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
+		if path == "" {
+			return nil
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return nil
+		}
+		return f
+	}
+	cpu := create("IRS_CPUPROFILE")
+	if cpu != nil && pprof.StartCPUProfile(cpu) != nil {
+		_ = cpu.Close()
+		cpu = nil
+	}
+	return func() {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			_ = cpu.Close()
+		}
+		if mem := create("IRS_MEMPROFILE"); mem != nil {
+			_ = pprof.Lookup("heap").WriteTo(mem, 0)
+			_ = mem.Close()
+		}
+	}
 }
