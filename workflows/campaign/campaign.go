@@ -132,7 +132,7 @@ type Campaign struct {
 	Verdicts Verdicts
 	// Checkpoint, when set, is given each run's result as it stands, at most every 10 s, with the path its
 	// result goes to (a detached run keeps it where it outlives its engine; engine.Options.Checkpoint).
-	Checkpoint func(resultPath string, res *irsv1.WorkflowResult)
+	Checkpoint func(resultPath string, snap engine.Snapshot)
 
 	mu      sync.Mutex
 	current workflows.Backend // the running run's

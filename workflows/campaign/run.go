@@ -56,7 +56,7 @@ func (c *Campaign) once(ctx context.Context, p *plan, mesh *irsv1.Mesh, point wo
 		o.Baseline = baseline.ForAssertions(p.base.file, variant)
 	}
 	if c.Checkpoint != nil {
-		o.Checkpoint = func(res *irsv1.WorkflowResult) { c.Checkpoint(resultPath, res) }
+		o.Checkpoint = func(snap engine.Snapshot) { c.Checkpoint(resultPath, snap) }
 	}
 	res, err := engine.Run(ctx, o)
 	if p.interactive {

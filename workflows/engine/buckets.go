@@ -7,6 +7,7 @@ import (
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/resultfile"
 )
 
 // consumeSamples files each window in the interval that holds its middle: the streams cut their windows at
@@ -147,6 +148,12 @@ func (e *engine) closeBuckets(k int) {
 		}
 		e.errs.add(phase, tick.GetT(), reqs, fails)
 		e.res.Series = append(e.res.Series, tick)
+		enc, err := resultfile.EncodeTick(tick)
+		if err != nil { // a tick is ours and always encodes: this is for the impossible case, said and kept valid
+			e.logger.Error("encode a tick of the series: the written result leaves it empty", "t", tick.GetT(), "err", err)
+			enc = []byte("{}")
+		}
+		e.seriesJSON = append(e.seriesJSON, enc)
 		e.lastTick = tick
 	}
 }

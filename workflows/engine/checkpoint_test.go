@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/resultfile"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -20,9 +24,21 @@ func TestCheckpoint(t *testing.T) {
 	e.closeBuckets(6) // 1.5 s of 2: warm-up whole, spike half
 	before := proto.Clone(e.res)
 
-	cp := e.checkpoint()
+	snap := e.checkpoint()
 	if !proto.Equal(e.res, before) {
 		t.Errorf("the checkpoint changed the run's own result")
+	}
+	// Written as a detached run writes it, the head with its series stitched in, and read back.
+	var doc bytes.Buffer
+	if err := resultfile.EncodeSeries(&doc, snap.Head, snap.Series); err != nil {
+		t.Fatal(err)
+	}
+	cp := &irsv1.WorkflowResult{}
+	if err := protojson.Unmarshal(doc.Bytes(), cp); err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.GetSeries()) != 6 || !proto.Equal(cp.GetSeries()[5], e.res.GetSeries()[5]) {
+		t.Errorf("checkpoint series: %d ticks, want the 6 closed, as the run has them", len(cp.GetSeries()))
 	}
 	if cp.GetStatus() != StatusRunning || cp.Checkpoint == nil || cp.GetCheckpoint() != 1.5 || cp.GetEndedAt() != nil {
 		t.Fatalf("checkpoint status %q at %v, ended %v; want running, at 1.5 s, not ended", cp.GetStatus(), cp.Checkpoint, cp.GetEndedAt())

@@ -1,8 +1,12 @@
 package resultfile
 
 import (
+	"bufio"
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
+	"unicode"
 
 	"github.com/irs-sim/irs/internal/atomicfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -26,6 +30,52 @@ func WriteResult(path string, res *irsv1.WorkflowResult) error {
 		return err
 	}
 	return atomicfile.Write(path, b, 0o644)
+}
+
+// WriteResultSeries writes a run's result whose series is given apart, each tick already encoded (EncodeTick):
+// the engine encodes a tick once, when its interval closes, so that rewriting the result while the run goes on
+// costs what is new in it rather than the run's length. The file reads as WriteResult's would.
+func WriteResultSeries(path string, head *irsv1.WorkflowResult, series [][]byte) error {
+	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error { return EncodeSeries(w, head, series) })
+}
+
+// EncodeTick encodes one tick of a result's series for WriteResultSeries and EncodeSeries.
+func EncodeTick(t *irsv1.Tick) ([]byte, error) {
+	return protojson.MarshalOptions{UseProtoNames: true}.Marshal(t)
+}
+
+// EncodeSeries writes head as WriteResult would, with series (each tick encoded by EncodeTick) as its series;
+// head's own series is ignored.
+func EncodeSeries(w io.Writer, head *irsv1.WorkflowResult, series [][]byte) error {
+	if len(head.GetSeries()) > 0 {
+		head = proto.CloneOf(head)
+		head.Series = nil
+	}
+	b, err := encode(head)
+	if err != nil {
+		return err
+	}
+	end := bytes.LastIndexByte(b, '}')
+	if end < 0 || len(series) == 0 {
+		_, err := w.Write(b)
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(b[:end])
+	if bytes.ContainsFunc(b[bytes.IndexByte(b, '{')+1:end], func(r rune) bool { return !unicode.IsSpace(r) }) {
+		bw.WriteString(",")
+	}
+	bw.WriteString("\n  \"series\": [")
+	for i, t := range series {
+		if i > 0 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n    ")
+		bw.Write(t)
+	}
+	bw.WriteString("\n  ]\n")
+	bw.Write(b[end:])
+	return bw.Flush()
 }
 
 // WriteComparison writes a comparison file atomically, making its directory.

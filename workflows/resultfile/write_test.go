@@ -1,6 +1,7 @@
 package resultfile_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/resultfile"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -78,5 +80,50 @@ func TestWriteOnlyOverRegularFiles(t *testing.T) {
 	}
 	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("the pipe was replaced: %v, %v", st, err)
+	}
+}
+
+// TestWriteResultSeries: a result written with its series encoded apart, a tick at a time, reads back equal to
+// the whole result, with no tick, one, or many; and the head's own series, if any, is not written twice.
+func TestWriteResultSeries(t *testing.T) {
+	for _, n := range []int{0, 1, 3} {
+		whole := &irsv1.WorkflowResult{Schema: resultfile.ResultSchema, Status: "running", Seed: 7,
+			Events: []*irsv1.RunEvent{{T: 1.5, Kind: "kill"}}}
+		var encoded [][]byte
+		for i := range n {
+			tick := &irsv1.Tick{T: float64(i + 1), Phase: "steady", Services: []*irsv1.Point{{Service: "server", Requests: int64(10 * i)}}}
+			whole.Series = append(whole.Series, tick)
+			b, err := resultfile.EncodeTick(tick)
+			if err != nil {
+				t.Fatal(err)
+			}
+			encoded = append(encoded, b)
+		}
+		head := proto.CloneOf(whole)
+		if n < 3 {
+			head.Series = nil
+		} // with three ticks the head keeps its own: they must not be written beside the ones given
+		path := filepath.Join(t.TempDir(), "result.json")
+		if err := resultfile.WriteResultSeries(path, head, encoded); err != nil {
+			t.Fatal(err)
+		}
+		f, err := resultfile.Read(t.Context(), path)
+		if err != nil {
+			b, _ := os.ReadFile(path)
+			t.Fatalf("%d ticks: %v\n%s", n, err, b)
+		}
+		if !proto.Equal(f.Result, whole) {
+			t.Errorf("%d ticks: read back %v, want %v", n, f.Result, whole)
+		}
+	}
+	// A head with no field at all: the series is its only one.
+	var buf bytes.Buffer
+	tick, _ := resultfile.EncodeTick(&irsv1.Tick{T: 1})
+	if err := resultfile.EncodeSeries(&buf, &irsv1.WorkflowResult{}, [][]byte{tick}); err != nil {
+		t.Fatal(err)
+	}
+	var got irsv1.WorkflowResult
+	if err := protojson.Unmarshal(buf.Bytes(), &got); err != nil || len(got.GetSeries()) != 1 {
+		t.Errorf("an empty head with one tick: %v, %v\n%s", &got, err, buf.Bytes())
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,9 @@ import (
 	"github.com/irs-sim/irs/internal/idlecpu"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/kube"
+	"github.com/irs-sim/irs/workflows/resultfile"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -405,26 +408,28 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 		}
 	}()
 	c := a.newCampaign(opts)
-	c.Checkpoint = func(resultPath string, res *irsv1.WorkflowResult) {
+	c.Checkpoint = func(resultPath string, snap engine.Snapshot) {
 		files, err := runFiles(runDir)
 		if err != nil {
 			a.logger.Warn("checkpoint", "err", err)
 			return
 		}
-		doc, err := protojson.Marshal(res)
-		if err != nil {
+		var doc bytes.Buffer
+		if err := resultfile.EncodeSeries(&doc, snap.Head, snap.Series); err != nil {
+			a.logger.Warn("checkpoint", "err", err)
 			return
 		}
 		if rel, err := filepath.Rel(runDir, resultPath); err == nil && filepath.IsLocal(rel) {
-			files[filepath.ToSlash(rel)] = doc
+			files[filepath.ToSlash(rel)] = doc.Bytes()
 		}
 		if err := store.Put(context.WithoutCancel(ctx), files, false); err != nil {
 			a.logger.Warn("checkpoint", "err", err)
 			return
 		}
+		res := snap.Head
 		progress := fmt.Sprintf("%s: %.0f s measured", filepath.Dir(filepath.ToSlash(mustRel(runDir, resultPath))), res.GetCheckpoint())
-		if n := len(res.GetSeries()); n > 0 {
-			progress = fmt.Sprintf("%s, phase %s", progress, res.GetSeries()[n-1].GetPhase())
+		if n := len(res.GetPhases()); n > 0 {
+			progress = fmt.Sprintf("%s, phase %s", progress, res.GetPhases()[n-1].GetName())
 		}
 		_, _ = store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) { s.Progress = strings.TrimPrefix(progress, ".: ") })
 	}
