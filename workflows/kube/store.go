@@ -232,7 +232,9 @@ func chunkName(gen, i int) string { return fmt.Sprintf("%s%d-%d", chunkPrefix, g
 // pack makes a gzipped tar of files, in name order.
 func pack(files map[string][]byte) ([]byte, error) {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	// The fastest level: a checkpoint compresses the whole result every 10 s, and JSON shrinks about fivefold
+	// even so.
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	tw := tar.NewWriter(zw)
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {
