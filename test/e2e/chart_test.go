@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -20,7 +19,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/yaml"
 )
@@ -195,59 +193,4 @@ func decodeObjects(t *testing.T, out []byte) renderedObjects {
 		}
 	}
 	return r
-}
-
-// TestChartDetachedRuns: with detachedRuns.enabled the chart installs what a detached run's engine needs, with
-// the permissions irs workflow run --detach gives it (kube.EngineRules): no more, no less; and nothing without.
-func TestChartDetachedRuns(t *testing.T) {
-	for _, drain := range []bool{false, true} {
-		out, err := exec.Command(helm(t), "template", "rel", "../../charts/irs", "--namespace", "perf", "--set", "image.tag=v9",
-			"--set", "services=null", "--set", "detachedRuns.enabled=true", "--set", fmt.Sprintf("detachedRuns.drain=%t", drain)).Output()
-		if err != nil {
-			t.Fatalf("helm template: %v", err)
-		}
-		var role rbacv1.Role
-		var cluster rbacv1.ClusterRole
-		kinds := map[string]int{}
-		for _, doc := range strings.Split(string(out), "\n---") {
-			dec := func(into any) {
-				if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096).Decode(into); err != nil && !errors.Is(err, io.EOF) {
-					t.Fatalf("decode %s: %v", doc, err)
-				}
-			}
-			for _, k := range []string{"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} {
-				if strings.Contains(doc, "\nkind: "+k+"\n") {
-					kinds[k]++
-				}
-			}
-			switch {
-			case strings.Contains(doc, "\nkind: Role\n"):
-				dec(&role)
-			case strings.Contains(doc, "\nkind: ClusterRole\n"):
-				dec(&cluster)
-			}
-		}
-		for _, k := range []string{"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} {
-			if kinds[k] != 1 {
-				t.Errorf("drain %t: %d %s, want 1", drain, kinds[k], k)
-			}
-		}
-		wantRole, wantCluster := kube.EngineRules("perf", drain)
-		if d := cmp.Diff(wantRole, role.Rules); d != "" {
-			t.Errorf("drain %t: Role rules: the CLI's (-) and the chart's (+) differ:\n%s", drain, d)
-		}
-		if d := cmp.Diff(wantCluster, cluster.Rules); d != "" {
-			t.Errorf("drain %t: ClusterRole rules: the CLI's (-) and the chart's (+) differ:\n%s", drain, d)
-		}
-		if cluster.Name != "irs-engine-perf" {
-			t.Errorf("cluster role %q, want irs-engine-perf (named as the CLI names it)", cluster.Name)
-		}
-	}
-	out, err := exec.Command(helm(t), "template", "rel", "../../charts/irs", "--namespace", "perf", "--set", "image.tag=v9").Output()
-	if err != nil {
-		t.Fatalf("helm template: %v", err)
-	}
-	if strings.Contains(string(out), "irs-engine") {
-		t.Errorf("the chart installs a detached run's engine's account without detachedRuns.enabled")
-	}
 }

@@ -3,7 +3,6 @@ package kube
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,7 +105,7 @@ func Launch(ctx context.Context, a Access, spec DetachSpec) (*Detached, error) {
 	return d, nil
 }
 
-// launch makes the run's objects; made says that its namespace is the run's (made, or borrowed) by now.
+// launch makes the run's objects; made says that its namespace is the run's (it made it) by now.
 func (d *Detached) launch(ctx context.Context, spec DetachSpec) (made bool, _ error) {
 	c, ns := d.c, spec.Namespace
 	labels := maps.Clone(spec.Labels)
@@ -120,15 +119,12 @@ func (d *Detached) launch(ctx context.Context, spec DetachSpec) (made bool, _ er
 	nsObj := &corev1.Namespace{ObjectMeta: meta(ns, "")}
 	nsObj.Annotations = map[string]string{AnnotationExpires: spec.Expires.UTC().Format(time.RFC3339),
 		AnnotationHeartbeat: time.Now().UTC().Format(time.RFC3339)}
-	hosted := false
 	if err := c.create(ctx, c.core, "", "namespaces", nsObj, &corev1.Namespace{}); err != nil {
-		if !isAlreadyExists(err) {
-			return false, &EnvironmentError{Err: fmt.Errorf("create namespace %s: %w", ns, err)}
+		if isAlreadyExists(err) { // never a namespace that is not the run's: its end deletes it
+			return false, &EnvironmentError{Err: fmt.Errorf("namespace %s exists: a detached run makes a namespace of its own, "+
+				"which its end deletes; name one that does not exist (--namespace), or none", ns)}
 		}
-		if err := d.host(ctx, nsObj, spec.Drain); err != nil {
-			return false, err
-		}
-		hosted = true
+		return false, &EnvironmentError{Err: fmt.Errorf("create namespace %s: %w", ns, err)}
 	}
 	role, cluster := EngineRules(ns, spec.Drain)
 	clusterName := engineName + "-" + ns
@@ -157,9 +153,6 @@ func (d *Detached) launch(ctx context.Context, spec DetachSpec) (made bool, _ er
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterName}}, &rbacv1.ClusterRoleBinding{})
 		}},
 	}
-	if hosted {
-		rbac = nil // the chart's
-	}
 	steps := append(rbac, []step{
 		{"workflow", func() error {
 			return c.create(ctx, c.core, ns, "configmaps", &corev1.ConfigMap{ObjectMeta: meta(runConfigMap, ns),
@@ -186,84 +179,6 @@ func (d *Detached) launch(ctx context.Context, spec DetachSpec) (made bool, _ er
 		}
 	}
 	return true, nil
-}
-
-// AnnotationHost marks a namespace the chart prepared for detached runs (detachedRuns.enabled), which a run
-// borrows: at its end only what the run made goes, the namespace and the chart's objects stay.
-const AnnotationHost = "irs.dev/detached-host"
-
-// host borrows an existing namespace for a detached run: one whose engine account the chart installed, with no
-// detached run in progress. Its labels and annotations say whose run it holds.
-func (d *Detached) host(ctx context.Context, want *corev1.Namespace, drain bool) error {
-	c, ns := d.c, want.Name
-	if err := c.get(ctx, c.core, ns, "serviceaccounts", engineName, &corev1.ServiceAccount{}); err != nil {
-		return &EnvironmentError{Err: fmt.Errorf("namespace %s exists and holds no account for a detached run's engine "+
-			"(a detached run makes a namespace of its own, or borrows one the chart prepared: detachedRuns.enabled): %w", ns, err)}
-	}
-	if drain {
-		if ok, _, err := c.allowedOn(ctx, "get", "rbac.authorization.k8s.io", "clusterroles", "", "", engineName+"-"+ns); err == nil && ok {
-			cr := &rbacv1.ClusterRole{}
-			if err := c.get(ctx, c.rbac, "", "clusterroles", engineName+"-"+ns, cr); err == nil && !slices.ContainsFunc(cr.Rules, func(r rbacv1.PolicyRule) bool {
-				return slices.Contains(r.Resources, "nodes") && slices.Contains(r.Verbs, "patch")
-			}) {
-				return &EnvironmentError{Err: fmt.Errorf("namespace %s: the workflow drains nodes, which the chart's engine may not "+
-					"(install it with detachedRuns.drain=true)", ns)}
-			}
-		}
-	}
-	if st, err := d.Store().Status(ctx); err == nil && !st.Ended() {
-		return &EnvironmentError{Err: fmt.Errorf("namespace %s holds a detached run that has not ended (%s): one at a time "+
-			"(irs workflow stop %s, or another namespace)", ns, st.State, ns)}
-	}
-	if err := d.clearHosted(ctx); err != nil {
-		return err
-	}
-	labels := map[string]any{}
-	for k, v := range want.Labels {
-		labels[k] = v
-	}
-	ann := map[string]any{AnnotationHost: "chart"}
-	for k, v := range want.Annotations {
-		ann[k] = v
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels, "annotations": ann}})
-	if err := c.mergePatch(ctx, c.core, "", "namespaces", ns, patch); err != nil {
-		return &EnvironmentError{Err: fmt.Errorf("label namespace %s for the detached run: %w", ns, err)}
-	}
-	return nil
-}
-
-// clearHosted removes from a borrowed namespace what a detached run there made: its engine's Job, its workflow,
-// status and artifacts, and its run's objects.
-func (d *Detached) clearHosted(ctx context.Context) error {
-	c, ns := d.c, d.NS
-	var errs []error
-	bg := metav1.DeletePropagationBackground
-	if err := c.batch.Delete().Namespace(ns).Resource("jobs").Name(engineName).Body(&metav1.DeleteOptions{PropagationPolicy: &bg}).Do(ctx).Error(); err != nil && !isNotFound(err) {
-		errs = append(errs, fmt.Errorf("delete the engine's Job: %w", err))
-	}
-	names := []string{runConfigMap, statusConfigMap}
-	list := &corev1.ConfigMapList{}
-	if err := c.list(ctx, c.core, ns, "configmaps", metav1.ListOptions{LabelSelector: LabelArtifacts}, list); err == nil {
-		for _, cm := range list.Items {
-			names = append(names, cm.Name)
-		}
-	}
-	for _, n := range names {
-		if err := c.remove(ctx, c.core, ns, "configmaps", n, nil); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete configmap %s: %w", n, err))
-		}
-	}
-	if err := RemoveRunObjects(ctx, c, ns, LabelRun, true); err != nil {
-		errs = append(errs, err)
-	}
-	// The engine's pods go with its Job, in the background: wait, so that the next run's Job starts alone.
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if pod, _, err := d.EnginePod(ctx); err == nil && pod == "" {
-			break
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // engineJob is the engine's Job: one pod at a time, and one more if it is lost (the second ends the run with what
@@ -362,15 +277,8 @@ func (d *Detached) Stop(ctx context.Context) (RunStatus, error) {
 	return st, errors.Join(rerr, err)
 }
 
-// Delete removes the run: its namespace and its cluster-wide objects; from a namespace it borrowed (the
-// chart's), only what it made.
+// Delete removes the run: its namespace and its cluster-wide objects.
 func (d *Detached) Delete(ctx context.Context) error {
-	ns := &corev1.Namespace{}
-	if err := d.c.get(ctx, d.c.core, "", "namespaces", d.NS, ns); err == nil && ns.Annotations[AnnotationHost] != "" {
-		err := d.clearHosted(ctx)
-		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null},"annotations":{%q:null}}}`, LabelDetached, AnnotationHost))
-		return errors.Join(err, d.c.mergePatch(ctx, d.c.core, "", "namespaces", d.NS, patch))
-	}
 	var errs []error
 	name := engineName + "-" + d.NS
 	for _, r := range []string{"clusterrolebindings", "clusterroles"} {
