@@ -223,6 +223,9 @@ func (d *Detached) engineJob(ctx context.Context, spec DetachSpec, labels map[st
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr(int32(1)),
 			ActiveDeadlineSeconds: ptr(int64(spec.Deadline.Seconds())),
+			// The second engine starts only once the first has stopped (an evicted one ends its run and keeps
+			// it as it goes): never two writing the run's status and artifacts at once.
+			PodReplacementPolicy: ptr(batchv1.Failed),
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels,
 				Annotations: map[string]string{"linkerd.io/inject": "disabled"}}, Spec: pod},
 		},
