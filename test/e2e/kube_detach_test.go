@@ -67,6 +67,19 @@ func sameWithinNoise(t *testing.T, base, current string) {
 	t.Logf("attached → detached: %s, %d metrics; %s", cmp.GetStatus(), len(cmp.GetChanges()), strings.Join(cmp.GetReasons(), "; "))
 }
 
+// startDetached starts detachedWorkflow detached (its file in dir) and returns the starting command and the
+// run's namespace.
+func startDetached(t *testing.T, dir string) (*proc, string) {
+	t.Helper()
+	file := filepath.Join(dir, "detached.yaml")
+	if err := os.WriteFile(file, []byte(detachedWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	starter := command(t, nil, append([]string{"workflow", "run", file, "--detach"}, kubeArgs()...)...)
+	starter.start()
+	return starter, detachedNS(t, starter, time.Minute)
+}
+
 // detachedNS reads the namespace a detached run says it made.
 func detachedNS(t *testing.T, p *proc, within time.Duration) string {
 	t.Helper()
@@ -124,13 +137,7 @@ func awaitState(t *testing.T, ns, state string, within time.Duration) {
 // gone at its end, and irs cleanup removes the rest.
 func TestKubeDetached(t *testing.T) {
 	dir := t.TempDir()
-	file := filepath.Join(dir, "detached.yaml")
-	if err := os.WriteFile(file, []byte(detachedWorkflow), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	starter := command(t, nil, append([]string{"workflow", "run", file, "--detach"}, kubeArgs()...)...)
-	starter.start()
-	ns := detachedNS(t, starter, time.Minute)
+	starter, ns := startDetached(t, dir)
 	awaitState(t, ns, "running", 2*time.Minute)
 	starter.signal(syscall.SIGKILL) // the laptop closed
 	starter.exitCode(10 * time.Second)
@@ -175,13 +182,7 @@ func TestKubeDetached(t *testing.T) {
 // removed. stop ends another run early, with what it measured.
 func TestKubeDetachedEngineLost(t *testing.T) {
 	dir := t.TempDir()
-	file := filepath.Join(dir, "detached.yaml")
-	if err := os.WriteFile(file, []byte(detachedWorkflow), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	starter := command(t, nil, append([]string{"workflow", "run", file, "--detach"}, kubeArgs()...)...)
-	starter.start()
-	ns := detachedNS(t, starter, time.Minute)
+	starter, ns := startDetached(t, dir)
 	defer func() { _, _ = irsRun(t, time.Minute, "cleanup", "--backend", "kubernetes") }()
 	// Wait for a checkpoint well into the run, then kill the engine at once.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -223,9 +224,7 @@ func TestKubeDetachedEngineLost(t *testing.T) {
 	}
 
 	// stop: another run, ended early.
-	starter = command(t, nil, append([]string{"workflow", "run", file, "--detach"}, kubeArgs()...)...)
-	starter.start()
-	ns2 := detachedNS(t, starter, time.Minute)
+	starter, ns2 := startDetached(t, t.TempDir())
 	awaitState(t, ns2, "running", 2*time.Minute)
 	time.Sleep(15 * time.Second)
 	if code, out := irsRun(t, 3*time.Minute, "workflow", "stop", ns2); code != 0 || !strings.Contains(out, "stopped") {

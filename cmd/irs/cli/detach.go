@@ -463,7 +463,7 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 	}
 	msg = strings.TrimPrefix(msg+kept, "; ")
 	_, err = store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) {
-		s.State, s.Exit, s.Message, s.Heartbeat = state, exitCodeOf(runErr), msg, time.Now()
+		s.State, s.Exit, s.Message, s.Heartbeat = state, exitCode(runErr), msg, time.Now()
 	})
 	return err // the run's own exit code is in its status: the Job succeeded
 }
@@ -563,16 +563,4 @@ func runFiles(dir string) (map[string][]byte, error) {
 		return files, nil
 	}
 	return files, err
-}
-
-// exitCodeOf is the exit code Main gives err.
-func exitCodeOf(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return ExitError
 }
