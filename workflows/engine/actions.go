@@ -57,7 +57,10 @@ func (e *engine) execute(ctx context.Context) bool {
 			pi++
 		case si < len(steps) && steps[si].At <= next:
 			st := steps[si]
-			lanes.run(laneOf(st), func() { e.step(ctx, st) })
+			lanes.run(laneOf(st), func() {
+				defer e.stepStarted()()
+				e.step(ctx, st)
+			})
 			si++
 		default:
 			if len(phases) > 0 {

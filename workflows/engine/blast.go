@@ -6,7 +6,9 @@ import (
 	"math"
 	"slices"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // replicaWindow is what one replica reported for one interval, kept for the blast radius of faults: the
@@ -22,8 +24,22 @@ type replicaWindow struct {
 type callWindow struct {
 	callee   string
 	outcomes *irsv1.Outcomes
-	// latency is kept only for the callees faults hit: their callers' p50 and p99 before and after.
+	// latency is kept only for the callees faults hit: their callers' p50 and p99 before and after. In a
+	// book not sealed yet (windowBook), it is merged, decoded.
 	latency *irsv1.Histogram
+	merged  *hdrhistogram.Histogram
+}
+
+// addLatency merges the calls' latency into *h (creating it).
+func (c callWindow) addLatency(h **hdrhistogram.Histogram) {
+	if c.merged == nil {
+		addHist(h, c.latency)
+		return
+	}
+	if *h == nil {
+		*h = hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+	}
+	(*h).Merge(c.merged)
 }
 
 // fileWindow keeps a replica's window of interval k, when the run has faults. Callers hold e.mu.
@@ -52,7 +68,11 @@ func (e *engine) fileWindow(k int, service, replica string, s *irsv1.StatsSnapsh
 	for _, u := range s.GetUpstreams() {
 		add(u.GetService(), u.GetOutcomes(), u.GetLatency())
 	}
-	if w.served > 0 || len(w.calls) > 0 {
+	switch {
+	case w.served == 0 && len(w.calls) == 0:
+	case k <= e.settled: // late (a stalled stream): straight into the books of the faults that hold it
+		e.fold(k, []replicaWindow{w})
+	default:
 		e.windows[k] = append(e.windows[k], w)
 	}
 }
@@ -61,36 +81,56 @@ func (e *engine) fileWindow(k int, service, replica string, s *irsv1.StatsSnapsh
 // (see FaultRecord for the windows). Callers hold e.mu.
 func (e *engine) faultDamage() {
 	e.killsHealed()
+	e.growBooks()
 	interval, end := e.interval.Seconds(), e.end.Seconds()
-	load := loadSeries(e.res.GetSeries())
-	bounds := slices.Sorted(slices.Values(e.boundaries))
-	for _, f := range e.res.GetFaults() {
+	series := e.slimSeries() // interns scopes: before e.scopes is read
+	load := loadSeries(series, e.scopes)
+	for i, f := range e.res.GetFaults() {
 		t := f.GetT()
-		until, prev := end, 0.0
-		for _, b := range bounds {
-			if b > t && b < until {
-				until = b
-			}
-			if b < t {
-				prev = b
-			}
-		}
+		until, prev := e.faultBounds(t)
 		f.Until = until
 		span := faultSpan{t: t, until: until, interval: interval, runEnd: end}
 		d := recoveryFrom(load, span)
 		f.Recovery, f.Recovered, f.Lost = d.recovery, d.recovered, d.lost
 		after := e.intervals(span.holds)
-		f.Edges = edgeDamage(e.windows, after)
-		if f.GetService() == "" {
-			continue
+		var before []int
+		if f.GetService() != "" {
+			for lo, hi := e.beforeRange(t, prev); lo <= hi; lo++ {
+				before = append(before, lo)
+			}
 		}
-		before := e.intervals(func(tEnd float64) bool { return tEnd <= t && tEnd-interval >= prev-1e-9 })
-		if len(before) > beforeIntervals {
-			before = before[len(before)-beforeIntervals:]
-		}
-		f.Before = e.faultWindow(f, before)
-		f.After = e.faultWindow(f, after)
+		f.Before, _ = e.bookWindow(f, &e.books[i].before, before, false)
+		f.After, f.Edges = e.bookWindow(f, &e.books[i].after, after, true)
 	}
+}
+
+// bookWindow returns a fault's window over intervals ks from its book and the intervals not settled yet (nil
+// for a fault without a service), and with edges, its edges' damage. A sealed book's are computed once.
+func (e *engine) bookWindow(f *irsv1.FaultRecord, b *windowBook, ks []int, edges bool) (*irsv1.FaultWindow, []*irsv1.EdgeDamage) {
+	if !b.cached {
+		set := e.windowSet(b, ks)
+		var w *irsv1.FaultWindow
+		if f.GetService() != "" {
+			w = e.faultWindow(f, ks, set)
+		}
+		var d []*irsv1.EdgeDamage
+		if edges {
+			d = edgeDamage(set)
+		}
+		if !b.sealed {
+			return w, d
+		}
+		b.window, b.edges, b.cached = w, d, true
+	}
+	// Copies: the result they go into is written beside the engine (a checkpoint) while the next summary runs.
+	var d []*irsv1.EdgeDamage
+	for _, ed := range b.edges {
+		d = append(d, proto.CloneOf(ed))
+	}
+	if b.window == nil {
+		return nil, d
+	}
+	return proto.CloneOf(b.window), d
 }
 
 // beforeIntervals is how many intervals the window before a fault holds at most: 10 s at time scale 1, long
@@ -111,8 +151,8 @@ func (e *engine) intervals(in func(end float64) bool) []int {
 }
 
 // faultWindow sums a fault's service's inbound requests, those of the replicas it hit, and its callers' view of
-// it, over intervals (nil for none).
-func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int) *irsv1.FaultWindow {
+// it, over intervals ks (nil for none), whose windows are set.
+func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWindow) *irsv1.FaultWindow {
 	if len(ks) == 0 {
 		return nil
 	}
@@ -121,8 +161,8 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int) *irsv1.FaultWindow 
 	w := &irsv1.FaultWindow{Start: start, End: stop}
 	callers := map[string]*acc{}
 	replicas := map[string]*irsv1.ReplicaErrors{}
-	for _, k := range ks {
-		for _, rw := range e.windows[k] {
+	for _, windows := range set {
+		for _, rw := range windows {
 			if rw.service == f.GetService() {
 				w.Requests += rw.served
 				if slices.Contains(f.GetReplicas(), rw.replica) {
@@ -145,7 +185,7 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int) *irsv1.FaultWindow 
 					callers[rw.service] = a
 				}
 				a.addOutcomes(c.outcomes)
-				addHist(&a.latency, c.latency)
+				c.addLatency(&a.latency)
 			}
 		}
 	}
@@ -162,14 +202,14 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int) *irsv1.FaultWindow 
 	return w
 }
 
-// edgeDamage sums, over intervals, every edge's calls whose failures are in them, split by who failed them and
-// by the caller's replica; edges without failures are left out, the worst first.
-func edgeDamage(windows map[int][]replicaWindow, ks []int) []*irsv1.EdgeDamage {
+// edgeDamage sums, over a set of windows, every edge's calls whose failures are in them, split by who failed
+// them and by the caller's replica; edges without failures are left out, the worst first.
+func edgeDamage(set [][]replicaWindow) []*irsv1.EdgeDamage {
 	type edge struct{ caller, callee string }
 	edges := map[edge]*irsv1.EdgeDamage{}
 	replicas := map[edge]map[string]*irsv1.ReplicaErrors{}
-	for _, k := range ks {
-		for _, rw := range windows[k] {
+	for _, windows := range set {
+		for _, rw := range windows {
 			for _, c := range rw.calls {
 				id := edge{rw.service, c.callee}
 				d := edges[id]
@@ -245,14 +285,14 @@ type loadTick struct {
 }
 
 // loadSeries returns the load generators' requests and failures per interval of a series.
-func loadSeries(series []*irsv1.Tick) []loadTick {
+func loadSeries(series []slimTick, scopes []key) []loadTick {
 	out := make([]loadTick, 0, len(series))
 	for _, tick := range series {
-		lt := loadTick{t: tick.GetT()}
-		for _, p := range tick.GetServices() {
-			if p.GetKind() == kindLoad {
-				lt.requests += p.GetRequests()
-				lt.failures += p.GetFailures()
+		lt := loadTick{t: tick.t}
+		for _, p := range tick.points[:tick.edges] {
+			if scopes[p.scope].kind == kindLoad {
+				lt.requests += p.requests
+				lt.failures += p.failures
 			}
 		}
 		out = append(out, lt)

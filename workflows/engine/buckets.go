@@ -2,12 +2,12 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
-	"github.com/irs-sim/irs/workflows/resultfile"
 )
 
 // consumeSamples files each window in the interval that holds its middle: the streams cut their windows at
@@ -108,7 +108,9 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 		e.mu.Unlock()
 		e.closeBuckets(k - 1)
 		e.progress()
-		if k%max(1, int(2*time.Second/e.interval)) == 0 {
+		// The result file kept current for whoever reads it while the run goes on; a run that checkpoints
+		// (detached) has its checkpoints for that, and the file is read only at its end.
+		if e.o.Checkpoint == nil && k%max(1, int(2*time.Second/e.interval)) == 0 {
 			_ = e.save() // the last save, at the end, is the one whose failure fails the run
 		}
 		e.maybeCheckpoint()
@@ -147,15 +149,93 @@ func (e *engine) closeBuckets(k int) {
 			}
 		}
 		e.errs.add(phase, tick.GetT(), reqs, fails)
-		e.res.Series = append(e.res.Series, tick)
-		enc, err := resultfile.EncodeTick(tick)
-		if err != nil { // a tick is ours and always encodes: this is for the impossible case, said and kept valid
-			e.logger.Error("encode a tick of the series: the written result leaves it empty", "t", tick.GetT(), "err", err)
-			enc = []byte("{}")
+		e.slim = append(e.slim, e.slimOf(tick))
+		if err := e.ticks.Append(tick); err != nil { // a tick is ours and always encodes: this is for the impossible case
+			e.logger.Error("encode a tick of the series: the written result leaves it out", "t", tick.GetT(), "err", err)
 		}
-		e.seriesJSON = append(e.seriesJSON, enc)
 		e.lastTick = tick
 	}
+	e.settle()
+}
+
+// slimTick is what the engine's own reading of the series needs of a tick (the load's and the kills' damage,
+// saturation, recovery: a point's scope, counts and lag, the machine). The whole tick is kept encoded
+// (e.ticks), and the result's series is whole again when the run ends (fullSeries): whole ticks kept twice
+// made a long run's engine grow by 3 KB a second, and a Point is 380 bytes however few of its fields are set.
+type slimTick struct {
+	t       float64
+	phase   string
+	machine *irsv1.Machine
+	points  []slimPoint // services, then edges
+	edges   int         // where the edges start
+}
+
+type slimPoint struct {
+	scope              int32 // e.scopes
+	requests, failures int64
+	lagMs              float64
+}
+
+// slimOf returns a tick's slim form. Callers hold e.mu.
+func (e *engine) slimOf(t *irsv1.Tick) slimTick {
+	st := slimTick{t: t.GetT(), phase: t.GetPhase(), machine: t.GetMachine(), edges: len(t.GetServices())}
+	st.points = make([]slimPoint, 0, len(t.GetServices())+len(t.GetEdges()))
+	for _, p := range append(slices.Clip(t.GetServices()), t.GetEdges()...) {
+		k := key{service: p.GetService(), callee: p.GetCallee(), kind: p.GetKind()}
+		id, ok := e.scopeIDs[k]
+		if !ok {
+			if e.scopeIDs == nil {
+				e.scopeIDs = map[key]int32{}
+			}
+			id = int32(len(e.scopes))
+			e.scopes, e.scopeIDs[k] = append(e.scopes, k), id
+		}
+		st.points = append(st.points, slimPoint{scope: id, requests: p.GetRequests(), failures: p.GetFailures(), lagMs: p.GetLagMs()})
+	}
+	return st
+}
+
+// slimSeries returns the series the summary reads: the slim ticks, or those of the result's own series when it
+// has one (the run's end). Callers hold e.mu.
+func (e *engine) slimSeries() []slimTick {
+	if len(e.res.GetSeries()) == 0 {
+		return e.slim
+	}
+	out := make([]slimTick, len(e.res.GetSeries()))
+	for i, t := range e.res.GetSeries() {
+		out[i] = e.slimOf(t)
+	}
+	return out
+}
+
+// series returns slimSeries as ticks (their points' scope, counts and lag). Callers hold e.mu.
+func (e *engine) series() []*irsv1.Tick {
+	if len(e.res.GetSeries()) > 0 {
+		return e.res.GetSeries()
+	}
+	out := make([]*irsv1.Tick, len(e.slim))
+	for i, st := range e.slim {
+		ptrs := make([]*irsv1.Point, len(st.points))
+		for j, p := range st.points {
+			k := e.scopes[p.scope]
+			ptrs[j] = &irsv1.Point{Service: k.service, Callee: k.callee, Kind: k.kind, Requests: p.requests,
+				Failures: p.failures, LagMs: p.lagMs}
+			if p.requests > 0 { // as acc.point has it
+				ptrs[j].FailureRate = float64(p.failures) / float64(p.requests)
+			}
+		}
+		out[i] = &irsv1.Tick{T: st.t, Phase: st.phase, Machine: st.machine, Services: ptrs[:st.edges:st.edges], Edges: ptrs[st.edges:]}
+	}
+	return out
+}
+
+// fullSeries puts the whole ticks in the result's series, from their encoding. Callers hold e.mu.
+func (e *engine) fullSeries() {
+	ticks, err := e.ticks.Ticks()
+	if err != nil { // ours, encoded as the run went: never, but said
+		e.logger.Error("decode the series: the result is left without it", "err", err)
+	}
+	e.res.Series = ticks
 }
 
 // addToAggregates adds an interval's accumulators to its phase's and the run's. Callers hold e.mu.

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -22,16 +23,46 @@ const MinCoverage = 0.9
 func (e *engine) reported(service, replica string, k int) {
 	r := e.reports[replica]
 	if r == nil {
-		r = &replicaReports{service: service, intervals: map[int]bool{}}
+		r = &replicaReports{service: service}
 		e.reports[replica] = r
 	}
-	r.intervals[k] = true
+	r.intervals.add(k)
 }
 
 // replicaReports is what one replica reported.
 type replicaReports struct {
 	service   string
-	intervals map[int]bool
+	intervals intervalSet
+}
+
+// intervalSet is a set of intervals (by index k ≥ 0), a bit each: a long run's replicas report thousands.
+type intervalSet []uint64
+
+func (s *intervalSet) add(k int) {
+	for len(*s) <= k/64 {
+		*s = append(*s, 0)
+	}
+	(*s)[k/64] |= 1 << (k % 64)
+}
+
+func (s intervalSet) has(k int) bool { return k >= 0 && k/64 < len(s) && s[k/64]&(1<<(k%64)) != 0 }
+
+// each calls fn for every interval in the set, in order.
+func (s intervalSet) each(fn func(k int)) {
+	for i, w := range s {
+		for ; w != 0; w &= w - 1 {
+			fn(i*64 + bits.TrailingZeros64(w))
+		}
+	}
+}
+
+// count is how many intervals the set holds.
+func (s intervalSet) count() int {
+	n := 0
+	for _, w := range s {
+		n += bits.OnesCount64(w)
+	}
+	return n
 }
 
 // lifetimes returns, per replica, the spans (in seconds of the run) it was up: from each ready event to the
@@ -75,7 +106,7 @@ func (e *engine) coverage(pr *irsv1.PhaseResult, start, end float64) []*irsv1.Co
 	for _, s := range e.o.Workflow.GetServices() {
 		get(s.GetName())
 	}
-	measured := map[string]map[int]bool{} // service → intervals some replica reported
+	measured := map[string]intervalSet{} // service → intervals some replica reported
 	replicas := make([]string, 0, len(alive))
 	for r := range alive {
 		replicas = append(replicas, r)
@@ -99,7 +130,7 @@ func (e *engine) coverage(pr *irsv1.PhaseResult, start, end float64) []*irsv1.Co
 				continue
 			}
 			c.IntervalsExpected++
-			if rep != nil && rep.intervals[k] {
+			if rep != nil && rep.intervals.has(k) {
 				c.IntervalsMeasured++
 				continue
 			}
@@ -110,17 +141,16 @@ func (e *engine) coverage(pr *irsv1.PhaseResult, start, end float64) []*irsv1.Co
 		}
 	}
 	for _, rep := range e.reports {
-		for k := range rep.intervals {
+		ks := measured[rep.service]
+		rep.intervals.each(func(k int) {
 			if float64(k-1)*step >= start-1e-9 && float64(k)*step <= end+1e-9 {
-				if measured[rep.service] == nil {
-					measured[rep.service] = map[int]bool{}
-				}
-				measured[rep.service][k] = true
+				ks.add(k)
 			}
-		}
+		})
+		measured[rep.service] = ks
 	}
 	for service, ks := range measured {
-		get(service).SecondsMeasured = float64(len(ks)) * step
+		get(service).SecondsMeasured = float64(ks.count()) * step
 	}
 	for _, p := range pr.GetServices() {
 		c := get(p.GetService())

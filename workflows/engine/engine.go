@@ -109,8 +109,14 @@ type engine struct {
 	chosen     map[string][]string
 	grays      []*openGray
 	boundaries []float64
-	windows    map[int][]replicaWindow
+	windows    map[int][]replicaWindow // the intervals not settled yet (settle.go)
 	faulted    map[string]bool
+	// The settled part of the faults' windows: up to which interval, each fault's books (as e.res.Faults), and
+	// the steps running (when each started), whose faults may yet claim the intervals since.
+	settled      int
+	books        []*faultBooks
+	stepsRunning map[uint64]time.Time
+	stepSeq      uint64
 	// end is when the timeline ended: its planned end, or when the run was interrupted.
 	end time.Duration
 	// The tick loop's checkpoints (Options.Checkpoint): when the last was taken, whether one is being written,
@@ -118,9 +124,13 @@ type engine struct {
 	lastCheckpoint time.Time
 	checkpointing  atomic.Bool
 	checkpoints    sync.WaitGroup
-	// seriesJSON is e.res.Series with each tick encoded when its interval closed (resultfile.EncodeTick):
-	// append-only, so a snapshot may hold a prefix of it without the lock.
-	seriesJSON [][]byte
+	// ticks is the series, each tick encoded when its interval closed (resultfile.Series): a snapshot may hold
+	// it as it is without the lock.
+	ticks resultfile.Series
+	// slim is the series as the engine reads it while it runs (slimTick), its points' scopes in scopes.
+	slim     []slimTick
+	scopes   []key
+	scopeIDs map[key]int32
 }
 
 // Snapshot is a result as it stands, in the form that is cheap to write: everything but its series (Head),
@@ -129,7 +139,7 @@ type engine struct {
 // tenth of a core on it by the end, growing with the run.
 type Snapshot struct {
 	Head   *irsv1.WorkflowResult
-	Series [][]byte
+	Series resultfile.Series
 }
 
 // Run runs the workflow and returns its result. The error is ErrInterrupted when ctx ended first, or what made
@@ -349,6 +359,7 @@ func (e *engine) fail(err error) {
 func (e *engine) finish(status string) error {
 	e.mu.Lock()
 	e.summarize(status)
+	e.fullSeries()
 	e.mu.Unlock()
 	return e.save()
 }
@@ -438,7 +449,7 @@ func (e *engine) snapshot() Snapshot {
 	e.res.Series = nil
 	head := proto.CloneOf(e.res)
 	e.res.Series = series
-	return Snapshot{Head: head, Series: e.seriesJSON[:len(e.seriesJSON):len(e.seriesJSON)]}
+	return Snapshot{Head: head, Series: e.ticks.Snapshot()}
 }
 
 // checkpoint returns the result as it would be were the run to end at the last interval closed: its phases and

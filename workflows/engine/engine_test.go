@@ -333,7 +333,7 @@ func TestCloseBuckets(t *testing.T) {
 
 	e.closeBuckets(4)
 	ticks := func() (ts []float64, phases []string) {
-		for _, tick := range e.res.Series {
+		for _, tick := range e.series() {
 			ts, phases = append(ts, tick.GetT()), append(phases, tick.GetPhase())
 		}
 		return ts, phases
@@ -365,6 +365,7 @@ func TestCloseBuckets(t *testing.T) {
 		t.Errorf("open intervals after closing all: %v, want none", slices.Sorted(maps.Keys(e.buckets)))
 	}
 
+	e.fullSeries() // as the run's end does: the engine keeps slim ticks while it runs
 	tick := e.res.Series[4]
 	var names []string
 	for _, p := range append(slices.Clone(tick.GetServices()), tick.GetEdges()...) {
@@ -426,7 +427,7 @@ func TestCloseBucketsPhase(t *testing.T) {
 	}
 	e.closeBuckets(4)
 	var phases []string
-	for _, tick := range e.res.Series {
+	for _, tick := range e.series() {
 		phases = append(phases, tick.GetPhase())
 	}
 	if want := []string{"warm-up", "spike", "spike", "spike"}; !slices.Equal(phases, want) {
@@ -464,6 +465,7 @@ func TestTickLoop(t *testing.T) {
 		close(done)
 		wg.Wait()
 
+		e.fullSeries() // as the run's end does: the engine keeps slim ticks while it runs
 		if len(e.res.Series) != 8 {
 			t.Fatalf("%d ticks, want 8", len(e.res.Series))
 		}
@@ -514,6 +516,7 @@ func TestCloseBucketsLateWindow(t *testing.T) {
 	feed(e, sample{service: "storefront", stats: window(2*interval, 3*interval, 7, 0)}) // interval 3, late
 	e.closeBuckets(4)
 
+	e.fullSeries()
 	var ts []float64
 	for _, tick := range e.res.Series {
 		ts = append(ts, tick.GetT())
@@ -625,7 +628,7 @@ func TestTickLoopNotHeldUpBySlowUsage(t *testing.T) {
 		wg.Go(func() { e.tickLoop(done) })
 		time.Sleep(1900 * time.Millisecond)
 		e.mu.Lock()
-		closedInTime := len(e.res.Series)
+		closedInTime := e.ticks.Len()
 		e.mu.Unlock()
 		time.Sleep(200 * time.Millisecond)
 		close(done)
@@ -633,6 +636,7 @@ func TestTickLoopNotHeldUpBySlowUsage(t *testing.T) {
 		if closedInTime < 6 {
 			t.Errorf("%d intervals closed by 1.9 s despite one slow sample, want the loop back on time (6 or more)", closedInTime)
 		}
+		e.fullSeries()
 		if len(e.res.Series) != 8 {
 			t.Fatalf("%d ticks, want all 8 intervals whose windows arrived", len(e.res.Series))
 		}

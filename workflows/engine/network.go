@@ -159,12 +159,13 @@ func (e *engine) reportedSince(replica string, since, before float64) bool {
 		return false
 	}
 	step := e.interval.Seconds()
-	for k := range rep.intervals {
+	found := false
+	rep.intervals.each(func(k int) {
 		if start := float64(k-1) * step; start >= since-1e-9 && start <= before+1e-9 {
-			return true
+			found = true
 		}
-	}
-	return false
+	})
+	return found
 }
 
 // replicasOn returns the live replicas of every service on a node.

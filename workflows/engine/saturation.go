@@ -32,43 +32,36 @@ func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
 	if k.kind != kindLoad {
 		return d
 	}
-	for _, tick := range e.res.GetSeries() {
-		if tick.GetT() <= start+1e-9 {
-			if p := findPoint(tick.GetServices(), k.service, kindLoad); p != nil && p.GetRequests() > 0 {
-				d.sentBefore = true
+	for _, tick := range e.slimSeries() {
+		services := tick.points[:tick.edges]
+		if tick.t <= start+1e-9 {
+			for _, p := range services {
+				if sk := e.scopes[p.scope]; sk.service == k.service && sk.kind == kindLoad && p.requests > 0 {
+					d.sentBefore = true
+				}
 			}
 			continue
 		}
-		if tick.GetT() > end+1e-9 {
+		if tick.t > end+1e-9 {
 			continue
 		}
-		for _, p := range tick.GetServices() {
-			if p.GetService() != k.service || p.GetKind() != kindLoad || p.GetLagMs() <= maxLagMs {
+		for _, p := range services {
+			if sk := e.scopes[p.scope]; sk.service != k.service || sk.kind != kindLoad || p.lagMs <= maxLagMs {
 				continue
 			}
-			at := tick.GetT() - start
+			at := tick.t - start
 			if d.first < 0 {
 				d.first = at
 			}
 			d.last = at
 			d.intervals++
-			if m := tick.GetMachine(); m != nil {
+			if m := tick.machine; m != nil {
 				d.oversleepMs = max(d.oversleepMs, m.GetOversleepMs())
 				d.pressure = max(d.pressure, m.GetCpuPressure())
 			}
 		}
 	}
 	return d
-}
-
-// findPoint returns the point of a service's kind among points, or nil.
-func findPoint(ps []*irsv1.Point, service, kind string) *irsv1.Point {
-	for _, p := range ps {
-		if p.GetService() == service && p.GetKind() == kind {
-			return p
-		}
-	}
-	return nil
 }
 
 // saturation reports a load generator that fell behind its schedule in a phase (nil otherwise), with its

@@ -32,21 +32,20 @@ func WriteResult(path string, res *irsv1.WorkflowResult) error {
 	return atomicfile.Write(path, b, 0o644)
 }
 
-// WriteResultSeries writes a run's result whose series is given apart, each tick already encoded (EncodeTick):
-// the engine encodes a tick once, when its interval closes, so that rewriting the result while the run goes on
-// costs what is new in it rather than the run's length. The file reads as WriteResult's would.
-func WriteResultSeries(path string, head *irsv1.WorkflowResult, series [][]byte) error {
+// WriteResultSeries writes a run's result whose series is given apart, each tick already encoded (Series): the
+// engine encodes a tick once, when its interval closes, so that rewriting the result while the run goes on costs
+// what is new in it rather than the run's length. The file reads as WriteResult's would.
+func WriteResultSeries(path string, head *irsv1.WorkflowResult, series Series) error {
 	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error { return EncodeSeries(w, head, series) })
 }
 
-// EncodeTick encodes one tick of a result's series for WriteResultSeries and EncodeSeries.
+// EncodeTick encodes one tick of a result's series (Series).
 func EncodeTick(t *irsv1.Tick) ([]byte, error) {
 	return protojson.MarshalOptions{UseProtoNames: true}.Marshal(t)
 }
 
-// EncodeSeries writes head as WriteResult would, with series (each tick encoded by EncodeTick) as its series;
-// head's own series is ignored.
-func EncodeSeries(w io.Writer, head *irsv1.WorkflowResult, series [][]byte) error {
+// EncodeSeries writes head as WriteResult would, with series as its series; head's own series is ignored.
+func EncodeSeries(w io.Writer, head *irsv1.WorkflowResult, series Series) error {
 	if len(head.GetSeries()) > 0 {
 		head = proto.CloneOf(head)
 		head.Series = nil
@@ -56,7 +55,7 @@ func EncodeSeries(w io.Writer, head *irsv1.WorkflowResult, series [][]byte) erro
 		return err
 	}
 	end := bytes.LastIndexByte(b, '}')
-	if end < 0 || len(series) == 0 {
+	if end < 0 || series.Len() == 0 {
 		_, err := w.Write(b)
 		return err
 	}
@@ -66,12 +65,8 @@ func EncodeSeries(w io.Writer, head *irsv1.WorkflowResult, series [][]byte) erro
 		bw.WriteString(",")
 	}
 	bw.WriteString("\n  \"series\": [")
-	for i, t := range series {
-		if i > 0 {
-			bw.WriteString(",")
-		}
-		bw.WriteString("\n    ")
-		bw.Write(t)
+	if err := series.writeElements(bw); err != nil {
+		return err
 	}
 	bw.WriteString("\n  ]\n")
 	bw.Write(b[end:])

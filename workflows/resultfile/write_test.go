@@ -84,23 +84,29 @@ func TestWriteOnlyOverRegularFiles(t *testing.T) {
 }
 
 // TestWriteResultSeries: a result written with its series encoded apart, a tick at a time, reads back equal to
-// the whole result, with no tick, one, or many; and the head's own series, if any, is not written twice.
+// the whole result, with no tick, one, a few, or enough to be compressed in blocks and a few more; and the head's
+// own series, if any, is not written twice. A snapshot taken before more ticks are appended keeps what it held.
 func TestWriteResultSeries(t *testing.T) {
-	for _, n := range []int{0, 1, 3} {
+	for _, n := range []int{0, 1, 3, 64, 64*2 + 5} {
 		whole := &irsv1.WorkflowResult{Schema: resultfile.ResultSchema, Status: "running", Seed: 7,
 			Events: []*irsv1.RunEvent{{T: 1.5, Kind: "kill"}}}
-		var encoded [][]byte
+		var encoded resultfile.Series
+		var early resultfile.Series
 		for i := range n {
 			tick := &irsv1.Tick{T: float64(i + 1), Phase: "steady", Services: []*irsv1.Point{{Service: "server", Requests: int64(10 * i)}}}
 			whole.Series = append(whole.Series, tick)
-			b, err := resultfile.EncodeTick(tick)
-			if err != nil {
+			if err := encoded.Append(tick); err != nil {
 				t.Fatal(err)
 			}
-			encoded = append(encoded, b)
+			if i == n/2 {
+				early = encoded.Snapshot()
+			}
+		}
+		if got, err := early.Ticks(); err != nil || n > 0 && (len(got) != n/2+1 || !proto.Equal(got[len(got)-1], whole.Series[n/2])) {
+			t.Errorf("%d ticks: a snapshot after %d decodes to %d ticks (%v), want them as they were", n, n/2+1, len(got), err)
 		}
 		head := proto.CloneOf(whole)
-		if n < 3 {
+		if n != 3 {
 			head.Series = nil
 		} // with three ticks the head keeps its own: they must not be written beside the ones given
 		path := filepath.Join(t.TempDir(), "result.json")
@@ -118,8 +124,9 @@ func TestWriteResultSeries(t *testing.T) {
 	}
 	// A head with no field at all: the series is its only one.
 	var buf bytes.Buffer
-	tick, _ := resultfile.EncodeTick(&irsv1.Tick{T: 1})
-	if err := resultfile.EncodeSeries(&buf, &irsv1.WorkflowResult{}, [][]byte{tick}); err != nil {
+	var one resultfile.Series
+	_ = one.Append(&irsv1.Tick{T: 1})
+	if err := resultfile.EncodeSeries(&buf, &irsv1.WorkflowResult{}, one); err != nil {
 		t.Fatal(err)
 	}
 	var got irsv1.WorkflowResult

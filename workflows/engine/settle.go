@@ -1,0 +1,242 @@
+package engine
+
+import (
+	"math"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+)
+
+// A fault's blast radius sums the replicas' windows over its intervals (faultDamage). Keeping every window of
+// a long run and summing them again at every checkpoint made a detached engine's CPU and memory grow with the
+// run: a 30-minute soak's checkpoint took 340 ms, nearly all of it decoding and merging the same histograms
+// again. So an interval's windows are settled once no fault can still claim them: folded into the books of
+// the faults whose windows hold the interval (one sum per replica), and let go. What a summary reads is a
+// fault's books plus the intervals not settled yet.
+
+// settleKeep is how many closed intervals stay as reported behind the newest (or behind the oldest step still
+// running): a fault recorded now takes the beforeIntervals before it, and its step's time may be a little
+// earlier than its record.
+const settleKeep = beforeIntervals + 2
+
+// faultBooks are the settled part of one fault's windows: the intervals before it and those after it.
+type faultBooks struct {
+	before, after windowBook
+}
+
+// windowBook sums the windows of settled intervals per replica. While intervals may still join it, its
+// callers' latency stays decoded (merging into it is cheap); once its span is settled it is sealed: encoded
+// (a few kilobytes), and decoded again only if a late window joins it.
+type windowBook struct {
+	replicas map[string]*replicaWindow // by service and replica
+	sealed   bool
+	// What a sealed book sums to, computed once (faultDamage): its span no longer changes.
+	window *irsv1.FaultWindow
+	edges  []*irsv1.EdgeDamage
+	cached bool
+}
+
+// add folds a replica's window into the book.
+func (b *windowBook) add(rw replicaWindow) {
+	if b.replicas == nil {
+		b.replicas = map[string]*replicaWindow{}
+	}
+	id := rw.service + "\x00" + rw.replica
+	sum := b.replicas[id]
+	if sum == nil {
+		sum = &replicaWindow{service: rw.service, replica: rw.replica}
+		b.replicas[id] = sum
+	}
+	b.window, b.edges, b.cached = nil, nil, false
+	sum.served, sum.failed = sum.served+rw.served, sum.failed+rw.failed
+	for _, c := range rw.calls {
+		i := 0
+		for i < len(sum.calls) && sum.calls[i].callee != c.callee {
+			i++
+		}
+		if i == len(sum.calls) {
+			sum.calls = append(sum.calls, callWindow{callee: c.callee, outcomes: &irsv1.Outcomes{}})
+		}
+		into := &sum.calls[i]
+		addOutcomes(into.outcomes, c.outcomes)
+		if c.latency.GetCount() == 0 || c.latency.GetHdr() == "" {
+			continue
+		}
+		if into.latency != nil { // sealed: decoded again to take the late window
+			addHist(&into.merged, into.latency)
+			into.latency = nil
+			b.sealed = false
+		}
+		addHist(&into.merged, c.latency)
+	}
+}
+
+// seal encodes the book's decoded histograms: its span is settled.
+func (b *windowBook) seal() {
+	b.sealed = true
+	for _, rw := range b.replicas {
+		for i := range rw.calls {
+			c := &rw.calls[i]
+			if c.merged == nil {
+				continue
+			}
+			enc, err := c.merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+			if err != nil {
+				continue // kept decoded: it costs memory, not the figures
+			}
+			c.latency, c.merged = &irsv1.Histogram{Hdr: string(enc), Count: c.merged.TotalCount()}, nil
+		}
+	}
+}
+
+// windows returns the book's sums as windows.
+func (b *windowBook) windows() []replicaWindow {
+	out := make([]replicaWindow, 0, len(b.replicas))
+	for _, rw := range b.replicas {
+		out = append(out, *rw)
+	}
+	return out
+}
+
+// addOutcomes adds o's counts to into.
+func addOutcomes(into, o *irsv1.Outcomes) {
+	into.Requests += o.GetRequests()
+	into.Failures += o.GetFailures()
+	addCounts(&into.Statuses, o.GetStatuses())
+	addCounts(&into.Errors, o.GetErrors())
+	addCounts(&into.ProxyStatuses, o.GetProxyStatuses())
+	addCounts(&into.ProxyCauses, o.GetProxyCauses())
+}
+
+func addCounts[K comparable](into *map[K]int64, from map[K]int64) {
+	for k, n := range from {
+		if *into == nil {
+			*into = map[K]int64{}
+		}
+		(*into)[k] += n
+	}
+}
+
+// stepStarted notes a timeline step starting: until it returns, the intervals it may record a fault in stay
+// unsettled. It returns what to call when it ends.
+func (e *engine) stepStarted() (ended func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stepsRunning == nil {
+		e.stepsRunning = map[uint64]time.Time{}
+	}
+	e.stepSeq++
+	id := e.stepSeq
+	e.stepsRunning[id] = time.Now()
+	return func() {
+		e.mu.Lock()
+		delete(e.stepsRunning, id)
+		e.mu.Unlock()
+	}
+}
+
+// settle folds the windows of every interval no fault can claim any more into the books of the faults that
+// hold it, and seals the books whose span is settled. Callers hold e.mu.
+func (e *engine) settle() {
+	if e.windows == nil {
+		return
+	}
+	frontier := e.closed
+	for _, started := range e.stepsRunning {
+		frontier = min(frontier, int(started.Sub(e.t0)/e.interval))
+	}
+	for k := e.settled + 1; k <= frontier-settleKeep; k++ {
+		e.settled = k
+		e.fold(k, e.windows[k])
+		delete(e.windows, k)
+	}
+	e.growBooks()
+	interval := e.interval.Seconds()
+	for i, f := range e.res.GetFaults() {
+		b := e.books[i]
+		until, prev := e.faultBounds(f.GetT())
+		if !b.after.sealed && until < e.end.Seconds() && float64(e.settled)*interval > until+interval {
+			b.after.seal()
+		}
+		if _, hi := e.beforeRange(f.GetT(), prev); !b.before.sealed && f.GetService() != "" && e.settled >= hi {
+			b.before.seal()
+		}
+	}
+}
+
+// fold adds a settled interval's windows to the books of the faults whose windows hold it. Callers hold e.mu.
+func (e *engine) fold(k int, windows []replicaWindow) {
+	e.growBooks()
+	if len(windows) == 0 {
+		return
+	}
+	interval := e.interval.Seconds()
+	end := float64(k) * interval
+	for i, f := range e.res.GetFaults() {
+		t := f.GetT()
+		until, prev := e.faultBounds(t)
+		var into []*windowBook
+		if (faultSpan{t: t, until: until, interval: interval, runEnd: e.end.Seconds()}).holds(end) {
+			into = append(into, &e.books[i].after)
+		}
+		if lo, hi := e.beforeRange(t, prev); f.GetService() != "" && k >= lo && k <= hi {
+			into = append(into, &e.books[i].before)
+		}
+		for _, b := range into {
+			for _, rw := range windows {
+				b.add(rw)
+			}
+		}
+	}
+}
+
+// growBooks gives every fault recorded its books. Callers hold e.mu.
+func (e *engine) growBooks() {
+	for len(e.books) < len(e.res.GetFaults()) {
+		e.books = append(e.books, &faultBooks{})
+	}
+}
+
+// faultBounds returns where the window of a fault at t ends (the next fault or heal, or the end of the run)
+// and where the previous one was (0: none). Callers hold e.mu.
+func (e *engine) faultBounds(t float64) (until, prev float64) {
+	until = e.end.Seconds()
+	for _, b := range e.boundaries {
+		if b > t && b < until {
+			until = b
+		}
+		if b < t {
+			prev = max(prev, b)
+		}
+	}
+	return until, prev
+}
+
+// beforeRange returns the intervals of the window before a fault at t (lo > hi: none): the whole intervals
+// that end by t (and by the end of the run) and start at or after the previous fault prev, the last
+// beforeIntervals of them.
+func (e *engine) beforeRange(t, prev float64) (lo, hi int) {
+	interval := e.interval.Seconds()
+	hi = min(int(t/interval), int(math.Ceil(e.end.Seconds()/interval-1e-9)))
+	for float64(hi+1)*interval <= t && hi+1 <= int(math.Ceil(e.end.Seconds()/interval-1e-9)) {
+		hi++
+	}
+	for hi > 0 && float64(hi)*interval > t {
+		hi--
+	}
+	lo = max(int(math.Ceil((prev-1e-9)/interval))+1, 1)
+	return max(lo, hi-beforeIntervals+1), hi
+}
+
+// windowSet returns the windows of intervals ks: a book's sums for those settled, the rest as reported.
+// Callers hold e.mu.
+func (e *engine) windowSet(b *windowBook, ks []int) [][]replicaWindow {
+	set := [][]replicaWindow{b.windows()}
+	for _, k := range ks {
+		if k > e.settled {
+			set = append(set, e.windows[k])
+		}
+	}
+	return set
+}

@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/worker/stats"
+	"github.com/irs-sim/irs/workflows"
+	"google.golang.org/protobuf/proto"
+)
+
+// soakYAML is bench/soak.go's workflow: loadgen → client ×2 → server ×2, a server killed every two minutes.
+const soakYAML = `
+name: soak
+seed: 1
+services:
+  - name: loadgen
+    worker:
+      load: {target: client, rate: 100}
+  - name: client
+    replicas: 2
+    worker:
+      calls: [{service: server}]
+  - name: server
+    replicas: 2
+    worker:
+      serve: {delay: 2ms}
+phases:
+  - name: soak
+    duration: 30m
+    actions:
+      - every: 2m
+        kill: {service: server}
+`
+
+// soakHist is a latency histogram as a worker sends it: n values around ms milliseconds.
+func soakHist(r *rand.Rand, n int, ms float64) *irsv1.Histogram {
+	h := stats.NewHDR()
+	for range n {
+		_ = h.RecordValue(int64(ms*1000*(0.5+r.ExpFloat64())) + 1)
+	}
+	return stats.Summarize(h)
+}
+
+func soakOutcomes(n, failed int64) *irsv1.Outcomes {
+	return &irsv1.Outcomes{Requests: n, Failures: failed, Statuses: map[int32]int64{200: n - failed, 503: failed}}
+}
+
+// soakInterval feeds interval k's windows, as the soak's five replicas report them, and closes it.
+func soakInterval(e *engine, r *rand.Rand, k int) {
+	from, to := time.Duration(k-1)*e.interval, time.Duration(k)*e.interval
+	w := func() *irsv1.StatsSnapshot { return window(from, to, 50, 0) }
+	var samples []sample
+	lg := w()
+	lg.Inbound = nil
+	lg.Load = []*irsv1.LoadStats{{Target: "client", Outcomes: soakOutcomes(100, 0), Latency: soakHist(r, 100, 4),
+		Uncorrected: soakHist(r, 100, 4), Due: 100, Sent: 100}}
+	samples = append(samples, sample{service: "loadgen", replica: "loadgen-1", stats: lg})
+	for i := 1; i <= 2; i++ {
+		c := w()
+		c.Inbound[0].Latency = soakHist(r, 50, 3)
+		c.Upstreams = []*irsv1.UpstreamStats{{Service: "server", Outcomes: soakOutcomes(50, 0), Latency: soakHist(r, 50, 2.5),
+			Hop: soakHist(r, 50, 0.3)}}
+		samples = append(samples, sample{service: "client", replica: fmt.Sprintf("client-%d", i), stats: c})
+		s := w()
+		s.Inbound[0].Latency = soakHist(r, 50, 2)
+		samples = append(samples, sample{service: "server", replica: fmt.Sprintf("server-%d", i), stats: s})
+	}
+	feed(e, samples...)
+	e.closeBuckets(k)
+}
+
+// soakEngine is an engine that has run the soak for n one-second intervals, with its kills' faults recorded.
+func soakEngine(tb testing.TB, n int) *engine { return soakEngineHolding(tb, n, false) }
+
+// soakEngineHolding is soakEngine; with hold, a step runs from the start to the end, so that no interval is
+// settled: every window is kept as reported, as before settling was.
+func soakEngineHolding(tb testing.TB, n int, hold bool) *engine {
+	d, err := workflows.Parse([]byte(soakYAML), "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tl, err := workflows.NewTimeline(d.Workflow, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := newEngine(Options{Workflow: d.Workflow, Timeline: tl, Interval: time.Second})
+	e.t0 = t0
+	if hold {
+		e.stepsRunning = map[uint64]time.Time{1: t0}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for k := 1; k <= n; k++ {
+		if k%120 == 0 {
+			st := workflows.Step{Phase: "soak", Path: "phases[0].actions[0]", At: time.Duration(k) * time.Second}
+			at := t0.Add(time.Duration(k)*time.Second - 300*time.Millisecond)
+			e.recordKills(at, st, "server", []string{"server-1"}, "SIGKILL")
+			e.recordFault(at, st, &irsv1.FaultRecord{Kind: FaultKill, Service: "server", Replicas: []string{"server-1"}})
+		}
+		soakInterval(e, r, k)
+	}
+	return e
+}
+
+// TestSettledAsReported: the faults' blast radius from settled books is the one every window kept as reported
+// gives, at a checkpoint and at the end, with a late window (a stalled stream's) landing in an interval whose
+// fault's books were sealed.
+func TestSettledAsReported(t *testing.T) {
+	const n = 600
+	settled, kept := soakEngine(t, n), soakEngineHolding(t, n, true)
+	if settled.settled < n-settleKeep || len(settled.windows) > settleKeep || kept.settled != 0 || len(kept.windows) < n {
+		t.Fatalf("settled up to %d with %d intervals as reported, and held %d with %d; want all but the last %d settled, and none",
+			settled.settled, len(settled.windows), kept.settled, len(kept.windows), settleKeep)
+	}
+	late := window(129*time.Second, 130*time.Second, 0, 0)
+	late.Inbound = nil
+	late.Upstreams = []*irsv1.UpstreamStats{{Service: "server", Outcomes: soakOutcomes(40, 30),
+		Latency: soakHist(rand.New(rand.NewPCG(3, 4)), 40, 900)}}
+	_ = settled.checkpoint()
+	if b := settled.books[0].after; !b.sealed || !b.cached {
+		t.Errorf("the first kill's books after a checkpoint: sealed %v, cached %v; want both", b.sealed, b.cached)
+	}
+	for _, e := range []*engine{settled, kept} {
+		feed(e, sample{service: "client", replica: "client-1", stats: late})
+	}
+	if b := settled.books[0].after; b.cached || b.sealed {
+		t.Errorf("the first kill's books after a late window: sealed %v, cached %v; want it opened to take it", b.sealed, b.cached)
+	}
+	for _, end := range []bool{false, true} {
+		var a, b *irsv1.WorkflowResult
+		if end {
+			for _, e := range []*engine{settled, kept} {
+				e.mu.Lock()
+				e.summarize(StatusPassed)
+				e.mu.Unlock()
+			}
+			a, b = settled.res, kept.res
+		} else {
+			a, b = settled.checkpoint().Head, kept.checkpoint().Head
+		}
+		if len(a.GetFaults()) != n/120 {
+			t.Fatalf("%d faults, want %d", len(a.GetFaults()), n/120)
+		}
+		for i := range a.GetFaults() {
+			if !proto.Equal(a.GetFaults()[i], b.GetFaults()[i]) {
+				t.Errorf("end %v, fault %d from settled books:\n%v\nfrom every window:\n%v", end, i, a.GetFaults()[i], b.GetFaults()[i])
+			}
+		}
+		first := a.GetFaults()[0].GetAfter().GetCallers()
+		if len(first) != 1 || first[0].GetFailures() != 30 {
+			t.Errorf("end %v: the first kill's callers %v; want client, with the late window's 30 failures", end, first)
+		}
+	}
+}
+
+// BenchmarkCheckpointSoak: what one checkpoint costs the engine 5, 15 and 30 minutes into the soak. Flat is the
+// aim: a checkpoint every 10 s whose cost grows with the run makes the engine's CPU grow with it.
+func BenchmarkCheckpointSoak(b *testing.B) {
+	for _, minutes := range []int{5, 15, 30} {
+		b.Run(fmt.Sprintf("%dm", minutes), func(b *testing.B) {
+			e := soakEngine(b, minutes*60)
+			b.ResetTimer()
+			for b.Loop() {
+				_ = e.checkpoint()
+			}
+		})
+	}
+}
+
+// BenchmarkSoakHeap reports the live heap an engine holds 5 and 30 minutes into the soak, per interval.
+func BenchmarkSoakHeap(b *testing.B) {
+	for b.Loop() {
+		var at [2]uint64
+		var keep [2]*engine
+		for i, minutes := range []int{5, 30} {
+			keep[i] = soakEngine(b, minutes*60)
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			at[i] = m.HeapAlloc
+			keep[i] = nil
+		}
+		b.ReportMetric(float64(at[1]-at[0])/float64(25*60), "heap-B/interval")
+		runtime.KeepAlive(keep)
+	}
+}
+

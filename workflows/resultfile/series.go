@@ -1,0 +1,109 @@
+package resultfile
+
+import (
+	"bufio"
+	"bytes"
+	"compress/flate"
+	"fmt"
+	"io"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Series is a run's series as its engine keeps it while the run goes on: each tick encoded once, when its
+// interval closes (EncodeTick), so that writing the result again costs what is new rather than the run's
+// length; and every seriesBlock ticks compressed together, so that an hour's series holds a few hundred
+// kilobytes rather than megabytes (a tick's JSON is a kilobyte or two, and much alike from one to the next).
+// Appending never changes what a Snapshot holds.
+type Series struct {
+	blocks [][]byte // deflated, each the ticks' JSON as EncodeSeries writes them ("\n    tick" joined by ",")
+	tail   [][]byte // ticks not in a block yet
+	n      int
+}
+
+// seriesBlock is how many ticks are compressed together: a minute's at the usual 1 s interval.
+const seriesBlock = 64
+
+// Append adds a tick at the end of the series.
+func (s *Series) Append(t *irsv1.Tick) error {
+	b, err := EncodeTick(t)
+	if err != nil {
+		return err
+	}
+	s.tail = append(s.tail, b)
+	s.n++
+	if len(s.tail) < seriesBlock {
+		return nil
+	}
+	var buf bytes.Buffer
+	zw, _ := flate.NewWriter(&buf, flate.BestSpeed) // the level is valid
+	for i, t := range s.tail {
+		if i > 0 {
+			zw.Write([]byte(","))
+		}
+		zw.Write([]byte("\n    "))
+		zw.Write(t)
+	}
+	if err := zw.Close(); err != nil {
+		return err // a bytes.Buffer does not fail: kept uncompressed in the tail if it ever did
+	}
+	s.blocks = append(s.blocks, bytes.Clone(buf.Bytes()))
+	s.tail = nil // a new array: a snapshot may hold the old one
+	return nil
+}
+
+// Len is how many ticks the series holds.
+func (s *Series) Len() int { return s.n }
+
+// Snapshot returns the series as it is now, which appending to s does not change.
+func (s *Series) Snapshot() Series {
+	return Series{blocks: s.blocks[:len(s.blocks):len(s.blocks)], tail: s.tail[:len(s.tail):len(s.tail)], n: s.n}
+}
+
+// writeElements writes the series' ticks as the elements of a JSON array ("\n    tick" joined by ",").
+func (s Series) writeElements(w *bufio.Writer) error {
+	first := true
+	sep := func() {
+		if !first {
+			w.WriteString(",")
+		}
+		first = false
+	}
+	for i, b := range s.blocks {
+		sep()
+		zr := flate.NewReader(bytes.NewReader(b))
+		if _, err := io.Copy(w, zr); err != nil {
+			return fmt.Errorf("series block %d: %w", i, err)
+		}
+		zr.Close()
+	}
+	for _, t := range s.tail {
+		sep()
+		w.WriteString("\n    ")
+		w.Write(t)
+	}
+	return nil
+}
+
+// Ticks decodes the series.
+func (s Series) Ticks() ([]*irsv1.Tick, error) {
+	if s.n == 0 {
+		return nil, nil
+	}
+	var doc bytes.Buffer
+	w := bufio.NewWriter(&doc)
+	w.WriteString(`{"series": [`)
+	if err := s.writeElements(w); err != nil {
+		return nil, err
+	}
+	w.WriteString("]}")
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	var res irsv1.WorkflowResult
+	if err := protojson.Unmarshal(doc.Bytes(), &res); err != nil {
+		return nil, fmt.Errorf("series: %w", err)
+	}
+	return res.GetSeries(), nil
+}
