@@ -188,4 +188,3 @@ func BenchmarkSoakHeap(b *testing.B) {
 		runtime.KeepAlive(keep)
 	}
 }
-
