@@ -64,12 +64,21 @@ type Access struct {
 
 // connect loads the kubeconfig and makes the clients. It does not contact the cluster.
 func connect(a Access) (*client, error) {
+	cfg, name, err := restConfig(a)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(cfg, name)
+}
+
+// restConfig is the configuration of a cluster's access, and the name its messages give it.
+func restConfig(a Access) (*rest.Config, string, error) {
 	if a.InCluster {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("in-cluster access: %w", err)
+			return nil, "", fmt.Errorf("in-cluster access: %w", err)
 		}
-		return newClient(cfg, "in-cluster")
+		return cfg, "in-cluster", nil
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if a.Kubeconfig != "" {
@@ -78,20 +87,20 @@ func connect(a Access) (*client, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: a.Context})
 	raw, err := cc.RawConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		if clientcmd.IsEmptyConfig(err) {
-			return nil, errors.New("kubeconfig: no cluster configured (set --kubeconfig, KUBECONFIG or ~/.kube/config)")
+			return nil, "", errors.New("kubeconfig: no cluster configured (set --kubeconfig, KUBECONFIG or ~/.kube/config)")
 		}
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
 	name := a.Context
 	if name == "" {
 		name = raw.CurrentContext
 	}
-	return newClient(cfg, name)
+	return cfg, name, nil
 }
 
 // newClient makes the clients of a cluster's configuration; context names it in messages.
@@ -143,8 +152,13 @@ func (c *client) version(ctx context.Context) (string, error) {
 }
 
 // create creates an object of a namespaced resource (ns "" for a cluster one) and decodes the result into out.
+// create makes an object; out, if not nil, receives it as made.
 func (c *client) create(ctx context.Context, rc *rest.RESTClient, ns, resource string, obj, out runtime.Object) error {
-	return rc.Post().NamespaceIfScoped(ns, ns != "").Resource(resource).Body(obj).Do(ctx).Into(out)
+	res := rc.Post().NamespaceIfScoped(ns, ns != "").Resource(resource).Body(obj).Do(ctx)
+	if out == nil {
+		return res.Error()
+	}
+	return res.Into(out)
 }
 
 func (c *client) get(ctx context.Context, rc *rest.RESTClient, ns, resource, name string, out runtime.Object) error {
@@ -155,8 +169,13 @@ func (c *client) list(ctx context.Context, rc *rest.RESTClient, ns, resource str
 	return rc.Get().NamespaceIfScoped(ns, ns != "").Resource(resource).VersionedParams(&opts, c.params).Do(ctx).Into(out)
 }
 
+// update replaces an object; out, if not nil, receives it as stored.
 func (c *client) update(ctx context.Context, rc *rest.RESTClient, ns, resource, name string, obj, out runtime.Object) error {
-	return rc.Put().NamespaceIfScoped(ns, ns != "").Resource(resource).Name(name).Body(obj).Do(ctx).Into(out)
+	res := rc.Put().NamespaceIfScoped(ns, ns != "").Resource(resource).Name(name).Body(obj).Do(ctx)
+	if out == nil {
+		return res.Error()
+	}
+	return res.Into(out)
 }
 
 // mergePatch applies a JSON merge patch to an object.
