@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -185,17 +186,7 @@ func TestKubeDetachedEngineLost(t *testing.T) {
 	starter, ns := startDetached(t, dir)
 	defer func() { _, _ = irsRun(t, time.Minute, "cleanup", "--backend", "kubernetes") }()
 	// Wait for a checkpoint well into the run, then kill the engine at once.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		out, _ := kubectl(t, "get", "configmap", "irs-status", "-n", ns, "-o", "jsonpath={.data.generation}")
-		if n, _ := strconv.Atoi(strings.TrimSpace(out)); n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no third checkpoint within 2 minutes (generation %q)", out)
-		}
-		time.Sleep(time.Second)
-	}
+	awaitCheckpoints(t, ns, 3)
 	if out, err := kubectl(t, "delete", "pod", "-n", ns, "-l", "app.kubernetes.io/name=irs-engine", "--grace-period=0", "--force"); err != nil {
 		t.Fatalf("kill the engine: %v: %s", err, out)
 	}
@@ -242,5 +233,52 @@ func TestKubeDetachedEngineLost(t *testing.T) {
 	}
 	if n := runPods(t, ns2); n != 0 {
 		t.Errorf("%d pods of the stopped run left, want 0", n)
+	}
+
+	// stop with the engine gone, and no second pod to end the run: its Job removed, its pod killed, its
+	// heartbeat a minute old. stop ends the results the last checkpoint left as the second pod would have.
+	starter, ns3 := startDetached(t, t.TempDir())
+	awaitCheckpoints(t, ns3, 2)
+	if out, err := kubectl(t, "delete", "job", "irs-engine", "-n", ns3, "--cascade=orphan"); err != nil {
+		t.Fatalf("remove the engine's Job: %v: %s", err, out)
+	}
+	if out, err := kubectl(t, "delete", "pod", "-n", ns3, "-l", "app.kubernetes.io/name=irs-engine", "--grace-period=0", "--force"); err != nil {
+		t.Fatalf("kill the engine: %v: %s", err, out)
+	}
+	stale := time.Now().Add(-2 * time.Minute).UTC().Format(time.RFC3339)
+	if out, err := kubectl(t, "patch", "configmap", "irs-status", "-n", ns3, "--type", "merge",
+		"-p", fmt.Sprintf(`{"data":{"heartbeat":%q}}`, stale)); err != nil {
+		t.Fatalf("age the heartbeat: %v: %s", err, out)
+	}
+	if code, out := irsRun(t, 3*time.Minute, "workflow", "stop", ns3); code != 0 || !strings.Contains(out, "stopped") {
+		t.Fatalf("stop with the engine gone: exit %d; output:\n%s", code, out)
+	}
+	code, out = irsRun(t, time.Minute, "workflow", "fetch", ns3, "-o", filepath.Join(dir, "gone"))
+	if code != 130 {
+		t.Errorf("fetch of the run stopped with its engine gone: exit %d, want 130; output:\n%s", code, out)
+	}
+	res = readResult(t, filepath.Join(dir, "gone", "result.json"))
+	if res.GetStatus() != "interrupted" || len(res.GetGaps()) != 1 || res.Checkpoint == nil || len(events(res, "engine_lost", "")) != 1 {
+		t.Errorf("run stopped with its engine gone: status %q, gaps %v, checkpoint %v, events %v; want interrupted, "+
+			"a gap from its last checkpoint, and engine_lost", res.GetStatus(), res.GetGaps(), res.Checkpoint, res.GetEvents())
+	}
+	if n := runPods(t, ns3); n != 0 {
+		t.Errorf("%d pods of the run stopped with its engine gone left, want 0", n)
+	}
+}
+
+// awaitCheckpoints waits until a detached run has written n checkpoints (its artifacts' generation).
+func awaitCheckpoints(t *testing.T, ns string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, _ := kubectl(t, "get", "configmap", "irs-status", "-n", ns, "-o", "jsonpath={.data.generation}")
+		if g, _ := strconv.Atoi(strings.TrimSpace(out)); g >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint %d within 2 minutes (generation %q)", n, out)
+		}
+		time.Sleep(time.Second)
 	}
 }

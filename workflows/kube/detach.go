@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,9 @@ const (
 	EngineWorkflow = "/etc/irs/run/workflow.yaml"
 	// EnvEngineNamespace tells the engine the namespace it runs in.
 	EnvEngineNamespace = "IRS_ENGINE_NAMESPACE"
+	// EnvProfileEngine, set where --detach is run, has the engine profile itself: its CPU over the run and its
+	// heap at the end come back with the run's artifacts (engine-cpu.pprof, engine-heap.pprof), for go tool pprof.
+	EnvProfileEngine = "IRS_PROFILE_ENGINE"
 )
 
 // DetachSpec is a detached run to launch.
@@ -191,13 +195,17 @@ func (d *Detached) engineJob(ctx context.Context, spec DetachSpec, labels map[st
 	podLabels["sidecar.istio.io/inject"] = "false"
 	args := append([]string{"workflow", "run", EngineWorkflow}, spec.Args...)
 	args = append(args, "--engine-in-cluster", "--run-dir", EngineRunDir)
+	env := []corev1.EnvVar{{Name: EnvEngineNamespace, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}, {Name: "TMPDIR", Value: "/var/lib/irs"}}
+	if os.Getenv(EnvProfileEngine) != "" {
+		env = append(env, corev1.EnvVar{Name: EnvProfileEngine, Value: "1"})
+	}
 	pod := corev1.PodSpec{
 		ServiceAccountName: engineName,
 		RestartPolicy:      corev1.RestartPolicyNever,
 		Containers: []corev1.Container{{
 			Name: "engine", Image: spec.Image, ImagePullPolicy: spec.Pull, Args: args,
-			Env: []corev1.EnvVar{{Name: EnvEngineNamespace, ValueFrom: &corev1.EnvVarSource{
-				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}, {Name: "TMPDIR", Value: "/var/lib/irs"}},
+			Env:          env,
 			VolumeMounts: []corev1.VolumeMount{{Name: "run", MountPath: "/etc/irs/run", ReadOnly: true}, {Name: "work", MountPath: "/var/lib/irs"}},
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
@@ -259,8 +267,9 @@ func EngineRules(ns string, drain bool) (role, cluster []rbacv1.PolicyRule) {
 
 // Stop asks the run's engine to stop: it interrupts the run as Ctrl-C would, keeps what was measured, and
 // removes what the run made. An engine that is gone (no heartbeat for a minute) is not waited for: its Job and
-// the run's objects are removed here, and the run marked stopped.
-func (d *Detached) Stop(ctx context.Context) (RunStatus, error) {
+// the run's objects are removed here, endResults ends the results it left (a checkpoint's, still "running"),
+// and the run is marked stopped.
+func (d *Detached) Stop(ctx context.Context, endResults func(context.Context) error) (RunStatus, error) {
 	st, err := d.Store().Update(ctx, func(st *RunStatus) { st.StopRequested = true })
 	if err != nil || st.Ended() {
 		return st, err
@@ -274,6 +283,9 @@ func (d *Detached) Stop(ctx context.Context) (RunStatus, error) {
 	bg := metav1.DeletePropagationBackground
 	_ = d.c.batch.Delete().Namespace(d.NS).Resource("jobs").Name(engineName).Body(&metav1.DeleteOptions{PropagationPolicy: &bg}).Do(ctx).Error()
 	rerr := RemoveRunObjects(ctx, d.c, d.NS, LabelRun, true)
+	if err := endResults(ctx); err != nil {
+		rerr = errors.Join(rerr, fmt.Errorf("end the results its last checkpoint left: %w", err))
+	}
 	st, err = d.Store().Update(ctx, func(st *RunStatus) {
 		st.State, st.Message = StateStopped, "stopped with no live engine (its heartbeat is older than a minute)"
 	})

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -291,7 +292,19 @@ func (a *app) newWorkflowStopCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := d.Stop(ctx)
+			st, err := d.Stop(ctx, func(ctx context.Context) error {
+				st, err := d.Store().Status(ctx)
+				if err != nil {
+					return err
+				}
+				why := fmt.Sprintf("stopped with its engine gone (last heartbeat %s): nothing was measured after its last checkpoint",
+					st.Heartbeat.UTC().Format(time.RFC3339))
+				if _, err := endCheckpoints(ctx, d.Store(), why); err != nil {
+					return err
+				}
+				_, err = d.Store().Update(ctx, func(s *kube.RunStatus) { s.Exit = ExitInterrupted }) // as a stop with its engine
+				return err
+			})
 			if err != nil {
 				return kubeError(err)
 			}
@@ -433,9 +446,11 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 		}
 		_, _ = store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) { s.Progress = strings.TrimPrefix(progress, ".: ") })
 	}
+	stopProfile := profileEngine(runDir)
 	runErr := outcomeError(c.Run(runCtx, file, opts.campaign))
 	cancel()
 	<-beats
+	stopProfile()
 	files, err := runFiles(runDir)
 	if err == nil {
 		err = store.Put(context.WithoutCancel(ctx), files, true)
@@ -471,12 +486,58 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 // finishLost ends a run whose engine was lost: its result is the last checkpoint's, with the rest a gap; what
 // the run made is removed.
 func (a *app) finishLost(ctx context.Context, store *kube.Store, ns string, st kube.RunStatus) error {
-	files, _, err := store.Get(ctx)
+	why := fmt.Sprintf("the engine's pod was lost (attempt %d; last heartbeat %s): nothing was measured after its last checkpoint",
+		st.Attempt, st.Heartbeat.UTC().Format(time.RFC3339))
+	kept, err := endCheckpoints(ctx, store, why)
 	if err != nil {
 		return err
 	}
-	why := fmt.Sprintf("the engine's pod was lost (attempt %d; last heartbeat %s): nothing was measured after its last checkpoint",
-		st.Attempt, st.Heartbeat.UTC().Format(time.RFC3339))
+	rerr := kube.RemoveRunObjectsInCluster(ctx, ns)
+	msg := why
+	if !kept {
+		msg = "the engine's pod was lost before its first checkpoint: nothing was measured"
+	}
+	if rerr != nil {
+		msg += "; " + rerr.Error()
+	}
+	_, err = store.Update(ctx, func(s *kube.RunStatus) {
+		s.State, s.Exit, s.Message, s.Attempt, s.Heartbeat = kube.StateLost, ExitError, msg, s.Attempt+1, time.Now()
+	})
+	return err
+}
+
+// profileEngine profiles the engine when kube.EnvProfileEngine is set: its CPU from now until stop, and its
+// heap at stop, into the run directory, whose files go back with the run's artifacts.
+func profileEngine(runDir string) (stop func()) {
+	if os.Getenv(kube.EnvProfileEngine) == "" {
+		return func() {}
+	}
+	_ = os.MkdirAll(runDir, 0o755)
+	cpu, err := os.Create(filepath.Join(runDir, "engine-cpu.pprof"))
+	if err == nil && pprof.StartCPUProfile(cpu) != nil {
+		_ = cpu.Close()
+		cpu = nil
+	}
+	return func() {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			_ = cpu.Close()
+		}
+		if heap, err := os.Create(filepath.Join(runDir, "engine-heap.pprof")); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(heap, 0)
+			_ = heap.Close()
+		}
+	}
+}
+
+// endCheckpoints ends the results a detached run's last checkpoint left ("running"): interrupted, with what
+// came after the checkpoint a gap and an engine_lost event, saying why; and keeps them as the run's final
+// artifacts. It reports whether there were any.
+func endCheckpoints(ctx context.Context, store *kube.Store, why string) (bool, error) {
+	files, _, err := store.Get(ctx)
+	if err != nil || len(files) == 0 {
+		return false, err
+	}
 	for name, doc := range files {
 		if filepath.Base(name) != "result.json" {
 			continue
@@ -492,23 +553,7 @@ func (a *app) finishLost(ctx context.Context, store *kube.Store, ns string, st k
 			files[name] = b
 		}
 	}
-	rerr := kube.RemoveRunObjectsInCluster(ctx, ns)
-	if len(files) > 0 {
-		if err := store.Put(ctx, files, true); err != nil {
-			return err
-		}
-	}
-	msg := why
-	if len(files) == 0 {
-		msg = "the engine's pod was lost before its first checkpoint: nothing was measured"
-	}
-	if rerr != nil {
-		msg += "; " + rerr.Error()
-	}
-	_, err = store.Update(ctx, func(s *kube.RunStatus) {
-		s.State, s.Exit, s.Message, s.Attempt, s.Heartbeat = kube.StateLost, ExitError, msg, s.Attempt+1, time.Now()
-	})
-	return err
+	return true, store.Put(ctx, files, true)
 }
 
 // mustRel is target relative to base, or target when it is not below it.
