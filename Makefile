@@ -96,6 +96,8 @@ ENVOY_IMAGE ?= ghcr.io/irs-sim/envoy:$(ENVOY_VERSION)
 LINKERD_IMAGE ?= ghcr.io/irs-sim/linkerd2-proxy:29637b6
 # ztunnel's likewise (mesh/ambient.DefaultZtunnelImage).
 ZTUNNEL_IMAGE ?= ghcr.io/irs-sim/ztunnel:62d8265
+# oha, the Rust load generator the floor section compares with (crates.io; built by cargo with the installed toolchain).
+OHA_VERSION ?= 1.16.0
 CARGO_JOBS    ?= 2
 
 ## image: build the irs container image without Docker into bin/irs-image.tar (ctr import, docker load, kind load)
@@ -165,9 +167,11 @@ check-generated:
 
 ## bench: measure IRS against nginx, fortio and wrk (installs them) and print ratios; the HTML report of a long run in Chromium; then the kubernetes backend on the three-node test cluster (a mesh on one node and between nodes) and on kwok's fake nodes
 bench: build image envoy-image linkerd-image ztunnel-image deps
-	@command -v wrk >/dev/null && command -v nginx >/dev/null || { \
-		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq wrk nginx-light; }
+	@command -v wrk >/dev/null && command -v nginx >/dev/null && command -v cyclictest >/dev/null || { \
+		sudo_=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$sudo_ apt-get update -qq && $$sudo_ apt-get install -y -qq wrk nginx-light rt-tests; }
 	@[ -x "$$($(GO) env GOPATH)/bin/fortio" ] || $(GO) install fortio.org/fortio@v1.66.5
+	@[ -x "$$($(GO) env GOPATH)/bin/vegeta" ] || $(GO) install github.com/tsenart/vegeta/v12@v12.13.0
+	@[ -x "$$HOME/.cargo/bin/oha" ] || cargo install --locked oha@$(OHA_VERSION)
 	$(GO) run ./bench -irs $(BIN)
 	IRS_BIN=$(CURDIR)/$(BIN) $(GO) test -tags integration -run '^$$' -bench LargeReportInChromium -benchtime 3x -v ./test/e2e/ | grep -E 'Benchmark|page of'
 	hack/testnode/bench.sh

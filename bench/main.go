@@ -36,6 +36,13 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == floorHelper { // the floor's minimal server and client, run pinned
+		if err := runFloorHelper(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	var only string
 	flag.StringVar(&o.irs, "irs", "bin/irs", "irs binary under test")
@@ -43,7 +50,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.DurationVar(&o.soak, "soak", 30*time.Minute, "length of the detached soak (section soak)")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported)")
-	flag.StringVar(&only, "only", "", "comma-separated sections to run: server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,nodes,kwok,soak (default all but kube, nodes, kwok and soak, which hack/testnode/bench.sh runs on the test cluster)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: floor,server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,nodes,kwok,soak (default all but kube, nodes, kwok and soak, which hack/testnode/bench.sh runs on the test cluster)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
@@ -78,12 +85,15 @@ func (o *options) resolve() error {
 		}
 	}
 	tools := []string{"taskset"}
-	if o.want("server") || o.want("cpu") || o.want("loadgen") || o.want("telemetry") {
+	if o.want("server") || o.want("cpu") || o.want("loadgen") || o.want("telemetry") || o.want("floor") {
 		tools = append(tools, "wrk", "nginx", o.fortio)
+	}
+	if o.want("floor") {
+		tools = append(tools, "cyclictest")
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s not found (make bench installs wrk, nginx and fortio)", tool)
+			return fmt.Errorf("%s not found (make bench installs wrk, nginx, fortio and cyclictest)", tool)
 		}
 	}
 	o.tmp, err = os.MkdirTemp("", "irs-bench-")
@@ -105,6 +115,7 @@ func (o *options) run(ctx context.Context) error {
 		name string
 		fn   func(context.Context) error
 	}{
+		{"floor", o.instrumentFloor},
 		{"server", o.serverThroughput},
 		{"cpu", o.serverCPU},
 		{"loadgen", func(ctx context.Context) (err error) { maxRate, err = o.loadgenCPU(ctx); return err }},
