@@ -6,12 +6,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/irs-sim/irs/cmd/irs/cli"
+	irsprofile "github.com/irs-sim/irs/internal/profile"
 )
 
 // init locks the main goroutine to the main thread until main has decided whether to re-execute. Linux keeps a
@@ -41,34 +41,11 @@ func run(self string) int {
 }
 
 // profile writes this process's CPU profile to $IRS_CPUPROFILE and its heap profile, at its end, to
-// $IRS_MEMPROFILE (for `go tool pprof`): how a command's own cost is found before it is changed. A run's workers
-// inherit the variables: "%p" in a path is the process id, so that each process writes its own file; a file
-// that exists is not overwritten.
+// $IRS_MEMPROFILE (for `go tool pprof`). A run's workers inherit the variables: "%p" in a path is the process
+// id, so that each process writes its own file.
 func profile() (stop func()) {
-	create := func(env string) *os.File {
-		path := strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
-		if path == "" {
-			return nil
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			return nil
-		}
-		return f
+	path := func(env string) string {
+		return strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
 	}
-	cpu := create("IRS_CPUPROFILE")
-	if cpu != nil && pprof.StartCPUProfile(cpu) != nil {
-		_ = cpu.Close()
-		cpu = nil
-	}
-	return func() {
-		if cpu != nil {
-			pprof.StopCPUProfile()
-			_ = cpu.Close()
-		}
-		if mem := create("IRS_MEMPROFILE"); mem != nil {
-			_ = pprof.Lookup("heap").WriteTo(mem, 0)
-			_ = mem.Close()
-		}
-	}
+	return irsprofile.Start(path("IRS_CPUPROFILE"), path("IRS_MEMPROFILE"))
 }

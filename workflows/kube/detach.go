@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,8 +34,9 @@ const (
 	EngineWorkflow = "/etc/irs/run/workflow.yaml"
 	// EnvEngineNamespace tells the engine the namespace it runs in.
 	EnvEngineNamespace = "IRS_ENGINE_NAMESPACE"
-	// EnvProfileEngine, set where --detach is run, has the engine profile itself: its CPU over the run and its
-	// heap at the end come back with the run's artifacts (engine-cpu.pprof, engine-heap.pprof), for go tool pprof.
+	// EnvProfileEngine, set where --detach is run (DetachSpec.Profile), and so in the engine's pod, has the
+	// engine profile itself: its CPU over the run and its heap at the end come back with the run's artifacts
+	// (engine-cpu.pprof, engine-heap.pprof), for go tool pprof.
 	EnvProfileEngine = "IRS_PROFILE_ENGINE"
 )
 
@@ -53,6 +53,8 @@ type DetachSpec struct {
 	Deadline time.Duration
 	// Drain: the workflow drains nodes, which the engine may then patch (cordon) and evict from.
 	Drain bool
+	// Profile: the engine profiles itself (EnvProfileEngine).
+	Profile bool
 	// Labels are the workflow's platform labels, put on everything.
 	Labels map[string]string
 	// Expires is when `irs cleanup` may remove the run whatever its state.
@@ -197,7 +199,7 @@ func (d *Detached) engineJob(ctx context.Context, spec DetachSpec, labels map[st
 	args = append(args, "--engine-in-cluster", "--run-dir", EngineRunDir)
 	env := []corev1.EnvVar{{Name: EnvEngineNamespace, ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}, {Name: "TMPDIR", Value: "/var/lib/irs"}}
-	if os.Getenv(EnvProfileEngine) != "" {
+	if spec.Profile {
 		env = append(env, corev1.EnvVar{Name: EnvProfileEngine, Value: "1"})
 	}
 	pod := corev1.PodSpec{

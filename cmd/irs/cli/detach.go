@@ -10,12 +10,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/irs-sim/irs/internal/idlecpu"
+	"github.com/irs-sim/irs/internal/profile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/engine"
@@ -111,7 +111,7 @@ func (a *app) detach(ctx context.Context, f *pflag.FlagSet, files []string, opts
 	}
 	length := time.Duration(runs) * (tl.Total + kubeReadyTimeout(wf, tl) + 5*time.Minute)
 	spec := kube.DetachSpec{ID: id, Namespace: ns, Workflow: wf.GetName(), Document: doc, Args: engineArgs(f),
-		Image: opts.kube.image, Pull: pullPolicyOf(wf), Deadline: length + time.Hour, Drain: plan.Drain,
+		Image: opts.kube.image, Pull: pullPolicyOf(wf), Deadline: length + time.Hour, Drain: plan.Drain, Profile: os.Getenv(kube.EnvProfileEngine) != "",
 		Labels: wf.GetPlatform().GetKubernetes().GetLabels(), Expires: time.Now().Add(length + 2*time.Hour)}
 	run, err := kube.Launch(ctx, kube.Access{Kubeconfig: opts.kube.kubeconfig, Context: opts.kube.context}, spec)
 	if err != nil {
@@ -513,21 +513,7 @@ func profileEngine(runDir string) (stop func()) {
 		return func() {}
 	}
 	_ = os.MkdirAll(runDir, 0o755)
-	cpu, err := os.Create(filepath.Join(runDir, "engine-cpu.pprof"))
-	if err == nil && pprof.StartCPUProfile(cpu) != nil {
-		_ = cpu.Close()
-		cpu = nil
-	}
-	return func() {
-		if cpu != nil {
-			pprof.StopCPUProfile()
-			_ = cpu.Close()
-		}
-		if heap, err := os.Create(filepath.Join(runDir, "engine-heap.pprof")); err == nil {
-			_ = pprof.Lookup("heap").WriteTo(heap, 0)
-			_ = heap.Close()
-		}
-	}
+	return profile.Start(filepath.Join(runDir, "engine-cpu.pprof"), filepath.Join(runDir, "engine-heap.pprof"))
 }
 
 // endCheckpoints ends the results a detached run's last checkpoint left ("running"): interrupted, with what
