@@ -48,7 +48,9 @@ func (b *windowBook) add(rw replicaWindow) {
 		sum = &replicaWindow{service: rw.service, replica: rw.replica}
 		b.replicas[id] = sum
 	}
-	b.window, b.edges, b.cached = nil, nil, false
+	// A window joining a book opens it (a late one, into a sealed book): its sums change, and settle seals it
+	// again.
+	b.window, b.edges, b.cached, b.sealed = nil, nil, false, false
 	sum.served, sum.failed = sum.served+rw.served, sum.failed+rw.failed
 	for _, c := range rw.calls {
 		i := 0
@@ -63,10 +65,9 @@ func (b *windowBook) add(rw replicaWindow) {
 		if c.latency.GetCount() == 0 || c.latency.GetHdr() == "" {
 			continue
 		}
-		if into.latency != nil { // sealed: decoded again to take the late window
+		if into.latency != nil { // sealed before: decoded again to take the late window
 			addHist(&into.merged, into.latency)
 			into.latency = nil
-			b.sealed = false
 		}
 		addHist(&into.merged, c.latency)
 	}
