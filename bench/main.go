@@ -78,10 +78,9 @@ func (o *options) resolve() error {
 		return fmt.Errorf("irs binary: %w (run make build)", err)
 	}
 	if o.fortio == "" {
-		if p, err := exec.LookPath("fortio"); err == nil {
-			o.fortio = p
-		} else if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-			o.fortio = filepath.Join(strings.TrimSpace(string(out)), "bin", "fortio")
+		o.fortio, _ = toolPath("fortio") // not found: said below
+		if o.fortio == "" {
+			o.fortio = "fortio"
 		}
 	}
 	tools := []string{"taskset"}
