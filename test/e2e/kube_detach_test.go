@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,11 +77,17 @@ func sameWithinNoise(t *testing.T, base, current string) {
 // run's namespace.
 func startDetached(t *testing.T, dir string) (*proc, string) {
 	t.Helper()
+	return startDetachedWorkflow(t, dir, detachedWorkflow)
+}
+
+// startDetachedWorkflow starts workflow detached, with args added to its command.
+func startDetachedWorkflow(t *testing.T, dir, workflow string, args ...string) (*proc, string) {
+	t.Helper()
 	file := filepath.Join(dir, "detached.yaml")
-	if err := os.WriteFile(file, []byte(detachedWorkflow), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(workflow), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	starter := command(t, nil, append([]string{"workflow", "run", file, "--detach"}, kubeArgs()...)...)
+	starter := command(t, nil, append(append([]string{"workflow", "run", file, "--detach"}, args...), kubeArgs()...)...)
 	starter.start()
 	return starter, detachedNS(t, starter, time.Minute)
 }
@@ -240,9 +247,12 @@ func TestKubeDetachedEngineLost(t *testing.T) {
 	}
 
 	// stop with the engine gone, and no second pod to end the run: its Job removed, its pod killed, its
-	// heartbeat a minute old. stop ends the results the last checkpoint left as the second pod would have.
-	starter, ns3 := startDetached(t, t.TempDir())
-	awaitCheckpoints(t, ns3, 2)
+	// heartbeat a minute old. stop ends the results the last checkpoint left as the second pod would have. The
+	// run is long enough, and fast enough, for its series to have sealed a block (64 ticks) into the run's log
+	// by then: the result read back joins it with the ticks after it.
+	long := strings.Replace(detachedWorkflow, "duration: 30s", "duration: 170s", 1)
+	starter, ns3 := startDetachedWorkflow(t, t.TempDir(), long, "--time-scale", "0.5")
+	awaitCheckpoints(t, ns3, 5)
 	if out, err := kubectl(t, "delete", "job", "irs-engine", "-n", ns3, "--cascade=orphan"); err != nil {
 		t.Fatalf("remove the engine's Job: %v: %s", err, out)
 	}
@@ -265,6 +275,11 @@ func TestKubeDetachedEngineLost(t *testing.T) {
 	if res.GetStatus() != "interrupted" || len(res.GetGaps()) != 1 || res.Checkpoint == nil || len(events(res, "engine_lost", "")) != 1 {
 		t.Errorf("run stopped with its engine gone: status %q, gaps %v, checkpoint %v, events %v; want interrupted, "+
 			"a gap from its last checkpoint, and engine_lost", res.GetStatus(), res.GetGaps(), res.Checkpoint, res.GetEvents())
+	}
+	// A tick an interval (a second, scaled) up to the checkpoint.
+	if n, want := len(res.GetSeries()), res.GetCheckpoint()/res.GetTimeScale(); n < 70 || math.Abs(float64(n)-want) > 1 {
+		t.Errorf("run stopped with its engine gone: %d ticks, want the %.0f up to its checkpoint (%.1f s), more than the "+
+			"64 of a sealed block", n, want, res.GetCheckpoint())
 	}
 	if n := runPods(t, ns3); n != 0 {
 		t.Errorf("%d pods of the run stopped with its engine gone left, want 0", n)

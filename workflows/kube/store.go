@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,6 +95,9 @@ func statusFrom(d map[string]string) RunStatus {
 type Store struct {
 	c  *client
 	ns string
+
+	mu   sync.Mutex
+	logs map[string]*blockLog // the logs this Store appends to (AppendLog)
 }
 
 // OpenStore opens the store of the detached run in namespace ns.
@@ -199,6 +203,7 @@ func (s *Store) Put(ctx context.Context, files map[string][]byte, final bool) er
 	if !final {
 		return nil
 	}
+	s.dropLogs(ctx)
 	list := &corev1.ConfigMapList{}
 	if err := s.c.list(ctx, s.c.core, s.ns, "configmaps", metav1.ListOptions{LabelSelector: LabelArtifacts}, list); err == nil {
 		for _, cm := range list.Items {

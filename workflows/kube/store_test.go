@@ -2,12 +2,16 @@ package kube
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // TestPackUnpack: an artifact set comes back as it went, and a set whose names would leave the run directory is
@@ -72,5 +76,81 @@ func TestStorePutGet(t *testing.T) {
 	}
 	if len(list.Items) != 1 {
 		t.Errorf("%d artifact chunks left, want the new set's one", len(list.Items))
+	}
+}
+
+// TestStoreLog: a log's blocks, appended a few at a time, are written once each into segments no larger than a
+// chunk (a full segment is never written again) and read back in order; a log asked for more blocks than it
+// holds is an error; a block too large for a segment is refused; the final artifact set removes the logs.
+func TestStoreLog(t *testing.T) {
+	c, f := newFakeCluster(t)
+	s := &Store{c: c, ns: "irs-run"}
+	if _, err := s.Update(t.Context(), func(st *RunStatus) { st.State = StateRunning }); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.NewChaCha8([32]byte{2})
+	var blocks [][]byte
+	for i := range 7 {
+		b := make([]byte, 300<<10+i) // two to a segment
+		_, _ = rng.Read(b)
+		blocks = append(blocks, b)
+	}
+	name := LogName("a/result.json")
+	// The segments written, in order, with how many blocks each write held (a create after an update that
+	// found no segment yet holds the same).
+	segmentWrites := func() []string {
+		var writes []string
+		for _, a := range f.Actions() {
+			o, ok := a.(interface{ GetObject() runtime.Object })
+			if !ok || a.GetResource().Resource != "configmaps" {
+				continue
+			}
+			cm, ok := o.GetObject().(*corev1.ConfigMap)
+			if !ok || !strings.HasPrefix(cm.Name, logPrefix) {
+				continue
+			}
+			w := fmt.Sprintf("%s:%d", strings.TrimPrefix(cm.Name, logPrefix+name+"-"), len(cm.BinaryData))
+			if len(writes) == 0 || writes[len(writes)-1] != w {
+				writes = append(writes, w)
+			}
+		}
+		return writes
+	}
+	for _, upTo := range []int{1, 1, 4, 7} {
+		if err := s.AppendLog(t.Context(), name, blocks[:upTo]); err != nil {
+			t.Fatalf("append up to %d: %v", upTo, err)
+		}
+		got, err := s.ReadLog(t.Context(), name, upTo)
+		if err != nil || len(got) != upTo || !slices.EqualFunc(got, blocks[:upTo], bytes.Equal) {
+			t.Fatalf("read %d blocks: %d (%v), want those appended, in order", upTo, len(got), err)
+		}
+	}
+	list := &corev1.ConfigMapList{}
+	if err := c.list(t.Context(), c.core, "irs-run", "configmaps", metav1.ListOptions{LabelSelector: LabelLog + "=" + name}, list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 4 {
+		t.Errorf("%d segments, want 4 for 7 blocks two to a segment", len(list.Items))
+	}
+	if got, want := segmentWrites(), []string{"0:1", "0:2", "1:2", "2:2", "3:1"}; !slices.Equal(got, want) {
+		t.Errorf("segments written (segment:blocks) %v, want %v: each block once, and again only while its segment fills", got, want)
+	}
+	if _, err := s.ReadLog(t.Context(), name, 8); err == nil {
+		t.Errorf("read 8 blocks of 7: no error")
+	}
+	if err := s.AppendLog(t.Context(), name, blocks[:3]); err == nil {
+		t.Errorf("append fewer blocks than the log holds: no error")
+	}
+	if err := s.AppendLog(t.Context(), "other", [][]byte{make([]byte, chunkSize+1)}); err == nil {
+		t.Errorf("a block larger than a segment: no error")
+	}
+	if err := s.Put(t.Context(), map[string][]byte{"result.json": []byte("final")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.list(t.Context(), c.core, "irs-run", "configmaps", metav1.ListOptions{LabelSelector: LabelLog}, list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Errorf("%d log segments left after the final set, want none", len(list.Items))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"compress/flate"
 	"fmt"
 	"io"
+	"slices"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -73,7 +74,7 @@ func (s Series) writeElements(w *bufio.Writer) error {
 	for i, b := range s.blocks {
 		sep()
 		zr := flate.NewReader(bytes.NewReader(b))
-		if _, err := io.Copy(w, zr); err != nil {
+		if _, err := io.Copy(w, io.LimitReader(zr, maxBlock)); err != nil {
 			return fmt.Errorf("series block %d: %w", i, err)
 		}
 		zr.Close()
@@ -106,4 +107,40 @@ func (s Series) Ticks() ([]*irsv1.Tick, error) {
 		return nil, fmt.Errorf("series: %w", err)
 	}
 	return res.GetSeries(), nil
+}
+
+// Sealed returns the series' blocks of seriesBlock ticks each, deflated; a block never changes once made, so a
+// writer that keeps the series elsewhere as it grows writes each once (SealedBlocks joins them again).
+func (s Series) Sealed() [][]byte { return s.blocks[:len(s.blocks):len(s.blocks)] }
+
+// Unsealed returns the ticks after the sealed blocks, as a series of its own.
+func (s Series) Unsealed() Series {
+	return Series{tail: s.tail[:len(s.tail):len(s.tail)], n: len(s.tail)}
+}
+
+// maxBlock bounds what one sealed block read back may inflate to: 64 ticks of a large topology are a few
+// megabytes; a block is read from a store others may write to.
+const maxBlock = 256 << 20
+
+// SealedBlocks returns the series whose first ticks are those of sealed (blocks Sealed returned) and the rest
+// rest's (what Unsealed returned, decoded). It is for reading a series back: appending to it is not.
+func SealedBlocks(sealed [][]byte, rest []*irsv1.Tick) (Series, error) {
+	s := Series{blocks: slices.Clip(sealed), n: len(sealed) * seriesBlock}
+	for i, b := range sealed {
+		zr := flate.NewReader(bytes.NewReader(b))
+		_, err := io.Copy(io.Discard, io.LimitReader(zr, maxBlock))
+		zr.Close()
+		if err != nil {
+			return Series{}, fmt.Errorf("series block %d: %w", i, err)
+		}
+	}
+	for _, t := range rest {
+		b, err := EncodeTick(t)
+		if err != nil {
+			return Series{}, err
+		}
+		s.tail = append(s.tail, b)
+		s.n++
+	}
+	return s, nil
 }

@@ -134,3 +134,21 @@ func TestWriteResultSeries(t *testing.T) {
 		t.Errorf("an empty head with one tick: %v, %v\n%s", &got, err, buf.Bytes())
 	}
 }
+
+// TestSealedBlocksRefusesGarbage: a block read back that does not inflate is an error, not a series cut short.
+func TestSealedBlocksRefusesGarbage(t *testing.T) {
+	var s resultfile.Series
+	for i := range 64 {
+		_ = s.Append(&irsv1.Tick{T: float64(i)})
+	}
+	good := s.Sealed()
+	if len(good) != 1 {
+		t.Fatalf("64 ticks sealed into %d blocks, want 1", len(good))
+	}
+	if _, err := resultfile.SealedBlocks(good, nil); err != nil {
+		t.Errorf("a good block: %v", err)
+	}
+	if _, err := resultfile.SealedBlocks([][]byte{good[0], []byte("not deflate")}, nil); err == nil {
+		t.Errorf("a garbage block: no error")
+	}
+}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/engine"
 	"github.com/irs-sim/irs/workflows/kube"
-	"github.com/irs-sim/irs/workflows/resultfile"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -235,7 +233,7 @@ report. Exit codes: once it has ended, those of irs workflow run; while it runs,
 
 // fetch writes a detached run's artifacts into dir.
 func (a *app) fetch(ctx context.Context, d *kube.Detached, dir string) error {
-	files, st, err := d.Store().Get(ctx)
+	files, st, err := checkpointFiles(ctx, d.Store())
 	if err != nil {
 		return kubeError(err)
 	}
@@ -427,13 +425,13 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 			a.logger.Warn("checkpoint", "err", err)
 			return
 		}
-		var doc bytes.Buffer
-		if err := resultfile.EncodeSeries(&doc, snap.Head, snap.Series); err != nil {
-			a.logger.Warn("checkpoint", "err", err)
-			return
-		}
 		if rel, err := filepath.Rel(runDir, resultPath); err == nil && filepath.IsLocal(rel) {
-			files[filepath.ToSlash(rel)] = doc.Bytes()
+			docs, err := checkpointDoc(context.WithoutCancel(ctx), a.logger, store, filepath.ToSlash(rel), snap)
+			if err != nil {
+				a.logger.Warn("checkpoint", "err", err)
+				return
+			}
+			maps.Copy(files, docs)
 		}
 		if err := store.Put(context.WithoutCancel(ctx), files, false); err != nil {
 			a.logger.Warn("checkpoint", "err", err)
@@ -520,7 +518,7 @@ func profileEngine(runDir string) (stop func()) {
 // came after the checkpoint a gap and an engine_lost event, saying why; and keeps them as the run's final
 // artifacts. It reports whether there were any.
 func endCheckpoints(ctx context.Context, store *kube.Store, why string) (bool, error) {
-	files, _, err := store.Get(ctx)
+	files, _, err := checkpointFiles(ctx, store)
 	if err != nil || len(files) == 0 {
 		return false, err
 	}
