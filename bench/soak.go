@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -9,9 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/irs-sim/irs/workflows/kube"
 )
 
 // soakWorkflow is a long detached run: a load generator → client → server chain at 100 req/s, a server killed
@@ -45,6 +49,9 @@ type soakSample struct {
 	at       time.Time
 	cpuNanos float64 // cumulative CPU time
 	memBytes float64 // working set
+	// anonBytes is the engine process's anonymous memory (RssAnon), read from /proc on this machine, where the
+	// test cluster's containers run: the working set also counts the page cache of what the engine writes.
+	anonBytes float64
 }
 
 // detachedSoak runs soakWorkflow detached for o.soak at time scale 1 and measures the engine's pod from outside
@@ -104,6 +111,7 @@ func (o *options) detachedSoak(ctx context.Context) error {
 			}
 		case <-tick.C:
 			if s, ok := engineUsage(ctx, ns); ok {
+				s.anonBytes = engineAnon(ns)
 				samples = append(samples, s)
 			}
 		case <-ctx.Done():
@@ -121,9 +129,12 @@ func (o *options) detachedSoak(ctx context.Context) error {
 		return fmt.Errorf("%d samples of the engine's usage in its steady part, want 10 or more (is the kubelet's stats summary reachable?)", len(steady))
 	}
 	hours := func(s soakSample) float64 { return s.at.Sub(steady[0].at).Hours() }
-	var tMem, mem, tCPU, cpu []float64
+	var tMem, mem, tAnon, anon, tCPU, cpu []float64
 	for i, s := range steady {
 		tMem, mem = append(tMem, hours(s)), append(mem, s.memBytes/(1<<20))
+		if s.anonBytes > 0 {
+			tAnon, anon = append(tAnon, hours(s)), append(anon, s.anonBytes/(1<<20))
+		}
 		if i > 0 {
 			dt := s.at.Sub(steady[i-1].at).Seconds()
 			tCPU, cpu = append(tCPU, hours(s)), append(cpu, (s.cpuNanos-steady[i-1].cpuNanos)/1e6/dt) // millicores
@@ -146,6 +157,12 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	fmt.Println("| measure | mean | slope ± standard error (least squares, after the first 2 min) | target |")
 	fmt.Println("|---|---|---|---|")
 	fmt.Printf("| engine memory (working set) | %.1f MiB | %s MiB | growth < 10 %% |\n", memMean, flat(memSlope, memSE, memMean))
+	if len(anon) >= 10 {
+		anonSlope, anonSE, anonMean := slope(tAnon, anon)
+		fmt.Printf("| engine memory (anonymous, RssAnon) | %.1f MiB | %s MiB | growth < 10 %% |\n", anonMean, flat(anonSlope, anonSE, anonMean))
+	} else {
+		fmt.Printf("| engine memory (anonymous, RssAnon) | not read (%d samples): is the cluster's engine on this machine? | | |\n", len(anon))
+	}
 	fmt.Printf("| engine CPU | %.1f millicores | %s millicores | growth < 10 %% |\n", cpuMean, flat(cpuSlope, cpuSE, cpuMean))
 	fmt.Printf("| samples | %d over %.0f min | | |\n\n", len(steady), span*60)
 	return nil
@@ -188,6 +205,33 @@ func engineUsage(ctx context.Context, ns string) (soakSample, bool) {
 		}
 	}
 	return s, found == 2
+}
+
+// engineAnon returns the anonymous memory (RssAnon) of the engine of the detached run in namespace ns, found
+// among this machine's processes by its command line and environment; 0 where it is not here.
+func engineAnon(ns string) float64 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte("--engine-in-cluster")) {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil || !slices.ContainsFunc(bytes.Split(environ, []byte{0}), func(v []byte) bool { return string(v) == kube.EnvEngineNamespace+"="+ns }) {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join(d, "status"))
+		if err != nil {
+			return 0
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
 }
 
 // slope fits y = a + b·x by least squares: b, its standard error, and the mean of y.
