@@ -356,7 +356,9 @@ func (g *Generator) closedLoop(ctx context.Context, halt <-chan struct{}) {
 }
 
 func (g *Generator) sendOne(ctx context.Context, intended time.Time) {
-	g.sendAt(ctx, intended, time.Now())
+	sent := time.Now()
+	g.rec.Lateness.Record(max(0, sent.Sub(intended)))
+	g.sendAt(ctx, intended, sent)
 }
 
 // sendAt sends a request intended at intended whose send starts at sent.

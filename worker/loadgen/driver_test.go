@@ -151,6 +151,11 @@ func TestCoordinatedOmission(t *testing.T) {
 	if b := rec.Blocked.Load(); b < 300 {
 		t.Errorf("blocked = %d, want most of the ~500 requests due during the stall", b)
 	}
+	// The stall is the generator's lateness too: the sends it held up started late, each one counted.
+	late := rec.Lateness.Snapshot()
+	if p99 := late.ValueAtPercentile(99); p99 < 300_000 || late.TotalCount() != rec.Sent.Load() {
+		t.Errorf("lateness p99 = %dus over %d sends, want >= 300ms over every one of the %d sent", p99, late.TotalCount(), rec.Sent.Load())
+	}
 }
 
 func TestStopCountsUnsent(t *testing.T) {
@@ -198,6 +203,9 @@ func TestClosedLoop(t *testing.T) {
 	// 4 connections × 300 ms / (1 ms + scheduling) — at least half of the ideal 1200.
 	if sent := rec.Sent.Load(); sent < 600 || sent > 1200 {
 		t.Errorf("closed loop sent %d, want 600-1200", sent)
+	}
+	if n := rec.Lateness.Snapshot().TotalCount(); n != 0 {
+		t.Errorf("closed loop recorded %d sends' lateness, want none: a closed loop has no schedule to be late for", n)
 	}
 }
 

@@ -35,8 +35,9 @@ type Load struct {
 	Target   string
 	Outcomes Outcomes
 	// Latency is measured from the intended send time, Uncorrected from the actual one; Hop is Uncorrected minus
-	// the target's reported service time.
-	Latency, Uncorrected, Hop *Histogram
+	// the target's reported service time. Lateness is how late each open-loop send started (Latency minus
+	// Uncorrected): the generator's own part of the latency it reports.
+	Latency, Uncorrected, Hop, Lateness *Histogram
 	// Sent, Late and Blocked count sends; what was due (and so unsent: due - sent) is counted by Due.
 	Sent, Late, Blocked atomic.Int64
 	targetRate          atomic.Uint64 // float64 bits
@@ -257,7 +258,7 @@ func (r *Registry) Load(target string) *Load {
 			return s
 		}
 	}
-	s := &Load{Target: target, Latency: newHistogram(), Uncorrected: newHistogram(), Hop: newHistogram()}
+	s := &Load{Target: target, Latency: newHistogram(), Uncorrected: newHistogram(), Hop: newHistogram(), Lateness: newHistogram()}
 	r.loads = append(r.loads, s)
 	return s
 }
@@ -293,6 +294,7 @@ func (r *Registry) histograms(fn func(*Histogram)) {
 		fn(s.Latency)
 		fn(s.Uncorrected)
 		fn(s.Hop)
+		fn(s.Lateness)
 	}
 }
 
@@ -381,6 +383,7 @@ func (r *Registry) build(cur, prev *counters, hist func(*Histogram) *hdrhistogra
 		ls := &irsv1.LoadStats{
 			Target: s.Target, Outcomes: c.outcomes.since(po),
 			Latency: summary(s.Latency), Uncorrected: summary(s.Uncorrected), Hop: summary(s.Hop),
+			Lateness: summary(s.Lateness),
 			Due: c.due - p.due, Sent: c.sent - p.sent, Late: c.late - p.late, Blocked: c.blocked - p.blocked,
 			// Due and not sent as of the end of the window: a backlog that later sends reduce (a window may
 			// then count fewer than 0), and once the load stopped, what was never sent.

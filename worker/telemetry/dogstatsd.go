@@ -115,6 +115,7 @@ func (d *dogstatsd) send() {
 		d.outcomes("load.requests", l.GetOutcomes(), tags)
 		d.latency("load.latency", l.GetLatency(), tags)
 		d.latency("load.uncorrected_latency", l.GetUncorrected(), tags)
+		d.latency("load.lateness", l.GetLateness(), tags)
 		for name, n := range map[string]int64{"load.sent": l.GetSent(), "load.late": l.GetLate(),
 			"load.blocked": l.GetBlocked(), "load.unsent": l.GetUnsent()} {
 			d.count(name, n, tags)

@@ -64,6 +64,7 @@ func (p *producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 			b.outcomes("irs.load.requests", "Generated requests that ended, by status or error kind.", t.Counts(&l.Outcomes), tg)
 			b.histogram("irs.load.duration", "Latency of generated requests from their intended send time.", t.Histogram(l.Latency), tg)
 			b.histogram("irs.load.uncorrected.duration", "Latency of generated requests from their actual send time.", t.Histogram(l.Uncorrected), tg)
+			b.histogram("irs.load.lateness.duration", "How late generated requests started after their intended send time.", t.Histogram(l.Lateness), tg)
 			sent := l.Sent.Load() // before due: sent <= due
 			due := max(l.Due(now), sent)
 			b.sum("irs.load.due", "Requests whose due time passed.", "{request}", due, tg)

@@ -389,6 +389,9 @@ type measurement struct {
 	seed     string           // what seeds the bootstrap of a run's series
 	seconds  int              // intervals measured, over the runs
 	requests int64            // requests completed, over the runs
+	// lateness is, for a load generator's latency, its sends' own lateness at the same quantile in each run
+	// that recorded it (seconds): the instrument's part of the figure.
+	lateness []float64
 }
 
 // value is a side's figure: the mean of its runs' (what the t test compares; the median, with the standard error
@@ -464,6 +467,9 @@ func measurements(runs []*irsv1.WorkflowResult, phase string) map[mkey]measureme
 					}
 				}
 				ms.series = append(ms.series, series)
+				if l, ok := latenessAt(sp.point, m); ok {
+					ms.lateness = append(ms.lateness, l)
+				}
 				ms.seed = fmt.Sprintf("%s|%s|%s", sp.scope, phase, m)
 				out[k] = ms
 			}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"gonum.org/v1/gonum/stat"
@@ -318,14 +319,60 @@ func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
 	if math.IsInf(df, 1) {
 		dist.Nu = 1e9 // the normal distribution, as distuv wants a finite degree of freedom
 	}
+	// What the load generators' own lateness moved between the sides is theirs, not the system's: only the
+	// change beyond it is tested, and the smallest change seen grows by it.
+	shift, floorNote := instrumentShift(m, b, c)
+	ch.Noise += floorNote
 	ch.StandardError = se
-	ch.PValue = 2 * dist.Survival(math.Abs(ch.GetDelta())/se)
-	ch.MinimumDetectable = max(rateFloor, (dist.Quantile(1-Alpha/2)+dist.Quantile(power))*se)
+	ch.PValue = 2 * dist.Survival(max(0, math.Abs(ch.GetDelta())-shift)/se)
+	ch.MinimumDetectable = max(rateFloor, (dist.Quantile(1-Alpha/2)+dist.Quantile(power))*se+shift)
 	if nb < 2 || nc < 2 {
 		ch.Reason = fmt.Sprintf("one run a side: changes under %s cannot be told from noise; use --repeat 3 or more", workflows.FormatAmount(m, ch.GetMinimumDetectable()))
 	} else {
 		ch.Reason = fmt.Sprintf("within noise: changes under %s cannot be told from it at %d and %d runs", workflows.FormatAmount(m, ch.GetMinimumDetectable()), nb, nc)
 	}
+}
+
+// latenessQuantiles are the latency metrics a load generator's lateness is part of, at the same quantile.
+var latenessQuantiles = map[workflows.Metric]float64{workflows.MetricP50: 50, workflows.MetricP90: 90,
+	workflows.MetricP99: 99, workflows.MetricP999: 99.9, workflows.MetricMax: 100}
+
+// latenessAt returns a load generator's point's send lateness at the quantile of a latency metric, in seconds
+// (the unit of the compared latencies), from
+// its histogram (a phase's or the total's); false where it has none (not a load point, not a latency metric,
+// a closed loop, or a result from before generators recorded it).
+func latenessAt(p *irsv1.Point, m workflows.Metric) (float64, bool) {
+	q, ok := latenessQuantiles[m]
+	if !ok || p.GetKind() != workflows.KindLoad || p.GetLateness().GetCount() == 0 {
+		return 0, false
+	}
+	h, err := hdrhistogram.Decode([]byte(p.GetLateness().GetHdr()))
+	if err != nil {
+		return 0, false
+	}
+	if q == 100 {
+		return float64(h.Max()) / 1e6, true
+	}
+	return float64(h.ValueAtQuantile(q)) / 1e6, true
+}
+
+// instrumentShift is how far a load generator's own lateness, at a latency metric's quantile, moved between
+// the sides (seconds; 0 where either side did not record it), and a note for the change's noise saying what it was.
+func instrumentShift(m workflows.Metric, b, c measurement) (float64, string) {
+	if len(b.lateness) == 0 || len(c.lateness) == 0 {
+		return 0, ""
+	}
+	lb, lc := stat.Mean(b.lateness, nil), stat.Mean(c.lateness, nil)
+	shift := math.Abs(lc - lb)
+	if shift < 1e-6 { // under the histograms' microsecond: the same lateness
+		shift = 0
+	}
+	note := fmt.Sprintf("; the load generators' sends started %s and %s late at %s (their own share of the figure)",
+		workflows.FormatAmount(m, lb), workflows.FormatAmount(m, lc), m)
+	if shift > 0 {
+		note += fmt.Sprintf(": a change within the %s it moved may be theirs, and is not tested", workflows.FormatAmount(m, shift))
+	}
+	return shift, note
 }
 
 // sideNoise is the standard error of a side's value; measured is false when its run's series was too short.

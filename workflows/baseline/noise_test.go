@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/resultfile"
@@ -198,5 +199,62 @@ func BenchmarkCompareHour(b *testing.B) {
 		if _, err := Compare(runsFile("a", long), runsFile("b", long), nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// withLateness returns r with its load generator's sends, in the steady phase and the total, recorded as
+// having all started late seconds late.
+func withLateness(t *testing.T, r *irsv1.WorkflowResult, late float64) *irsv1.WorkflowResult {
+	t.Helper()
+	r = proto.Clone(r).(*irsv1.WorkflowResult)
+	h := hdrhistogram.New(1, 60_000_000, 3)
+	if err := h.RecordValues(int64(late*1e6), 1000); err != nil {
+		t.Fatal(err)
+	}
+	enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range append(r.GetPhases(), r.GetTotal()) {
+		for _, p := range pr.GetServices() {
+			if p.GetService() == "loadgen" && p.GetKind() == workflows.KindLoad {
+				p.Lateness = &irsv1.Histogram{Hdr: string(enc), Count: h.TotalCount()}
+			}
+		}
+	}
+	return r
+}
+
+// TestGeneratorLatenessIsTheInstruments: a tail that grew 4x for a second is a regression when the load
+// generators were as late on both sides, and says how late they were; when their own lateness at p99 grew by
+// as much as the figure did, the change is theirs: not a regression, and the smallest change the comparison
+// could see includes what they moved.
+func TestGeneratorLatenessIsTheInstruments(t *testing.T) {
+	base, noise := readFixture(t, "base"), readFixture(t, "noise")
+	limits, err := ParseLimits(DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := func(factor, late float64) *resultfile.File {
+		return runsFile("side", withLateness(t, stalled(t, base, 5, 6, factor), late),
+			withLateness(t, stalled(t, noise, 5, 6, factor), late), withLateness(t, stalled(t, base, 5, 6, factor), late))
+	}
+	r, err := Compare(side(1, 0.0001), side(4, 0.0001), limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := findChange(r, "loadgen", "steady", "p99")
+	if ch.GetVerdict() != VerdictRegressed || !strings.Contains(ch.GetNoise(), "started 100µs and 100µs late at p99") {
+		t.Fatalf("generators as late on both sides: loadgen p99 %v; want regressed, its noise saying how late they were", ch)
+	}
+	delta := ch.GetDelta()
+	r, err = Compare(side(1, 0.0001), side(4, 0.0001+delta), limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch = findChange(r, "loadgen", "steady", "p99")
+	if v := ch.GetVerdict(); v == VerdictRegressed || v == VerdictWorse || ch.GetMinimumDetectable() < delta {
+		t.Errorf("generators %.1f ms later at p99 on the current side, the figure %.1f ms worse: %v; want neither regressed "+
+			"nor worse, with a minimum detectable change of %.1f ms or more", 1000*delta, 1000*delta, ch, 1000*delta)
 	}
 }

@@ -38,6 +38,7 @@ type acc struct {
 	causes             map[string]int64 // why proxies made them
 	latency            *hdrhistogram.Histogram
 	hop                *hdrhistogram.Histogram
+	lateness           *hdrhistogram.Histogram // a load generator's sends' (how late each started)
 	targetRate         float64
 	// A load generator's books, and how far behind its schedule it was (at worst).
 	due, sent, unsent, blocked, late int64
@@ -106,7 +107,7 @@ func (a *acc) merge(b *acc) {
 	for k, v := range b.causes {
 		a.causes[k] += v
 	}
-	for _, pair := range [][2]**hdrhistogram.Histogram{{&a.latency, &b.latency}, {&a.hop, &b.hop}} {
+	for _, pair := range [][2]**hdrhistogram.Histogram{{&a.latency, &b.latency}, {&a.hop, &b.hop}, {&a.lateness, &b.lateness}} {
 		if *pair[1] == nil {
 			continue
 		}
@@ -178,6 +179,17 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 		q := h.ValueAtPercentilesSlice([]float64{50, 99})
 		p.HopP50Ms, p.HopP99Ms = float64(q[0])/1000, float64(q[1])/1000
 	}
+	if h := a.lateness; h != nil && h.TotalCount() > 0 && k.kind == kindLoad {
+		ms := func(us int64) float64 { return float64(us) / 1000 }
+		q := h.ValueAtPercentilesSlice([]float64{50, 99, 99.9})
+		p.LatenessP50Ms, p.LatenessP99Ms, p.LatenessP999Ms = ms(q[0]), ms(q[1]), ms(q[2])
+		if withHist {
+			if enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase); err == nil {
+				p.Lateness = &irsv1.Histogram{Hdr: string(enc), Count: h.TotalCount(), P50Ms: p.LatenessP50Ms,
+					P99Ms: p.LatenessP99Ms, P999Ms: p.LatenessP999Ms, MaxMs: ms(h.Max()), MeanMs: h.Mean() / 1000, MinMs: ms(h.Min())}
+			}
+		}
+	}
 	p.CpuMcores, p.CpuMcoresMax, p.RssMb, p.RssMbMax = meanOf(a.cpu), busiest(a.cpuMax, a.cpuMaxFresh), maxOf(a.rss), maxOf(a.rssMax)
 	if len(a.scCPU) > 0 {
 		p.SidecarCpuMcores, p.SidecarCpuMcoresMax = meanOf(a.scCPU), busiest(a.scCPUMax, a.scCPUMaxFresh)
@@ -225,6 +237,7 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 				a.targetRate += l.GetTargetRate()
 			}
 			if k.kind == kindLoad {
+				addHist(&a.lateness, l.GetLateness())
 				a.due, a.sent, a.unsent = a.due+l.GetDue(), a.sent+l.GetSent(), a.unsent+l.GetUnsent()
 				a.blocked, a.late = a.blocked+l.GetBlocked(), a.late+l.GetLate()
 				a.lagMs = max(a.lagMs, l.GetLagMs())

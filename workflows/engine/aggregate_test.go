@@ -472,3 +472,27 @@ func TestRetriesPerEdge(t *testing.T) {
 		t.Errorf("edge: %d retries, %d failures; want 14 and 10 (after every retry)", p.GetRetries(), p.GetFailures())
 	}
 }
+
+// TestLatenessOfLoad: a load generator's sends' lateness is merged over its replicas and over windows into its
+// load point (percentiles, and the histogram where asked), and nowhere else: its edge to its target carries the
+// target's latency, not the generator's schedule.
+func TestLatenessOfLoad(t *testing.T) {
+	accs := map[key]*acc{}
+	for _, late := range [][]rec{{{100 * time.Microsecond, 98}, {2 * time.Millisecond, 2}}, {{100 * time.Microsecond, 100}}} {
+		addSnapshot(accs, "loadgen", &irsv1.StatsSnapshot{Load: []*irsv1.LoadStats{{Target: "server", Sent: 100,
+			Outcomes: outcomes(map[int32]int64{200: 100}, nil), Latency: wireHist(t, rec{time.Millisecond, 100}),
+			Lateness: wireHist(t, late...)}}})
+	}
+	load := key{service: "loadgen", kind: kindLoad}
+	interval := newAcc()
+	interval.merge(accs[load])
+	p := interval.point(load, 2, true)
+	if !approx(p.GetLatenessP50Ms(), 0.1) || !approx(p.GetLatenessP999Ms(), 2) || p.GetLateness().GetCount() != 200 {
+		t.Errorf("load lateness p50 %v, p99.9 %v ms over %d sends; want 0.1, 2 over the 200 of both replicas",
+			p.GetLatenessP50Ms(), p.GetLatenessP999Ms(), p.GetLateness().GetCount())
+	}
+	edge := key{service: "loadgen", callee: "server", kind: kindEdge}
+	if e := accs[edge].point(edge, 2, true); e.GetLatenessP99Ms() != 0 || e.GetLateness() != nil {
+		t.Errorf("the generator's edge has lateness %v ms (%v), want none", e.GetLatenessP99Ms(), e.GetLateness())
+	}
+}

@@ -292,6 +292,7 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 		fmt.Fprintf(w, "; result: %s", resultPath)
 	}
 	fmt.Fprintln(w)
+	generatorFloor(w, res.GetTotal())
 	if len(res.GetSaturation()) > 0 {
 		fmt.Fprintln(w, "\nINVALID: load generators fell behind their schedule; their latency is theirs, not the system's:")
 		for _, s := range res.GetSaturation() {
@@ -570,4 +571,16 @@ func FormatFigure(v float64, unit string) string {
 		return s + unit
 	}
 	return s + " " + unit
+}
+
+// generatorFloor writes how late each load generator's sends started over the run: part of every latency it
+// reports, and so the smallest latency change between runs it can vouch for.
+func generatorFloor(w io.Writer, total *irsv1.PhaseResult) {
+	for _, p := range total.GetServices() {
+		if p.GetKind() != workflows.KindLoad || p.GetLateness().GetCount() == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s's own lateness (its sends' start after their intended time, part of its latency): p50 %.3f, p99 %.3f, p99.9 %.3f ms\n",
+			p.GetService(), p.GetLatenessP50Ms(), p.GetLatenessP99Ms(), p.GetLatenessP999Ms())
+	}
 }

@@ -1680,9 +1680,15 @@ type Point struct {
 	// retry).
 	Retries int64 `protobuf:"varint,38,opt,name=retries,proto3" json:"retries,omitempty"`
 	// For callers and load generators: why proxies made their 5xx, where they said (see stats Outcomes).
-	ProxyCauses   map[string]int64 `protobuf:"bytes,39,rep,name=proxy_causes,json=proxyCauses,proto3" json:"proxy_causes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ProxyCauses map[string]int64 `protobuf:"bytes,39,rep,name=proxy_causes,json=proxyCauses,proto3" json:"proxy_causes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// For load: how late its sends started after their intended times (the generator's own lateness, part of
+	// every latency it reports: the instrument's floor), and, for phases and the total, the histogram.
+	LatenessP50Ms  float64    `protobuf:"fixed64,40,opt,name=lateness_p50_ms,json=latenessP50Ms,proto3" json:"lateness_p50_ms,omitempty"`
+	LatenessP99Ms  float64    `protobuf:"fixed64,41,opt,name=lateness_p99_ms,json=latenessP99Ms,proto3" json:"lateness_p99_ms,omitempty"`
+	LatenessP999Ms float64    `protobuf:"fixed64,42,opt,name=lateness_p999_ms,json=latenessP999Ms,proto3" json:"lateness_p999_ms,omitempty"`
+	Lateness       *Histogram `protobuf:"bytes,43,opt,name=lateness,proto3" json:"lateness,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Point) Reset() {
@@ -1984,6 +1990,34 @@ func (x *Point) GetRetries() int64 {
 func (x *Point) GetProxyCauses() map[string]int64 {
 	if x != nil {
 		return x.ProxyCauses
+	}
+	return nil
+}
+
+func (x *Point) GetLatenessP50Ms() float64 {
+	if x != nil {
+		return x.LatenessP50Ms
+	}
+	return 0
+}
+
+func (x *Point) GetLatenessP99Ms() float64 {
+	if x != nil {
+		return x.LatenessP99Ms
+	}
+	return 0
+}
+
+func (x *Point) GetLatenessP999Ms() float64 {
+	if x != nil {
+		return x.LatenessP999Ms
+	}
+	return 0
+}
+
+func (x *Point) GetLateness() *Histogram {
+	if x != nil {
+		return x.Lateness
 	}
 	return nil
 }
@@ -3576,7 +3610,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\amachine\x18\a \x01(\v2\x0f.irs.v1.MachineR\amachine\"O\n" +
 	"\aMachine\x12!\n" +
 	"\foversleep_ms\x18\x01 \x01(\x01R\voversleepMs\x12!\n" +
-	"\fcpu_pressure\x18\x02 \x01(\x01R\vcpuPressure\"\x80\f\n" +
+	"\fcpu_pressure\x18\x02 \x01(\x01R\vcpuPressure\"\xa9\r\n" +
 	"\x05Point\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06callee\x18\x02 \x01(\tR\x06callee\x12\x12\n" +
@@ -3622,7 +3656,11 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x04late\x18$ \x01(\x03R\x04late\x12\x15\n" +
 	"\x06lag_ms\x18% \x01(\x01R\x05lagMs\x12\x18\n" +
 	"\aretries\x18& \x01(\x03R\aretries\x12A\n" +
-	"\fproxy_causes\x18' \x03(\v2\x1e.irs.v1.Point.ProxyCausesEntryR\vproxyCauses\x1a;\n" +
+	"\fproxy_causes\x18' \x03(\v2\x1e.irs.v1.Point.ProxyCausesEntryR\vproxyCauses\x12&\n" +
+	"\x0flateness_p50_ms\x18( \x01(\x01R\rlatenessP50Ms\x12&\n" +
+	"\x0flateness_p99_ms\x18) \x01(\x01R\rlatenessP99Ms\x12(\n" +
+	"\x10lateness_p999_ms\x18* \x01(\x01R\x0elatenessP999Ms\x12-\n" +
+	"\blateness\x18+ \x01(\v2\x11.irs.v1.HistogramR\blateness\x1a;\n" +
 	"\rStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
@@ -3858,34 +3896,35 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	36, // 30: irs.v1.Point.latency:type_name -> irs.v1.Histogram
 	31, // 31: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
 	32, // 32: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
-	13, // 33: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	13, // 34: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	13, // 35: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	13, // 36: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	15, // 37: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	34, // 38: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	9,  // 39: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	19, // 40: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	18, // 41: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	21, // 42: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	37, // 43: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	33, // 44: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 45: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	20, // 46: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	22, // 47: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	22, // 48: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	23, // 49: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	24, // 50: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	35, // 51: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 52: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	35, // 53: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	35, // 54: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	26, // 55: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	36, // 33: irs.v1.Point.lateness:type_name -> irs.v1.Histogram
+	13, // 34: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	13, // 35: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	13, // 36: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	13, // 37: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	15, // 38: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	34, // 39: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	9,  // 40: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	19, // 41: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	18, // 42: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	21, // 43: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	37, // 44: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	33, // 45: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 46: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	20, // 47: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	22, // 48: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	22, // 49: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	23, // 50: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	24, // 51: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	35, // 52: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	9,  // 53: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	35, // 54: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	35, // 55: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	26, // 56: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }

@@ -534,7 +534,10 @@ type LoadStats struct {
 	Hop *Histogram `protobuf:"bytes,13,opt,name=hop,proto3" json:"hop,omitempty"`
 	// How long the oldest request due and not yet started had been due at window_end: how far behind its
 	// schedule the generator is (0 on schedule; it grows without bound in a saturated generator).
-	LagMs         float64 `protobuf:"fixed64,14,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
+	LagMs float64 `protobuf:"fixed64,14,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
+	// How late each send started after its intended time (open loop): the generator's own share of the latency
+	// it reports, which no change of the system under test can be told from.
+	Lateness      *Histogram `protobuf:"bytes,15,opt,name=lateness,proto3" json:"lateness,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -667,6 +670,13 @@ func (x *LoadStats) GetLagMs() float64 {
 	return 0
 }
 
+func (x *LoadStats) GetLateness() *Histogram {
+	if x != nil {
+		return x.Lateness
+	}
+	return nil
+}
+
 var File_irs_v1_stats_proto protoreflect.FileDescriptor
 
 const file_irs_v1_stats_proto_rawDesc = "" +
@@ -724,7 +734,7 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"\alatency\x18\x03 \x01(\v2\x11.irs.v1.HistogramR\alatency\x12#\n" +
 	"\x03hop\x18\x04 \x01(\v2\x11.irs.v1.HistogramR\x03hop\x12\x18\n" +
 	"\aretries\x18\x05 \x01(\x03R\aretries\x12\x18\n" +
-	"\askipped\x18\x06 \x01(\x03R\askipped\"\xbb\x03\n" +
+	"\askipped\x18\x06 \x01(\x03R\askipped\"\xea\x03\n" +
 	"\tLoadStats\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12,\n" +
 	"\boutcomes\x18\x02 \x01(\v2\x10.irs.v1.OutcomesR\boutcomes\x12+\n" +
@@ -741,7 +751,8 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"\rachieved_rate\x18\v \x01(\x01R\fachievedRate\x12\x18\n" +
 	"\arunning\x18\f \x01(\bR\arunning\x12#\n" +
 	"\x03hop\x18\r \x01(\v2\x11.irs.v1.HistogramR\x03hop\x12\x15\n" +
-	"\x06lag_ms\x18\x0e \x01(\x01R\x05lagMsB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
+	"\x06lag_ms\x18\x0e \x01(\x01R\x05lagMs\x12-\n" +
+	"\blateness\x18\x0f \x01(\v2\x11.irs.v1.HistogramR\blatenessB+Z)github.com/irs-sim/irs/proto/irs/v1;irsv1b\x06proto3"
 
 var (
 	file_irs_v1_stats_proto_rawDescOnce sync.Once
@@ -789,11 +800,12 @@ var file_irs_v1_stats_proto_depIdxs = []int32{
 	1,  // 16: irs.v1.LoadStats.latency:type_name -> irs.v1.Histogram
 	1,  // 17: irs.v1.LoadStats.uncorrected:type_name -> irs.v1.Histogram
 	1,  // 18: irs.v1.LoadStats.hop:type_name -> irs.v1.Histogram
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	1,  // 19: irs.v1.LoadStats.lateness:type_name -> irs.v1.Histogram
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_stats_proto_init() }
