@@ -292,7 +292,7 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 		fmt.Fprintf(w, "; result: %s", resultPath)
 	}
 	fmt.Fprintln(w)
-	generatorFloor(w, res.GetTotal())
+	generatorFloor(w, res)
 	if len(res.GetSaturation()) > 0 {
 		fmt.Fprintln(w, "\nINVALID: load generators fell behind their schedule; their latency is theirs, not the system's:")
 		for _, s := range res.GetSaturation() {
@@ -573,14 +573,26 @@ func FormatFigure(v float64, unit string) string {
 	return s + " " + unit
 }
 
-// generatorFloor writes how late each load generator's sends started over the run: part of every latency it
-// reports, and so the smallest latency change between runs it can vouch for.
-func generatorFloor(w io.Writer, total *irsv1.PhaseResult) {
-	for _, p := range total.GetServices() {
+// generatorFloor writes how late each load generator's sends started over the run, part of every latency it
+// reports and so the smallest latency change between runs it can vouch for; and how late the machine running
+// the generators woke a sleeper (where the backend measures it).
+func generatorFloor(w io.Writer, res *irsv1.WorkflowResult) {
+	for _, p := range res.GetTotal().GetServices() {
 		if p.GetKind() != workflows.KindLoad || p.GetLateness().GetCount() == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "%s's own lateness (its sends' start after their intended time, part of its latency): p50 %.3f, p99 %.3f, p99.9 %.3f ms\n",
+		fmt.Fprintf(w, "load generator %s: its sends started late by p50 %.3f, p99 %.3f, p99.9 %.3f ms (its own share of its latency)\n",
 			p.GetService(), p.GetLatenessP50Ms(), p.GetLatenessP99Ms(), p.GetLatenessP999Ms())
+	}
+	var over []float64
+	for _, t := range res.GetSeries() {
+		if m := t.GetMachine(); m != nil {
+			over = append(over, m.GetOversleepMs())
+		}
+	}
+	if len(over) > 0 {
+		slices.Sort(over)
+		fmt.Fprintf(w, "the machine's: a 10 ms sleep overslept by %.3f ms in the median interval, %.3f ms at worst (%d intervals)\n",
+			over[len(over)/2], over[len(over)-1], len(over))
 	}
 }

@@ -466,6 +466,22 @@ func TestSummaryParts(t *testing.T) {
 			reject: []string{"EDGE (WHOLE RUN)"},
 		},
 		{
+			name: "the generators' and the machine's floor",
+			edit: func(r *irsv1.WorkflowResult) {
+				r.Total.Services = append(r.Total.Services, &irsv1.Point{Service: "shoppers", Kind: "load", Requests: 1000,
+					LatenessP50Ms: 0.05, LatenessP99Ms: 0.3, LatenessP999Ms: 1.25, Lateness: &irsv1.Histogram{Count: 1000}})
+				r.Series = []*irsv1.Tick{{T: 1, Machine: &irsv1.Machine{OversleepMs: 0.2}}, {T: 2, Machine: &irsv1.Machine{OversleepMs: 0.1}},
+					{T: 3, Machine: &irsv1.Machine{OversleepMs: 4}}}
+			},
+			want: []string{"load generator shoppers: its sends started late by p50 0.050, p99 0.300, p99.9 1.250 ms (its own share of its latency)",
+				"the machine's: a 10 ms sleep overslept by 0.200 ms in the median interval, 4.000 ms at worst (3 intervals)"},
+		},
+		{
+			name:   "no generator's lateness (a result from before it was recorded): no floor line",
+			edit:   func(r *irsv1.WorkflowResult) {},
+			reject: []string{"its sends started late", "the machine's:"},
+		},
+		{
 			name:   "no total yet (an interrupted run)",
 			edit:   func(r *irsv1.WorkflowResult) { r.Status, r.Total = engine.StatusInterrupted, nil },
 			want:   []string{"workflow flash-sale: INTERRUPTED  seed 20261121, time scale 0.25"},
