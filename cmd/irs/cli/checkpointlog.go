@@ -53,25 +53,41 @@ func checkpointDoc(ctx context.Context, logger *slog.Logger, store blockLogs, re
 	return files, nil
 }
 
-// checkpointFiles reads the run's current artifacts with each checkpoint's result joined whole again.
+// checkpointFiles reads the run's current artifacts with each checkpoint's result joined whole again. A set
+// replaced while its logs were read (the final set removes them) is read again.
 func checkpointFiles(ctx context.Context, store *kube.Store) (map[string][]byte, kube.RunStatus, error) {
-	files, st, err := store.Get(ctx)
-	if err != nil {
-		return nil, st, err
+	var err error
+	for range 3 {
+		var files map[string][]byte
+		var st kube.RunStatus
+		if files, st, err = store.Get(ctx); err != nil {
+			return nil, st, err
+		}
+		if err = joinAll(ctx, store, files); err == nil {
+			return files, st, nil
+		}
+		if now, serr := store.Status(ctx); serr != nil || now.Generation == st.Generation {
+			return nil, st, err
+		}
 	}
+	return nil, kube.RunStatus{}, err
+}
+
+// joinAll replaces each checkpoint's result in files by its whole, joined with its log.
+func joinAll(ctx context.Context, store blockLogs, files map[string][]byte) error {
 	for name, companion := range files {
 		rel, ok := strings.CutSuffix(name, sealedSuffix)
 		if !ok {
 			continue
 		}
-		delete(files, name)
 		whole, err := joinSealed(ctx, store, files[rel], companion)
 		if err != nil {
-			return nil, st, fmt.Errorf("checkpoint %s: %w", rel, err)
+			return fmt.Errorf("checkpoint %s: %w", rel, err)
 		}
+		delete(files, name)
 		files[rel] = whole
 	}
-	return files, st, nil
+	return nil
 }
 
 // joinSealed returns the result doc with the blocks its companion names put before its own ticks.

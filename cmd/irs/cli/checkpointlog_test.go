@@ -72,9 +72,10 @@ func TestCheckpointSeriesLogged(t *testing.T) {
 		if err := resultfile.EncodeSeries(&whole, head, snap.Series); err != nil {
 			t.Fatal(err)
 		}
-		got, err := joinSealed(t.Context(), logs, files[rel], files[rel+sealedSuffix])
-		if err != nil || !bytes.Equal(got, whole.Bytes()) {
-			t.Fatalf("after %d ticks: joined %d bytes (%v), want the whole result's %d byte for byte", until, len(got), err, whole.Len())
+		files["report.html"] = []byte("<html>")
+		if err := joinAll(t.Context(), logs, files); err != nil || !bytes.Equal(files[rel], whole.Bytes()) || len(files) != 2 {
+			t.Fatalf("after %d ticks: joined %d bytes (%v) among %d files, want the whole result's %d byte for byte, "+
+				"beside the report, the companion gone", until, len(files[rel]), err, len(files), whole.Len())
 		}
 	}
 
