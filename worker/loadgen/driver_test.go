@@ -151,10 +151,12 @@ func TestCoordinatedOmission(t *testing.T) {
 	if b := rec.Blocked.Load(); b < 300 {
 		t.Errorf("blocked = %d, want most of the ~500 requests due during the stall", b)
 	}
-	// The stall is the generator's lateness too: the sends it held up started late, each one counted.
+	// The stall is the server's, not the generator's: the sends it held up (blocked) are not the generator's
+	// lateness; the sends it slept for are, and they woke on time.
 	late := rec.Lateness.Snapshot()
-	if p99 := late.ValueAtPercentile(99); p99 < 300_000 || late.TotalCount() != rec.Sent.Load() {
-		t.Errorf("lateness p99 = %dus over %d sends, want >= 300ms over every one of the %d sent", p99, late.TotalCount(), rec.Sent.Load())
+	if p99 := late.ValueAtPercentile(99); p99 > 50_000 || late.TotalCount() != rec.Sent.Load()-rec.Blocked.Load() {
+		t.Errorf("lateness p99 = %dus over %d sends, want small, over the %d sent less the %d blocked", p99, late.TotalCount(),
+			rec.Sent.Load(), rec.Blocked.Load())
 	}
 }
 

@@ -35,8 +35,9 @@ type Load struct {
 	Target   string
 	Outcomes Outcomes
 	// Latency is measured from the intended send time, Uncorrected from the actual one; Hop is Uncorrected minus
-	// the target's reported service time. Lateness is how late each open-loop send started (Latency minus
-	// Uncorrected): the generator's own part of the latency it reports.
+	// the target's reported service time. Lateness is how late each open-loop send the generator slept
+	// for started: its own part of the latency it reports (a send that waited for a connection waited for the
+	// system's answers, and is not counted).
 	Latency, Uncorrected, Hop, Lateness *Histogram
 	// Sent, Late and Blocked count sends; what was due (and so unsent: due - sent) is counted by Due.
 	Sent, Late, Blocked atomic.Int64

@@ -301,6 +301,16 @@ func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
 	if unit == workflows.UnitRatio {
 		rateFloor = max(rateFloor, 3/float64(max(1, min(b.requests, c.requests))))
 	}
+	// What the load generators' own lateness moved between the sides, in the direction the figure moved, is
+	// theirs, not the system's: only the change beyond it is tested, and the smallest change seen grows by it.
+	// A lateness that moved the other way is not added to the change (quantiles do not add up: it would
+	// make changes of what is noise).
+	shift, floorNote := instrumentShift(m, b, c)
+	ch.Noise += floorNote
+	tested := math.Abs(ch.GetDelta())
+	if shift*ch.GetDelta() > 0 {
+		tested = max(0, tested-math.Abs(shift))
+	}
 	switch {
 	case !bmeasured || !cmeasured || math.IsNaN(se):
 		ch.Noise = "not estimated: a side has fewer than two intervals with samples"
@@ -309,8 +319,8 @@ func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
 		return
 	case se == 0:
 		// Both series are constant (an exact rate, a count): any change beyond what is measured is real.
-		ch.MinimumDetectable = rateFloor
-		if math.Abs(ch.GetDelta()) > 0 {
+		ch.MinimumDetectable = rateFloor + math.Abs(shift)
+		if tested > 0 {
 			ch.PValue = 0
 		}
 		return
@@ -319,13 +329,9 @@ func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
 	if math.IsInf(df, 1) {
 		dist.Nu = 1e9 // the normal distribution, as distuv wants a finite degree of freedom
 	}
-	// What the load generators' own lateness moved between the sides is theirs, not the system's: only the
-	// change beyond it is tested, and the smallest change seen grows by it.
-	shift, floorNote := instrumentShift(m, b, c)
-	ch.Noise += floorNote
 	ch.StandardError = se
-	ch.PValue = 2 * dist.Survival(max(0, math.Abs(ch.GetDelta())-shift)/se)
-	ch.MinimumDetectable = max(rateFloor, (dist.Quantile(1-Alpha/2)+dist.Quantile(power))*se+shift)
+	ch.PValue = 2 * dist.Survival(tested/se)
+	ch.MinimumDetectable = max(rateFloor, (dist.Quantile(1-Alpha/2)+dist.Quantile(power))*se+math.Abs(shift))
 	if nb < 2 || nc < 2 {
 		ch.Reason = fmt.Sprintf("one run a side: changes under %s cannot be told from noise; use --repeat 3 or more", workflows.FormatAmount(m, ch.GetMinimumDetectable()))
 	} else {
@@ -356,21 +362,22 @@ func latenessAt(p *irsv1.Point, m workflows.Metric) (float64, bool) {
 	return float64(h.ValueAtQuantile(q)) / 1e6, true
 }
 
-// instrumentShift is how far a load generator's own lateness, at a latency metric's quantile, moved between
-// the sides (seconds; 0 where either side did not record it), and a note for the change's noise saying what it was.
+// instrumentShift is how far a load generator's own lateness, at a latency metric's quantile, moved from the
+// base to the current side (seconds, signed; 0 where either side did not record it), and a note for the
+// change's noise saying what it was.
 func instrumentShift(m workflows.Metric, b, c measurement) (float64, string) {
 	if len(b.lateness) == 0 || len(c.lateness) == 0 {
 		return 0, ""
 	}
 	lb, lc := stat.Mean(b.lateness, nil), stat.Mean(c.lateness, nil)
-	shift := math.Abs(lc - lb)
-	if shift < 1e-6 { // under the histograms' microsecond: the same lateness
+	shift := lc - lb
+	if math.Abs(shift) < 1e-6 { // under the histograms' microsecond: the same lateness
 		shift = 0
 	}
 	note := fmt.Sprintf("; the load generators' sends started %s and %s late at %s (their own share of the figure)",
 		workflows.FormatAmount(m, lb), workflows.FormatAmount(m, lc), m)
-	if shift > 0 {
-		note += fmt.Sprintf(": a change within the %s it moved may be theirs, and is not tested", workflows.FormatAmount(m, shift))
+	if shift != 0 {
+		note += fmt.Sprintf(": a change the same way within the %s it moved may be theirs, and is not tested", workflows.FormatAmount(m, math.Abs(shift)))
 	}
 	return shift, note
 }

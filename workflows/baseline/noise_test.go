@@ -228,7 +228,7 @@ func withLateness(t *testing.T, r *irsv1.WorkflowResult, late float64) *irsv1.Wo
 // TestGeneratorLatenessIsTheInstruments: a tail that grew 4x for a second is a regression when the load
 // generators were as late on both sides, and says how late they were; when their own lateness at p99 grew by
 // as much as the figure did, the change is theirs: not a regression, and the smallest change the comparison
-// could see includes what they moved.
+// could see includes what they moved; when it fell, the figure's growth is not excused.
 func TestGeneratorLatenessIsTheInstruments(t *testing.T) {
 	base, noise := readFixture(t, "base"), readFixture(t, "noise")
 	limits, err := ParseLimits(DefaultLimits)
@@ -256,5 +256,13 @@ func TestGeneratorLatenessIsTheInstruments(t *testing.T) {
 	if v := ch.GetVerdict(); v == VerdictRegressed || v == VerdictWorse || ch.GetMinimumDetectable() < delta {
 		t.Errorf("generators %.1f ms later at p99 on the current side, the figure %.1f ms worse: %v; want neither regressed "+
 			"nor worse, with a minimum detectable change of %.1f ms or more", 1000*delta, 1000*delta, ch, 1000*delta)
+	}
+	// Generators less late on the current side do not excuse a figure that grew: still a regression.
+	r, err = Compare(side(1, 0.0001+delta), side(4, 0.0001), limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch = findChange(r, "loadgen", "steady", "p99"); ch.GetVerdict() != VerdictRegressed {
+		t.Errorf("generators %.1f ms less late on the current side, the figure worse: %v; want regressed", 1000*delta, ch)
 	}
 }

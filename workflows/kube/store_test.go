@@ -138,6 +138,12 @@ func TestStoreLog(t *testing.T) {
 	if _, err := s.ReadLog(t.Context(), name, 8); err == nil {
 		t.Errorf("read 8 blocks of 7: no error")
 	}
+	if _, err := s.ReadLog(t.Context(), name, 1<<62); err == nil {
+		t.Errorf("read 2^62 blocks of 7: no error")
+	}
+	if _, err := s.ReadLog(t.Context(), "x,irs.dev/log", 0); err == nil {
+		t.Errorf("read a log named as no log is: no error")
+	}
 	if err := s.AppendLog(t.Context(), name, blocks[:3]); err == nil {
 		t.Errorf("append fewer blocks than the log holds: no error")
 	}

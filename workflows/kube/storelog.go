@@ -107,10 +107,18 @@ func (s *Store) writeSegment(ctx context.Context, name string, l *blockLog) erro
 	return nil
 }
 
+// validLogName says whether name is one LogName makes (and so a valid label value).
+func validLogName(name string) bool {
+	return len(name) > 0 && len(name) <= 13 && strings.Trim(name, "0123456789abcdefghijklmnopqrstuvwxyz") == ""
+}
+
 func blockKey(i int) string { return fmt.Sprintf("b%06d", i) }
 
 // ReadLog returns the first n blocks of the log named name.
 func (s *Store) ReadLog(ctx context.Context, name string, n int) ([][]byte, error) {
+	if !validLogName(name) {
+		return nil, fmt.Errorf("%q is not the name of a log", name)
+	}
 	list := &corev1.ConfigMapList{}
 	if err := s.c.list(ctx, s.c.core, s.ns, "configmaps", metav1.ListOptions{LabelSelector: LabelLog + "=" + name}, list); err != nil {
 		return nil, fmt.Errorf("read log %s: %w", name, err)
@@ -124,6 +132,9 @@ func (s *Store) ReadLog(ctx context.Context, name string, n int) ([][]byte, erro
 			}
 			blocks[i] = b
 		}
+	}
+	if n < 0 || n > len(blocks) {
+		return nil, fmt.Errorf("read log %s: %d blocks asked for, %d held", name, n, len(blocks))
 	}
 	out := make([][]byte, n)
 	for i := range n {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/flate"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -74,7 +75,10 @@ func (s Series) writeElements(w *bufio.Writer) error {
 	for i, b := range s.blocks {
 		sep()
 		zr := flate.NewReader(bytes.NewReader(b))
-		if _, err := io.Copy(w, io.LimitReader(zr, maxBlock)); err != nil {
+		if n, err := io.Copy(w, io.LimitReader(zr, maxBlock+1)); err != nil || n > maxBlock {
+			if err == nil {
+				err = fmt.Errorf("inflates past %d MiB", maxBlock>>20)
+			}
 			return fmt.Errorf("series block %d: %w", i, err)
 		}
 		zr.Close()
@@ -122,16 +126,27 @@ func (s Series) Unsealed() Series {
 // megabytes; a block is read from a store others may write to.
 const maxBlock = 256 << 20
 
+// maxSeries bounds a whole series read back.
+const maxSeries = 1 << 30
+
 // SealedBlocks returns the series whose first ticks are those of sealed (blocks Sealed returned) and the rest
 // rest's (what Unsealed returned, decoded). It is for reading a series back: appending to it is not.
 func SealedBlocks(sealed [][]byte, rest []*irsv1.Tick) (Series, error) {
 	s := Series{blocks: slices.Clip(sealed), n: len(sealed) * seriesBlock}
+	var total int64
 	for i, b := range sealed {
+		// Each block must be the elements of a JSON array, whole, within bounds.
 		zr := flate.NewReader(bytes.NewReader(b))
-		_, err := io.Copy(io.Discard, io.LimitReader(zr, maxBlock))
+		elements, err := io.ReadAll(io.LimitReader(zr, maxBlock+1))
 		zr.Close()
-		if err != nil {
+		total += int64(len(elements))
+		switch {
+		case err != nil:
 			return Series{}, fmt.Errorf("series block %d: %w", i, err)
+		case len(elements) > maxBlock || total > maxSeries:
+			return Series{}, fmt.Errorf("series block %d: inflates past %d MiB (a block) or %d MiB (the series)", i, maxBlock>>20, maxSeries>>20)
+		case !json.Valid(slices.Concat([]byte("["), elements, []byte("]"))) || len(bytes.TrimSpace(elements)) == 0:
+			return Series{}, fmt.Errorf("series block %d: not ticks", i)
 		}
 	}
 	for _, t := range rest {

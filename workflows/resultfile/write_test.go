@@ -2,6 +2,7 @@ package resultfile_test
 
 import (
 	"bytes"
+	"compress/flate"
 	"errors"
 	"os"
 	"path/filepath"
@@ -150,5 +151,14 @@ func TestSealedBlocksRefusesGarbage(t *testing.T) {
 	}
 	if _, err := resultfile.SealedBlocks([][]byte{good[0], []byte("not deflate")}, nil); err == nil {
 		t.Errorf("a garbage block: no error")
+	}
+	for _, text := range []string{"not json", "", `{"t": 1}, {`} {
+		var buf bytes.Buffer
+		zw, _ := flate.NewWriter(&buf, flate.BestSpeed)
+		zw.Write([]byte(text))
+		zw.Close()
+		if _, err := resultfile.SealedBlocks([][]byte{good[0], buf.Bytes()}, nil); err == nil {
+			t.Errorf("a block of %q: no error", text)
+		}
 	}
 }

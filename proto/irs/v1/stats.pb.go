@@ -535,8 +535,9 @@ type LoadStats struct {
 	// How long the oldest request due and not yet started had been due at window_end: how far behind its
 	// schedule the generator is (0 on schedule; it grows without bound in a saturated generator).
 	LagMs float64 `protobuf:"fixed64,14,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
-	// How late each send started after its intended time (open loop): the generator's own share of the latency
-	// it reports, which no change of the system under test can be told from.
+	// How late each send the generator slept for started after its intended time (open loop): the generator's
+	// own share of the latency it reports. Sends that were due already (blocked: waiting for a connection the
+	// system's answers held) are not counted.
 	Lateness      *Histogram `protobuf:"bytes,15,opt,name=lateness,proto3" json:"lateness,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
