@@ -383,9 +383,8 @@ func (r *Registry) build(cur, prev *counters, hist func(*Histogram) *hdrhistogra
 		}
 		ls := &irsv1.LoadStats{
 			Target: s.Target, Outcomes: c.outcomes.since(po),
-			Latency: summary(s.Latency), Uncorrected: summary(s.Uncorrected), Hop: summary(s.Hop),
-			Lateness: summary(s.Lateness),
-			Due:      c.due - p.due, Sent: c.sent - p.sent, Late: c.late - p.late, Blocked: c.blocked - p.blocked,
+			Latency: summary(s.Latency), Uncorrected: summary(s.Uncorrected), Hop: summary(s.Hop), Lateness: summary(s.Lateness),
+			Due: c.due - p.due, Sent: c.sent - p.sent, Late: c.late - p.late, Blocked: c.blocked - p.blocked,
 			// Due and not sent as of the end of the window: a backlog that later sends reduce (a window may
 			// then count fewer than 0), and once the load stopped, what was never sent.
 			Unsent:     (c.due - c.sent) - (p.due - p.sent),
