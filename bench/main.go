@@ -49,7 +49,7 @@ func main() {
 	flag.StringVar(&o.fortio, "fortio", "", "fortio binary (default: fortio on PATH or in $(go env GOPATH)/bin)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.DurationVar(&o.soak, "soak", 30*time.Minute, "length of the detached soak (section soak)")
-	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported)")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported) and of each generator in the floor section (interleaved; the mean and its standard error)")
 	flag.StringVar(&only, "only", "", "comma-separated sections to run: floor,server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,nodes,kwok,soak (default all but kube, nodes, kwok and soak, which hack/testnode/bench.sh runs on the test cluster)")
 	flag.Parse()
 	o.only = map[string]bool{}
