@@ -17,6 +17,10 @@ const maxLagMs = 100
 // requests, a replica's first windows.
 const coldStart = 3.0
 
+// busyGeneratorMcores is the CPU a generator's replica uses beyond which its lateness is its own work's (it is
+// single-core bound near 1000), not another tenant's.
+const busyGeneratorMcores = 700
+
 // lagDiagnosis is what the series says of when a generator fell behind in a phase, and of the machine then.
 type lagDiagnosis struct {
 	first, last float64 // seconds into the phase of the first and last interval beyond maxLagMs (-1: none)
@@ -65,15 +69,22 @@ func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
 }
 
 // saturation reports a load generator that fell behind its schedule in a phase (nil otherwise), with its
-// cause: the machine starving it (a reference sleeper on the runner's machine overslept as long), a cold start
-// (behind only in the phase's first seconds), too few connections (requests waited for a free one), or its own
-// CPU.
+// cause: the machine starving it (a reference sleeper on the runner's machine overslept as long), its CPU taken
+// by others (the sends it slept for woke late while it used little CPU: on any backend), a cold start (behind
+// only in the phase's first seconds), too few connections (requests waited for a free one), or its own CPU.
 func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 	if k.kind != kindLoad || a.lagMs <= maxLagMs {
 		return nil
 	}
 	s := &irsv1.Saturation{Service: k.service, Phase: phase, LagMs: a.lagMs, Due: a.due, Unsent: max(a.unsent, 0),
 		Blocked: a.blocked, Late: a.late}
+	// The generator's own lateness (sends it slept for) says whether it got its CPU when it asked, wherever it
+	// runs; the runner's machine (d) is its machine only on the local backend.
+	var late float64
+	if a.lateness != nil && a.lateness.TotalCount() > 0 {
+		late = float64(a.lateness.ValueAtQuantile(99)) / 1000
+	}
+	cpu := meanOf(a.cpu) / float64(max(1, a.replicas))
 	switch {
 	case d.oversleepMs >= starvedMs:
 		pressure := ""
@@ -83,14 +94,28 @@ func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 		s.Detail = fmt.Sprintf("the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by "+
 			"up to %.0f ms%s. More connections or replicas would not help; run on a quieter machine (or give IRS more CPUs)",
 			d.oversleepMs, pressure)
+	case late >= starvedMs && (len(a.cpu) == 0 || cpu < busyGeneratorMcores):
+		used := "its CPU is not measured"
+		if len(a.cpu) > 0 {
+			used = fmt.Sprintf("its worker used %.0f millicores a replica", cpu)
+		}
+		s.Detail = fmt.Sprintf("its CPU was not its own: the sends it slept for woke up to %.0f ms late (p99) while %s. "+
+			"More connections or replicas would not help; give the generators CPUs of their own (placement) or a quieter "+
+			"machine or node", late, used)
 	case d.intervals > 0 && d.last <= coldStart && !d.sentBefore:
 		s.Detail = fmt.Sprintf("a cold start: it was behind only in the phase's first %.0f s (connections opening, proxies "+
 			"warming up). Put a warm-up phase before it", d.last)
 	case a.blocked > 0:
 		s.Detail = fmt.Sprintf("%d requests became due while every connection was busy: the latency needs more "+
 			"connections than load.connections gives", a.blocked)
+	case late >= starvedMs:
+		s.Detail = fmt.Sprintf("its worker could not keep up with its own work: it used %.0f millicores a replica, and the "+
+			"sends it slept for woke up to %.0f ms late (p99): spread the load over more replicas", cpu, late)
+	case a.lateness != nil && a.lateness.TotalCount() > 0:
+		s.Detail = fmt.Sprintf("its worker could not send fast enough (CPU) though its sends woke on time (%.1f ms late at "+
+			"p99): spread the load over more replicas", late)
 	default:
-		s.Detail = "its worker could not send fast enough (CPU) while the machine was not starved: spread the load over more replicas"
+		s.Detail = "its worker could not send fast enough (CPU) while the runner's machine was not starved: spread the load over more replicas"
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"strings"
 	"testing"
 	"time"
@@ -173,21 +174,34 @@ func TestSaturationNamesItsCause(t *testing.T) {
 		series  []*irsv1.Tick
 		blocked int64
 		want    string
+		// The generator's own lateness (all its sends alike, ms; 0: not recorded) and CPU a replica.
+		lateMs, cpu float64
 	}{
 		{"a starved machine", []*irsv1.Tick{tick(11, 5, 2), tick(12, 300, 180), tick(13, 250, 90)}, 40,
-			"the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by up to 180 ms, and tasks waited for a CPU 70 % of the time"},
+			"the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by up to 180 ms, and tasks waited for a CPU 70 % of the time", 0, 0},
 		{"a cold start", []*irsv1.Tick{tick(11, 400, 3), tick(12, 150, 2), tick(13, 5, 1), tick(14, 3, 1)}, 30,
-			"a cold start: it was behind only in the phase's first 2 s"},
+			"a cold start: it was behind only in the phase's first 2 s", 0, 0},
 		{"not a cold start: it sent before the phase", []*irsv1.Tick{tick(9, 5, 1), tick(11, 400, 3), tick(12, 150, 2)}, 30,
-			"30 requests became due while every connection was busy"},
+			"30 requests became due while every connection was busy", 0, 0},
 		{"too few connections", []*irsv1.Tick{tick(11, 5, 1), tick(15, 300, 3), tick(16, 350, 2)}, 40,
-			"40 requests became due while every connection was busy"},
-		{"its own CPU", []*irsv1.Tick{tick(15, 300, 3)}, 0, "its worker could not send fast enough (CPU) while the machine was not starved"},
+			"40 requests became due while every connection was busy", 0, 0},
+		{"its own CPU", []*irsv1.Tick{tick(15, 300, 3)}, 0, "its worker could not send fast enough (CPU) while the runner's machine was not starved", 0, 0},
+		{"its CPU taken by others (a node the runner does not see)", []*irsv1.Tick{tick(15, 300, 3)}, 0,
+			"its CPU was not its own: the sends it slept for woke up to 150 ms late (p99) while its worker used 120 millicores a replica", 150, 120},
+		{"its CPU taken by its own work", []*irsv1.Tick{tick(15, 300, 3)}, 0,
+			"its worker could not keep up with its own work: it used 950 millicores a replica, and the sends it slept for woke up to 150 ms late", 150, 950},
+		{"its own CPU, on time", []*irsv1.Tick{tick(15, 300, 3)}, 0,
+			"its worker could not send fast enough (CPU) though its sends woke on time (0.3 ms late at p99)", 0.3, 950},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e.res.Series = tt.series
 			a := newAcc()
 			a.lagMs, a.blocked = 400, tt.blocked
+			if tt.lateMs > 0 {
+				a.lateness = hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+				_ = a.lateness.RecordValues(int64(tt.lateMs*1000), 100)
+				a.cpu, a.replicas = []float64{2 * tt.cpu}, 2
+			}
 			s := saturation(gen, a, "spike", e.lagged(gen, 10, 20))
 			if s == nil || !strings.Contains(s.GetDetail(), tt.want) {
 				t.Errorf("detail %q, want %q", s.GetDetail(), tt.want)
