@@ -2,11 +2,11 @@ package engine
 
 import (
 	"fmt"
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
