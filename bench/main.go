@@ -30,6 +30,7 @@ type options struct {
 	irs, fortio string
 	duration    time.Duration
 	soak        time.Duration
+	soakOut     string
 	rounds      int
 	only        map[string]bool
 	tmp         string
@@ -49,6 +50,7 @@ func main() {
 	flag.StringVar(&o.fortio, "fortio", "", "fortio binary (default: fortio on PATH or in $(go env GOPATH)/bin)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.DurationVar(&o.soak, "soak", 30*time.Minute, "length of the detached soak (section soak)")
+	flag.StringVar(&o.soakOut, "soak-out", "", "directory to keep the soak's fetched run in (with IRS_PROFILE_ENGINE=1, the engine's profiles); default: removed")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each throughput measurement (the median is reported) and of each generator in the floor section (interleaved; the mean and its standard error)")
 	flag.StringVar(&only, "only", "", "comma-separated sections to run: floor,server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,nodes,kwok,soak (default all but kube, nodes, kwok and soak, which hack/testnode/bench.sh runs on the test cluster)")
 	flag.Parse()

@@ -52,6 +52,9 @@ type soakSample struct {
 	// anonBytes is the engine process's anonymous memory (RssAnon), read from /proc on this machine, where the
 	// test cluster's containers run: the working set also counts the page cache of what the engine writes.
 	anonBytes float64
+	// runtime is what the engine's Go runtime says of itself at its last heartbeat (its status' runtime line):
+	// heap_live_mb, go_total_mb, released_mb, goroutines.
+	runtime map[string]float64
 }
 
 // detachedSoak runs soakWorkflow detached for o.soak at time scale 1 and measures the engine's pod from outside
@@ -112,6 +115,7 @@ func (o *options) detachedSoak(ctx context.Context) error {
 		case <-tick.C:
 			if s, ok := engineUsage(ctx, ns); ok {
 				s.anonBytes = engineAnon(ns)
+				s.runtime = engineRuntime(ctx, ns)
 				samples = append(samples, s)
 			}
 		case <-ctx.Done():
@@ -144,6 +148,9 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	memSlope, memSE, memMean := slope(tMem, mem)
 	cpuSlope, cpuSE, cpuMean := slope(tCPU, cpu)
 	out := filepath.Join(dir, "fetched")
+	if o.soakOut != "" {
+		out = o.soakOut
+	}
 	fetch := exec.CommandContext(ctx, o.irs, "workflow", "fetch", ns, "-o", out)
 	if b, err := fetch.CombinedOutput(); err != nil {
 		return fmt.Errorf("fetch %s: %w: %s", ns, err, b)
@@ -162,6 +169,25 @@ func (o *options) detachedSoak(ctx context.Context) error {
 		fmt.Printf("| engine memory (anonymous, RssAnon) | %.1f MiB | %s MiB | growth < 10 %% |\n", anonMean, flat(anonSlope, anonSE, anonMean))
 	} else {
 		fmt.Printf("| engine memory (anonymous, RssAnon) | not read (%d samples): is the cluster's engine on this machine? | | |\n", len(anon))
+	}
+	for _, m := range []struct{ key, name, unit string }{
+		{"heap_live_mb", "engine Go heap, live after its last collection", "MiB"},
+		{"go_total_mb", "engine Go runtime, all it holds from the system", "MiB"},
+		{"released_mb", "engine Go heap given back to the system", "MiB"},
+		{"goroutines", "engine goroutines", ""},
+	} {
+		var t, v []float64
+		for _, s := range steady {
+			if x, ok := s.runtime[m.key]; ok {
+				t, v = append(t, hours(s)), append(v, x)
+			}
+		}
+		if len(v) < 10 {
+			fmt.Printf("| %s | not read (%d samples) | | |\n", m.name, len(v))
+			continue
+		}
+		sl, se, mean := slope(t, v)
+		fmt.Printf("| %s | %.1f %s | %s %s | (where memory grows) |\n", m.name, mean, m.unit, flat(sl, se, mean), m.unit)
 	}
 	fmt.Printf("| engine CPU | %.1f millicores | %s millicores | growth < 10 %% |\n", cpuMean, flat(cpuSlope, cpuSE, cpuMean))
 	fmt.Printf("| samples | %d over %.0f min | | |\n\n", len(steady), span*60)
@@ -232,6 +258,23 @@ func engineAnon(ns string) float64 {
 		}
 	}
 	return 0
+}
+
+// engineRuntime reads the runtime line of the detached run's status (its engine's own account at its last
+// heartbeat).
+func engineRuntime(ctx context.Context, ns string) map[string]float64 {
+	out, err := exec.CommandContext(ctx, "kubectl", "get", "configmap", "irs-status", "-n", ns, "-o", "jsonpath={.data.runtime}").Output()
+	if err != nil {
+		return nil
+	}
+	m := map[string]float64{}
+	for _, f := range strings.Fields(string(out)) {
+		k, v, _ := strings.Cut(f, "=")
+		if x, err := strconv.ParseFloat(v, 64); err == nil && x >= 0 {
+			m[k] = x
+		}
+	}
+	return m
 }
 
 // slope fits y = a + b·x by least squares: b, its standard error, and the mean of y.

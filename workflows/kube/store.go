@@ -63,6 +63,9 @@ type RunStatus struct {
 	Final              bool
 	// StopRequested is set by irs workflow stop.
 	StopRequested bool
+	// Runtime is the engine's own Go runtime at its last heartbeat ("heap_live_mb=12.3 goroutines=85 ..."): how a
+	// long run's engine holds up, read from outside (make bench's soak).
+	Runtime string
 }
 
 // Ended says whether the run's engine is done with it.
@@ -73,7 +76,7 @@ func (s RunStatus) Ended() bool {
 func (s RunStatus) data() map[string]string {
 	d := map[string]string{"state": s.State, "attempt": strconv.Itoa(s.Attempt), "exit": strconv.Itoa(s.Exit),
 		"progress": s.Progress, "message": s.Message, "generation": strconv.Itoa(s.Generation),
-		"chunks": strconv.Itoa(s.Chunks), "final": strconv.FormatBool(s.Final), "stop": strconv.FormatBool(s.StopRequested)}
+		"chunks": strconv.Itoa(s.Chunks), "final": strconv.FormatBool(s.Final), "stop": strconv.FormatBool(s.StopRequested), "runtime": s.Runtime}
 	if !s.Heartbeat.IsZero() {
 		d["heartbeat"] = s.Heartbeat.UTC().Format(time.RFC3339)
 	}
@@ -88,7 +91,7 @@ func statusFrom(d map[string]string) RunStatus {
 	at := func(k string) time.Time { t, _ := time.Parse(time.RFC3339, d[k]); return t }
 	return RunStatus{State: d["state"], Heartbeat: at("heartbeat"), Started: at("started"), Attempt: atoi("attempt"),
 		Exit: atoi("exit"), Progress: d["progress"], Message: d["message"], Generation: atoi("generation"),
-		Chunks: atoi("chunks"), Final: d["final"] == "true", StopRequested: d["stop"] == "true"}
+		Chunks: atoi("chunks"), Final: d["final"] == "true", StopRequested: d["stop"] == "true", Runtime: d["runtime"]}
 }
 
 // Store is a detached run's status and artifacts in its namespace.

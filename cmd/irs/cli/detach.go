@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"time"
@@ -407,7 +408,7 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 	go func() { // the heartbeat, and irs workflow stop
 		defer close(beats)
 		for {
-			s, err := store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) { s.Heartbeat = time.Now() })
+			s, err := store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) { s.Heartbeat, s.Runtime = time.Now(), runtimeLine() })
 			if err == nil && s.StopRequested {
 				cancel()
 			}
@@ -592,4 +593,23 @@ func runFiles(dir string) (map[string][]byte, error) {
 		return files, nil
 	}
 	return files, err
+}
+
+// runtimeLine is the Go runtime's own account of this process: its live heap, what it holds from the system
+// and has given back, and its goroutines.
+func runtimeLine() string {
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"}, {Name: "/sched/goroutines:goroutines"}}
+	metrics.Read(samples)
+	mb := func(i int) float64 {
+		if samples[i].Value.Kind() != metrics.KindUint64 {
+			return -1
+		}
+		return float64(samples[i].Value.Uint64()) / (1 << 20)
+	}
+	goroutines := int64(-1)
+	if samples[3].Value.Kind() == metrics.KindUint64 {
+		goroutines = int64(samples[3].Value.Uint64())
+	}
+	return fmt.Sprintf("heap_live_mb=%.1f go_total_mb=%.1f released_mb=%.1f goroutines=%d", mb(0), mb(1), mb(2), goroutines)
 }
