@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -512,7 +513,15 @@ func profileEngine(runDir string) (stop func()) {
 		return func() {}
 	}
 	_ = os.MkdirAll(runDir, 0o755)
-	return profile.Start(filepath.Join(runDir, "engine-cpu.pprof"), filepath.Join(runDir, "engine-heap.pprof"))
+	stop = profile.Start(filepath.Join(runDir, "engine-cpu.pprof"), filepath.Join(runDir, "engine-heap.pprof"))
+	return func() {
+		stop()
+		// The goroutines left at the end, grouped by stack: what a run that lost and replaced replicas still holds.
+		if f, err := os.Create(filepath.Join(runDir, "engine-goroutines.txt")); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+			_ = f.Close()
+		}
+	}
 }
 
 // endCheckpoints ends the results a detached run's last checkpoint left ("running"): interrupted, with what
