@@ -110,7 +110,8 @@ func (o *options) detachedSoak(ctx context.Context) error {
 		case err := <-done:
 			waiting = false
 			if err != nil {
-				return fmt.Errorf("the detached run: %w", err)
+				// The engine's usage until then is still measured: reported, with how the run ended.
+				fmt.Printf("The detached run ended in error (%v): the figures below are its engine's until then.\n\n", err)
 			}
 		case <-tick.C:
 			if s, ok := engineUsage(ctx, ns); ok {

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/engine"
+	"github.com/irs-sim/irs/workflows/kube"
 	"github.com/irs-sim/irs/workflows/resultfile"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -101,4 +104,21 @@ func TestCheckpointSeriesLogged(t *testing.T) {
 func decodeResult(doc []byte) (*irsv1.WorkflowResult, error) {
 	res := &irsv1.WorkflowResult{}
 	return res, protojson.Unmarshal(doc, res)
+}
+
+// TestProfileEngine: with IRS_PROFILE_ENGINE set, the engine's CPU and heap profiles and its goroutines are
+// written into the run directory at stop; without it, nothing is.
+func TestProfileEngine(t *testing.T) {
+	dir := t.TempDir()
+	profileEngine(dir)()
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("without %s: %d files written, want none", kube.EnvProfileEngine, len(entries))
+	}
+	t.Setenv(kube.EnvProfileEngine, "1")
+	profileEngine(dir)()
+	for _, name := range []string{"engine-cpu.pprof", "engine-heap.pprof", "engine-goroutines.txt"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v; want it written", name, err)
+		}
+	}
 }

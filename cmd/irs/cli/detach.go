@@ -513,9 +513,9 @@ func profileEngine(runDir string) (stop func()) {
 		return func() {}
 	}
 	_ = os.MkdirAll(runDir, 0o755)
-	stop = profile.Start(filepath.Join(runDir, "engine-cpu.pprof"), filepath.Join(runDir, "engine-heap.pprof"))
+	stopProfiles := profile.Start(filepath.Join(runDir, "engine-cpu.pprof"), filepath.Join(runDir, "engine-heap.pprof"))
 	return func() {
-		stop()
+		stopProfiles()
 		// The goroutines left at the end, grouped by stack: what a run that lost and replaced replicas still holds.
 		if f, err := os.Create(filepath.Join(runDir, "engine-goroutines.txt")); err == nil {
 			_ = pprof.Lookup("goroutine").WriteTo(f, 1)
