@@ -299,7 +299,10 @@ const (
 // Each snapshot covers one interval, or, with cumulative, everything since the stream began. With align set,
 // windows end at align + k×interval (wall clock) rather than every interval from the stream's start, so that a
 // collector's streams from many workers cut the same windows; the first one ends at the first such boundary.
-func (s *Service) StreamStats(ctx context.Context, interval time.Duration, cumulative bool, align time.Time, send func(*irsv1.StatsSnapshot) error) error {
+// opened, when set, is called once the stream's window exists, before its first snapshot: what the worker
+// counts from then on is in the stream, and a collector can wait for that before it starts a run.
+func (s *Service) StreamStats(ctx context.Context, interval time.Duration, cumulative bool, align time.Time,
+	opened func() error, send func(*irsv1.StatsSnapshot) error) error {
 	if interval < MinStreamInterval || interval > MaxStreamInterval {
 		return &InvalidError{Fields: field.List{field.Errorf("interval", "%v is outside %v to %v", interval, MinStreamInterval, MaxStreamInterval)}}
 	}
@@ -309,6 +312,14 @@ func (s *Service) StreamStats(ctx context.Context, interval time.Duration, cumul
 	}
 	w := s.w.Registry().NewWindow()
 	defer w.Close()
+	if opened != nil {
+		if err := opened(); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
 	next := time.Now().Add(interval)
 	if !align.IsZero() {
 		next = nextBoundary(time.Now(), align, interval)

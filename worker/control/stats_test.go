@@ -99,7 +99,7 @@ func stream(t *testing.T, svc *control.Service, interval time.Duration, cumulati
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		done <- svc.StreamStats(ctx, interval, cumulative, time.Time{}, func(s *irsv1.StatsSnapshot) error {
+		done <- svc.StreamStats(ctx, interval, cumulative, time.Time{}, nil, func(s *irsv1.StatsSnapshot) error {
 			select {
 			case snaps <- s:
 			default:
@@ -158,7 +158,7 @@ func TestStreamStats(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		var ends []time.Time
-		err := svc.StreamStats(ctx, interval, false, align, func(s *irsv1.StatsSnapshot) error {
+		err := svc.StreamStats(ctx, interval, false, align, nil, func(s *irsv1.StatsSnapshot) error {
 			if ends = append(ends, s.GetWindowEnd().AsTime()); len(ends) == 4 {
 				cancel()
 			}
@@ -211,7 +211,7 @@ func TestStreamStats(t *testing.T) {
 		done := make(chan error, 1)
 		sent := make(chan struct{}, 1)
 		go func() {
-			done <- svc.StreamStats(ctx, time.Hour, false, time.Time{}, func(*irsv1.StatsSnapshot) error {
+			done <- svc.StreamStats(ctx, time.Hour, false, time.Time{}, nil, func(*irsv1.StatsSnapshot) error {
 				sent <- struct{}{}
 				return nil
 			})
@@ -234,7 +234,7 @@ func TestStreamStats(t *testing.T) {
 		boom := errors.New("client gone")
 		done := make(chan error, 1)
 		go func() {
-			done <- svc.StreamStats(context.Background(), control.MinStreamInterval, false, time.Time{},
+			done <- svc.StreamStats(context.Background(), control.MinStreamInterval, false, time.Time{}, nil,
 				func(*irsv1.StatsSnapshot) error { return boom })
 		}()
 		select {
@@ -249,7 +249,7 @@ func TestStreamStats(t *testing.T) {
 	t.Run("interval below the minimum", func(t *testing.T) {
 		svc, _ := newService(t, baseConfig(), "")
 		for _, d := range []time.Duration{0, -time.Second, control.MinStreamInterval - 1} {
-			err := svc.StreamStats(context.Background(), d, false, time.Time{}, func(*irsv1.StatsSnapshot) error {
+			err := svc.StreamStats(context.Background(), d, false, time.Time{}, nil, func(*irsv1.StatsSnapshot) error {
 				t.Errorf("interval %v: a snapshot was sent", d)
 				return nil
 			})

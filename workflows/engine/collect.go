@@ -28,13 +28,15 @@ type collector struct {
 
 	mu      sync.Mutex
 	streams map[string]context.CancelFunc
-	wg      sync.WaitGroup
+	// opened closes, per replica, when its first stream's window is open (waitOpen).
+	opened map[string]chan struct{}
+	wg     sync.WaitGroup
 }
 
 func newCollector(ctx context.Context, interval time.Duration, align time.Time,
 	client func(service, replica string) (irsv1.WorkerControlServiceClient, bool)) *collector {
 	return &collector{interval: interval, align: align, out: make(chan sample, 1024), ctx: ctx, client: client,
-		streams: map[string]context.CancelFunc{}}
+		streams: map[string]context.CancelFunc{}, opened: map[string]chan struct{}{}}
 }
 
 // watch starts streaming a replica's stats (once per replica).
@@ -50,6 +52,7 @@ func (c *collector) watch(service, replica string) {
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.streams[replica] = cancel
+	c.opened[replica] = make(chan struct{})
 	c.wg.Go(func() {
 		defer cancel()
 		// A stream that fails, or goes silent, is opened again for as long as the backend has the replica:
@@ -88,6 +91,13 @@ func (c *collector) stream(ctx context.Context, client irsv1.WorkerControlServic
 	defer watchdog.Stop()
 	delivered := false
 	stream, err := client.StreamStats(streamCtx, &irsv1.StreamStatsRequest{Interval: c.interval.String(), Align: timestamppb.New(c.align)})
+	if err == nil {
+		// The worker sends its header once the stream's window exists (a worker that does not, with its first
+		// window): from then on what it counts is in the stream.
+		if _, err := stream.Header(); err == nil {
+			c.markOpen(replica)
+		}
+	}
 	for err == nil {
 		var msg *irsv1.StreamStatsResponse
 		msg, err = stream.Recv()
@@ -106,6 +116,61 @@ func (c *collector) stream(ctx context.Context, client irsv1.WorkerControlServic
 		c.stalled(service, replica, time.Since(last))
 	}
 	return delivered
+}
+
+// markOpen records that a replica's stream is open, the first time.
+func (c *collector) markOpen(replica string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch, ok := c.opened[replica]; ok {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+	}
+}
+
+// waitOpen waits until every replica named has its stats stream open, for at most timeout, and returns those
+// whose stream did not open in that time. A run's clock starts after it: a window opens when its stream does,
+// so what a worker did before its stream opened is in no window, and a run whose first intervals' windows
+// depended on how fast the way to each replica opened (a port-forward through a relay on Kubernetes) lost
+// them now and then.
+func (c *collector) waitOpen(replicas []string, timeout time.Duration) []string {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var late []string
+	expired := false
+	for _, r := range replicas {
+		c.mu.Lock()
+		ch, ok := c.opened[r]
+		c.mu.Unlock()
+		if !ok {
+			late = append(late, r) // never watched: gone before the run began
+			continue
+		}
+		if expired { // the rest only if open already
+			select {
+			case <-ch:
+			default:
+				late = append(late, r)
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			expired = true
+			select {
+			case <-ch:
+			default:
+				late = append(late, r)
+			}
+		case <-c.ctx.Done():
+			return append(late, r)
+		}
+	}
+	return late
 }
 
 // How soon a replica's failed stats stream is opened again: a little later after each failure in a row.

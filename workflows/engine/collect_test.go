@@ -3,16 +3,20 @@ package engine
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // flakyWorker serves StreamStats on a real listener: the first call fails (the way to the replica was down),
@@ -153,4 +157,124 @@ func serveControl(t *testing.T, w irsv1.WorkerControlServiceServer) irsv1.Worker
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return irsv1.NewWorkerControlServiceClient(conn)
+}
+
+// slowOpenWorker's streams open openAfter after they are asked for (a port-forward through the relay on
+// Kubernetes took that long), then cut windows on the request's grid as a worker does.
+type slowOpenWorker struct {
+	irsv1.UnimplementedWorkerControlServiceServer
+	openAfter time.Duration
+}
+
+func (w *slowOpenWorker) StreamStats(req *irsv1.StreamStatsRequest, srv grpc.ServerStreamingServer[irsv1.StreamStatsResponse]) error {
+	select {
+	case <-time.After(w.openAfter):
+	case <-srv.Context().Done():
+		return nil
+	}
+	if err := srv.SendHeader(metadata.Pairs("irs-stats-window-open", "1")); err != nil {
+		return err
+	}
+	interval, err := time.ParseDuration(req.GetInterval())
+	if err != nil {
+		return err
+	}
+	align, from := req.GetAlign().AsTime(), time.Now()
+	for {
+		to := align.Add((time.Since(align)/interval + 1) * interval)
+		select {
+		case <-time.After(time.Until(to)):
+		case <-srv.Context().Done():
+			return nil
+		}
+		if err := srv.Send(&irsv1.StreamStatsResponse{Stats: &irsv1.StatsSnapshot{
+			WindowStart: timestamppb.New(from), WindowEnd: timestamppb.New(to)}}); err != nil {
+			return err
+		}
+		from = to
+	}
+}
+
+// slowStreamsBackend has one replica of the load generator, up before the run, whose stats stream opens slowly.
+type slowStreamsBackend struct {
+	slowCountersBackend
+	client  irsv1.WorkerControlServiceClient
+	started time.Time
+}
+
+func (b *slowStreamsBackend) Replicas(service string) []workflows.Replica {
+	if service != "shoppers" {
+		return nil
+	}
+	return []workflows.Replica{{Service: service, ID: "shoppers-0", Started: b.started}}
+}
+
+func (b *slowStreamsBackend) Client(string, string) (irsv1.WorkerControlServiceClient, bool) {
+	return b.client, true
+}
+
+// TestRunStartsWhenTheStreamsAreOpen: a replica's window opens with its stats stream, so a run whose clock
+// started before its streams opened lost the first intervals of any replica whose stream took longer than an
+// interval to open (on Kubernetes, now and then: "its replicas reported 8 of the 9 intervals"). The run now
+// starts once they are open, and every interval of the replica is reported.
+func TestRunStartsWhenTheStreamsAreOpen(t *testing.T) {
+	const openAfter = 350 * time.Millisecond // over three 100 ms intervals
+	b := &slowStreamsBackend{slowCountersBackend: slowCountersBackend{events: make(chan workflows.Event, 1)},
+		client: serveControl(t, &slowOpenWorker{openAfter: openAfter}), started: time.Now()}
+	b.events <- workflows.Event{At: b.started, Kind: workflows.EventReady, Service: "shoppers", Replica: "shoppers-0"}
+	e := testEngine(t, shopYAML, 0.5, 100*time.Millisecond, b)
+	res, err := Run(t.Context(), e.o)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if startup := time.Duration(res.GetStartup() * float64(time.Second)); startup < openAfter {
+		t.Errorf("startup %v, want it to include the %v the stream took to open", startup, openAfter)
+	}
+	phases := 0
+	for _, pr := range res.GetPhases() {
+		for _, c := range pr.GetCoverage() {
+			if c.GetService() != "shoppers" {
+				continue
+			}
+			phases++
+			if c.GetIntervalsExpected() < 3 || c.GetIntervalsMeasured() != c.GetIntervalsExpected() {
+				t.Errorf("%s: shoppers reported %d of %d intervals (missing %q), want every one of at least 3",
+					pr.GetName(), c.GetIntervalsMeasured(), c.GetIntervalsExpected(), c.GetMissing())
+			}
+		}
+	}
+	if phases != 2 {
+		t.Errorf("shoppers' coverage in %d phases, want 2", phases)
+	}
+}
+
+// TestCollectorWaitOpenIsBounded: a stream that never opens holds the run's start for the timeout only, and is
+// named; a replica never watched is named at once.
+func TestCollectorWaitOpenIsBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	slow, quick := serveControl(t, &slowOpenWorker{openAfter: time.Hour}), serveControl(t, &slowOpenWorker{})
+	col := newCollector(ctx, 100*time.Millisecond, time.Now(), func(_, replica string) (irsv1.WorkerControlServiceClient, bool) {
+		if replica == "stuck-0" {
+			return slow, true
+		}
+		return quick, true
+	})
+	col.watch("stuck", "stuck-0")
+	col.watch("fine", "fine-0")
+	start := time.Now()
+	late := col.waitOpen([]string{"stuck-0", "fine-0", "never-0"}, 300*time.Millisecond)
+	if took := time.Since(start); took < 300*time.Millisecond || took > 10*time.Second {
+		t.Errorf("waited %v, want the 300ms timeout", took)
+	}
+	if !slices.Equal(late, []string{"stuck-0", "never-0"}) {
+		t.Errorf("late %q, want stuck-0 and never-0", late)
+	}
+	go func() {
+		for range col.out {
+		}
+	}()
+	cancel()
+	col.stop()
+	close(col.out)
 }

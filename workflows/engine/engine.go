@@ -159,27 +159,38 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 		return e.res, err
 	}
 	runCtx, stopRun := context.WithCancel(context.Background())
-	// The baseline, so that start-up CPU is not the run's, is taken before the run starts: a cluster's counters
-	// may take seconds to read (a kubelet busy with another run's teardown took 5 s), which would otherwise
-	// be cut from the start of the first phase, its loads starting that late.
-	e.sampleUsage(time.Now())
-	e.mu.Lock()
-	e.t0 = time.Now()
-	e.res.Startup = e.t0.Sub(e.res.GetStartedAt().AsTime()).Seconds()
-	e.mu.Unlock()
-	col := newCollector(runCtx, e.interval, e.t0, o.Backend.Client)
+	// The clock starts on the streams' grid once every replica's stats stream is open: a window opens with its
+	// stream, and what a replica did before is in none.
+	align := time.Now()
+	col := newCollector(runCtx, e.interval, align, o.Backend.Client)
 	col.stalled = func(service, replica string, silent time.Duration) {
 		// Marked where the reader looks for what happened; the intervals lost show in the phase's coverage.
 		e.event(time.Now(), EventStatsStalled, service, replica,
 			fmt.Sprintf("no stats for %.1fs: the stream was silent and is opened again", silent.Seconds()))
 	}
+	var watched []string
 	for _, s := range specs {
 		rs := o.Backend.Replicas(s.Name)
 		e.recordReplicas(rs)
 		for _, r := range rs {
 			col.watch(s.Name, r.ID)
+			watched = append(watched, r.ID)
 		}
 	}
+	if late := col.waitOpen(watched, streamOpenTimeout); len(late) > 0 {
+		// The run goes on: their intervals show as missing in its coverage, and below the line it is invalid.
+		e.logger.Warn("stats streams not open when the run started", "replicas", late, "waited", streamOpenTimeout)
+	}
+	// The baseline, so that start-up CPU is not the run's, is taken before the run starts: a cluster's counters
+	// may take seconds to read (a kubelet busy with another run's teardown took 5 s), which would otherwise
+	// be cut from the start of the first phase, its loads starting that late.
+	e.sampleUsage(time.Now())
+	t0 := nextGridPoint(time.Now(), align, e.interval)
+	time.Sleep(time.Until(t0))
+	e.mu.Lock()
+	e.t0 = t0
+	e.res.Startup = e.t0.Sub(e.res.GetStartedAt().AsTime()).Seconds()
+	e.mu.Unlock()
 	var events, samples, ticks sync.WaitGroup
 	events.Go(func() { e.consumeEvents(col) })
 	samples.Go(func() { e.consumeSamples(col) })
@@ -215,6 +226,15 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 		return e.res, errors.Join(ErrInterrupted, saveErr)
 	}
 	return e.res, saveErr
+}
+
+// streamOpenTimeout bounds how long a run waits for its replicas' stats streams to open before its clock starts.
+const streamOpenTimeout = 10 * time.Second
+
+// nextGridPoint returns the first align + k×interval after now: the streams cut their windows on that grid.
+func nextGridPoint(now, align time.Time, interval time.Duration) time.Time {
+	k := now.Sub(align)/interval + 1
+	return align.Add(k * interval)
 }
 
 // ErrResultNotWritten is a run whose result file could not be written at its end: whatever the verdict, it is

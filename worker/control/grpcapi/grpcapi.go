@@ -19,6 +19,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// StatsWindowOpen is the header key StreamStats sends as soon as its window exists, before the first snapshot:
+// a client that reads the stream's header knows from then on every request the worker counts is in the stream.
+const StatsWindowOpen = "irs-stats-window-open"
+
 // Register registers the control service on s. Add Interceptors to the server for the token check.
 func Register(s *grpc.Server, svc *control.Service) {
 	irsv1.RegisterWorkerControlServiceServer(s, &server{svc: svc})
@@ -127,7 +131,9 @@ func (s *server) StreamStats(req *irsv1.StreamStatsRequest, stream grpc.ServerSt
 		}
 		align = req.GetAlign().AsTime()
 	}
-	err := s.svc.StreamStats(stream.Context(), interval, req.GetCumulative(), align, func(snap *irsv1.StatsSnapshot) error {
+	// The header says the window is open: a collector waits for it before its run's clock starts.
+	opened := func() error { return stream.SendHeader(metadata.Pairs(StatsWindowOpen, "1")) }
+	err := s.svc.StreamStats(stream.Context(), interval, req.GetCumulative(), align, opened, func(snap *irsv1.StatsSnapshot) error {
 		return stream.Send(&irsv1.StreamStatsResponse{Stats: snap})
 	})
 	return toStatus(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/worker/control/grpcapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
@@ -70,6 +71,28 @@ func TestStreamStats(t *testing.T) {
 		if !proto.Equal(first.GetStats().GetWindowStart(), second.GetStats().GetWindowStart()) {
 			t.Errorf("cumulative snapshots start at %v and %v, want the same start",
 				first.GetStats().GetWindowStart().AsTime(), second.GetStats().GetWindowStart().AsTime())
+		}
+		cancel()
+		if _, ok := e.streams.ended(2 * time.Second); !ok {
+			t.Error("the server's handler still runs 2s after the client cancelled")
+		}
+	})
+
+	t.Run("the header says the window is open, before the first snapshot", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := e.client.StreamStats(ctx, &irsv1.StreamStatsRequest{Interval: "1h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Without the header sent as the window opens, Header waits for the first snapshot: an hour, past
+		// the context's 5 s.
+		md, err := s.Header()
+		if err != nil {
+			t.Fatalf("Header: %v (want it before the first snapshot, an hour away)", err)
+		}
+		if got := md.Get(grpcapi.StatsWindowOpen); len(got) != 1 {
+			t.Errorf("header %v, want %s", md, grpcapi.StatsWindowOpen)
 		}
 		cancel()
 		if _, ok := e.streams.ended(2 * time.Second); !ok {
