@@ -36,9 +36,9 @@ type acc struct {
 	errors             map[string]int64
 	proxy              map[int32]int64  // 5xx no worker made
 	causes             map[string]int64 // why proxies made them
-	latency            *hdrhistogram.Histogram
-	hop                *hdrhistogram.Histogram
-	lateness           *hdrhistogram.Histogram // a load generator's sends' (how late each started)
+	latency            *hist
+	hop                *hist
+	lateness           *hist // a load generator's sends' (how late each started)
 	targetRate         float64
 	// A load generator's books, and how far behind its schedule it was (at worst).
 	due, sent, unsent, blocked, late int64
@@ -76,23 +76,26 @@ func (a *acc) addOutcomes(o *irsv1.Outcomes) {
 	}
 }
 
+// hist is how the engine holds a latency histogram: sparse (a packed HDR histogram), its memory the buckets it
+// holds. Dense, every accumulator of every interval allocated the IRS geometry's 23 thousand buckets (184 KB)
+// for a few hundred, several a second, which was most of what a long run's engine allocated.
+type hist = hdrhistogram.PackedHistogram
+
+func newHist() *hist { return hdrhistogram.NewPacked(lowestMicros, highestMicros, sigFigs) }
+
 // addHist merges a wire histogram into *h (creating it).
-func addHist(h **hdrhistogram.Histogram, w *irsv1.Histogram) {
+func addHist(h **hist, w *irsv1.Histogram) {
 	if w.GetCount() == 0 || w.GetHdr() == "" {
 		return
 	}
-	// Decoded sparse and merged into the dense accumulator: a dense decode allocates the IRS geometry's 23
-	// thousand buckets (184 KB) for a window of a few hundred, several times a replica a second, and was most of
-	// what a long run's engine allocated (BenchmarkAddSnapshot: 924 KB and 404 µs a window dense, 186 KB and
-	// 116 µs sparse).
 	d, err := hdrhistogram.DecodePacked([]byte(w.GetHdr()))
 	if err != nil {
 		return // a worker's histogram that does not decode is dropped, never fatal
 	}
 	if *h == nil {
-		*h = hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+		*h = newHist()
 	}
-	d.MergeInto(*h)
+	(*h).Merge(d)
 }
 
 // merge adds another accumulator's counts and histograms (not its resource samples).
@@ -111,12 +114,12 @@ func (a *acc) merge(b *acc) {
 	for k, v := range b.causes {
 		a.causes[k] += v
 	}
-	for _, pair := range [][2]**hdrhistogram.Histogram{{&a.latency, &b.latency}, {&a.hop, &b.hop}, {&a.lateness, &b.lateness}} {
+	for _, pair := range [][2]**hist{{&a.latency, &b.latency}, {&a.hop, &b.hop}, {&a.lateness, &b.lateness}} {
 		if *pair[1] == nil {
 			continue
 		}
 		if *pair[0] == nil {
-			*pair[0] = hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+			*pair[0] = newHist()
 		}
 		(*pair[0]).Merge(*pair[1])
 	}
@@ -173,7 +176,7 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 		p.P50Ms, p.P90Ms, p.P99Ms, p.P999Ms = ms(q[0]), ms(q[1]), ms(q[2]), ms(q[3])
 		p.MaxMs, p.MeanMs = ms(h.Max()), h.Mean()/1000
 		if withHist {
-			if enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase); err == nil {
+			if enc, err := h.Encode(); err == nil {
 				p.Latency = &irsv1.Histogram{Hdr: string(enc), Count: h.TotalCount(), P50Ms: p.P50Ms, P90Ms: p.P90Ms,
 					P99Ms: p.P99Ms, P999Ms: p.P999Ms, MaxMs: p.MaxMs, MeanMs: p.MeanMs, MinMs: ms(h.Min())}
 			}
@@ -188,7 +191,7 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 		q := h.ValueAtPercentilesSlice([]float64{50, 99, 99.9})
 		p.LatenessP50Ms, p.LatenessP99Ms, p.LatenessP999Ms = ms(q[0]), ms(q[1]), ms(q[2])
 		if withHist {
-			if enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase); err == nil {
+			if enc, err := h.Encode(); err == nil {
 				p.Lateness = &irsv1.Histogram{Hdr: string(enc), Count: h.TotalCount(), P50Ms: p.LatenessP50Ms,
 					P99Ms: p.LatenessP99Ms, P999Ms: p.LatenessP999Ms, MaxMs: ms(h.Max()), MeanMs: h.Mean() / 1000, MinMs: ms(h.Min())}
 			}

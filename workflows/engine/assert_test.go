@@ -9,17 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// denseHist is a histogram of latencies with the IRS geometry.
-func denseHist(t *testing.T, recs ...rec) *hdrhistogram.Histogram {
+// latencyHist is a histogram of latencies as the engine holds them.
+func latencyHist(t *testing.T, recs ...rec) *hist {
 	t.Helper()
-	h := hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+	h := newHist()
 	for _, r := range recs {
 		if err := h.RecordValues(r.d.Microseconds(), r.n); err != nil {
 			t.Fatalf("record %v×%d: %v", r.d, r.n, err)
@@ -42,12 +41,12 @@ func TestMeasure(t *testing.T) {
 	total := newAcc()
 	total.requests, total.failures = 10_000, 50
 	// p50 10ms, p90 20ms, p99 50ms, p99.9 100ms, max 400ms; mean 18.8ms.
-	total.latency = denseHist(t, rec{10 * time.Millisecond, 5000}, rec{20 * time.Millisecond, 4000},
+	total.latency = latencyHist(t, rec{10 * time.Millisecond, 5000}, rec{20 * time.Millisecond, 4000},
 		rec{50 * time.Millisecond, 900}, rec{100 * time.Millisecond, 90}, rec{400 * time.Millisecond, 10})
 	total.cpu, total.cpuMax, total.rss, total.rssMax = []float64{100, 300}, []float64{250, 500}, []float64{64, 96}, []float64{40, 50}
 	spike := newAcc()
 	spike.requests, spike.failures = 6000, 60
-	spike.latency = denseHist(t, rec{40 * time.Millisecond, 6000})
+	spike.latency = latencyHist(t, rec{40 * time.Millisecond, 6000})
 	warm := newAcc() // resource samples, but no request served
 	warm.cpu, warm.cpuMax, warm.rss, warm.rssMax = []float64{50}, []float64{30}, []float64{32}, []float64{16}
 	e.totalAccs[served] = total

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -27,17 +26,17 @@ type callWindow struct {
 	// latency is kept only for the callees faults hit: their callers' p50 and p99 before and after. In a
 	// book not sealed yet (windowBook), it is merged, decoded.
 	latency *irsv1.Histogram
-	merged  *hdrhistogram.Histogram
+	merged  *hist
 }
 
 // addLatency merges the calls' latency into *h (creating it).
-func (c callWindow) addLatency(h **hdrhistogram.Histogram) {
+func (c callWindow) addLatency(h **hist) {
 	if c.merged == nil {
 		addHist(h, c.latency)
 		return
 	}
 	if *h == nil {
-		*h = hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+		*h = newHist()
 	}
 	(*h).Merge(c.merged)
 }

@@ -82,7 +82,7 @@ func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 	// runs; the runner's machine (d) is its machine only on the local backend.
 	var late float64
 	if a.lateness != nil && a.lateness.TotalCount() > 0 {
-		late = float64(a.lateness.ValueAtQuantile(99)) / 1000
+		late = float64(a.lateness.ValueAtPercentile(99)) / 1000
 	}
 	cpu := meanOf(a.cpu) / float64(max(1, a.replicas))
 	switch {

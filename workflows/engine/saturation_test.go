@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -198,7 +197,7 @@ func TestSaturationNamesItsCause(t *testing.T) {
 			a := newAcc()
 			a.lagMs, a.blocked = 400, tt.blocked
 			if tt.lateMs > 0 {
-				a.lateness = hdrhistogram.New(lowestMicros, highestMicros, sigFigs)
+				a.lateness = newHist()
 				_ = a.lateness.RecordValues(int64(tt.lateMs*1000), 100)
 				a.cpu, a.replicas = []float64{2 * tt.cpu}, 2
 			}

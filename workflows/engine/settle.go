@@ -4,7 +4,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 )
 
@@ -82,7 +81,7 @@ func (b *windowBook) seal() {
 			if c.merged == nil {
 				continue
 			}
-			enc, err := c.merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+			enc, err := c.merged.Encode()
 			if err != nil {
 				continue // kept decoded: it costs memory, not the figures
 			}
