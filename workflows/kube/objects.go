@@ -109,11 +109,12 @@ func ServiceObjects(p ServiceParams) (Objects, error) {
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: meta(p.Name + "-worker"), Data: map[string]string{"worker.json": string(doc)}}
 	selector := map[string]string{LabelService: p.Name, LabelName: "irs-worker"}
-	args := append([]string{"worker", "--config", configDir + "/worker.json",
+	args := append([]string{"--config", configDir + "/worker.json",
 		"--control-listen", "0.0.0.0:" + strconv.Itoa(ControlPort), "--control-token-file", tokenDir + "/token",
 		"--check-upstreams=false", "--instance", "$(POD_NAME)", "--seed-per-instance", "--log-format", "json"}, p.WorkerArgs...)
 	worker := corev1.Container{
-		Name: ContainerWorker, Image: p.Image, ImagePullPolicy: p.PullPolicy, Args: args,
+		// irs-worker, the worker alone (cmd/irs-worker): the image holds it beside irs.
+		Name: ContainerWorker, Image: p.Image, ImagePullPolicy: p.PullPolicy, Command: []string{"/irs-worker"}, Args: args,
 		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: DataPort, Protocol: corev1.ProtocolTCP},
 			{Name: "control", ContainerPort: ControlPort, Protocol: corev1.ProtocolTCP}},

@@ -27,7 +27,8 @@ import (
 
 // Config configures the local backend.
 type Config struct {
-	// Executable is the irs binary the workers run.
+	// Executable is the irs binary: the workers run its `worker` command unless irs-worker sits beside it
+	// (workerCommand).
 	Executable string
 	// Dir holds the run's files: each replica's configuration, ready file and log.
 	Dir string
@@ -49,6 +50,8 @@ type Config struct {
 type Backend struct {
 	cfg   Config
 	spawn *spawner
+	// worker is the command line that runs a worker (workerCommand), before its flags.
+	worker []string
 
 	mu       sync.Mutex
 	services map[string]*service
@@ -160,7 +163,7 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.ControlToken == "" {
 		return nil, errors.New("local backend: no control token")
 	}
-	b := &Backend{cfg: cfg, spawn: newSpawner(), services: map[string]*service{},
+	b := &Backend{cfg: cfg, spawn: newSpawner(), services: map[string]*service{}, worker: workerCommand(cfg.Executable),
 		events: workflows.NewEmitter(4096, cfg.Logger), secrets: filepath.Join(cfg.Dir, "secrets")}
 	// What only the runner may read: the workers' control token, the mesh's control credentials.
 	if err := os.MkdirAll(b.secrets, 0o700); err != nil {
@@ -386,4 +389,18 @@ func (b *Backend) stopControlPlane(force bool) {
 		_ = syscall.Kill(-cp.Process.Pid, syscall.SIGKILL)
 		<-exited
 	}
+}
+
+// WorkerBinary is the name of the binary that is `irs worker` alone (cmd/irs-worker).
+const WorkerBinary = "irs-worker"
+
+// workerCommand returns the command line that runs a worker: irs-worker when it sits beside the irs executable
+// (make build puts it there; it links the worker only, so a worker's process costs the worker's memory, not the
+// engine's), else irs's own `worker` command.
+func workerCommand(executable string) []string {
+	lean := filepath.Join(filepath.Dir(executable), WorkerBinary)
+	if st, err := os.Stat(lean); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+		return []string{lean}
+	}
+	return []string{executable, "worker"}
 }

@@ -3,7 +3,9 @@ package local_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +130,64 @@ func TestConfigureReplicas(t *testing.T) {
 	for _, r := range b.Replicas("server") {
 		if c := configOf(t, b, "server", r.ID); len(c.GetServe().GetStatus()) > 0 {
 			t.Errorf("%s runs %v after a configure of a replica gone; want no 503s", r.ID, c)
+		}
+	}
+}
+
+// TestWorkersRunIrsWorker: with irs-worker beside the irs executable the backend runs every worker with it (the
+// worker alone, without what irs links besides), with the same flags less the command's name; without it,
+// `irs worker` (every other test here).
+func TestWorkersRunIrsWorker(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(self, filepath.Join(dir, "irs")); err != nil {
+		t.Fatal(err)
+	}
+	// irs-worker here: marks that it ran, with what, then is the worker (this test binary's `worker`).
+	marks := filepath.Join(dir, "ran")
+	script := "#!/bin/sh\necho \"$@\" >> " + marks + "\nexec " + self + " worker \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, local.WorkerBinary), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := local.New(local.Config{Executable: filepath.Join(dir, "irs"), Dir: t.TempDir(), RestartDelay: 100 * time.Millisecond,
+		DiscoveryDelay: 100 * time.Millisecond, ReadyTimeout: 30 * time.Second, ControlToken: token.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background(), true) })
+	go func() {
+		for range b.Events() {
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := b.Start(ctx, []workflows.ServiceSpec{{Name: "server", Replicas: 2, Seed: 1,
+		Worker: &irsv1.WorkerConfig{Serve: &irsv1.Serve{Delay: "1ms"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	live := b.Replicas("server")
+	if len(live) != 2 {
+		t.Fatalf("%d servers, want 2", len(live))
+	}
+	for _, r := range live {
+		if got := configOf(t, b, "server", r.ID).GetServe().GetDelay(); got != "1ms" {
+			t.Errorf("%s serves with delay %q, want the service's 1ms", r.ID, got)
+		}
+	}
+	ran, err := os.ReadFile(marks)
+	if err != nil {
+		t.Fatalf("irs-worker never ran: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(ran)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("irs-worker ran %d times, want once a replica:\n%s", len(lines), ran)
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "worker ") || !strings.HasPrefix(l, "--config ") {
+			t.Errorf("irs-worker's arguments %q: want the worker's flags, without the command's name", l)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -46,11 +47,12 @@ func (b *Backend) startReplica(s *service) (*replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create %s log: %w", r.id, err)
 	}
-	args := append([]string{"worker", "--config", base + ".json", "--ready-file", base + ".ready",
+	args := append(slices.Clone(b.worker[1:]), "--config", base+".json", "--ready-file", base+".ready",
 		"--control-listen", "127.0.0.1:0", "--control-token-file", b.tokenFile(),
 		"--check-upstreams=false", "--instance", r.id, "--log-format", "json",
-		"--seed", strconv.FormatUint(replicaSeed(s.spec.Seed, r.index), 10)}, b.cfg.WorkerArgs...)
-	r.cmd = exec.Command(b.cfg.Executable, args...)
+		"--seed", strconv.FormatUint(replicaSeed(s.spec.Seed, r.index), 10))
+	args = append(args, b.cfg.WorkerArgs...)
+	r.cmd = exec.Command(b.worker[0], args...)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
 	r.cmd.Env = os.Environ()
 	if err := b.spawn.start(r.cmd); err != nil {

@@ -1,33 +1,32 @@
 // Package cli is IRS's composition root: the cobra command tree, configuration through viper (flags > IRS_*
-// environment > --config file > defaults), logging, and the mapping from errors to exit codes. Nothing else in
-// IRS knows cobra, viper or exit codes.
+// environment > --config file > defaults), logging, and the mapping from errors to exit codes. Nothing outside
+// cli and its packages knows cobra, viper or exit codes: the worker's command is one of them (workercmd), so
+// that irs-worker can be that command without the rest.
 package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
+	"github.com/irs-sim/irs/cmd/irs/cli/exitcode"
+	"github.com/irs-sim/irs/cmd/irs/cli/logflags"
+	"github.com/irs-sim/irs/cmd/irs/cli/workercmd"
 	"github.com/irs-sim/irs/internal/buildinfo"
 	"github.com/spf13/cobra"
 )
 
-// Exit codes.
+// Exit codes (see exitcode).
 const (
-	ExitOK            = 0
-	ExitError         = 1 // a runtime failure
-	ExitInvalidConfig = 2 // bad flags, environment, configuration file or workflow document
-	// ExitAssertionFailed is the exit code of a workflow run whose assertions did not all hold.
-	ExitAssertionFailed = 3
-	// ExitInvalidEnvironment: the machine or cluster cannot run what the command asks (no Envoy for a mesh; a
-	// cluster unreachable, a permission missing, a mesh not installed, an image that cannot be pulled).
-	ExitInvalidEnvironment = 4
-	// ExitInvalidRun: the run ended, but its measurement cannot be trusted (a load generator fell behind).
-	ExitInvalidRun  = 5
-	ExitInterrupted = 130
+	ExitOK                 = exitcode.OK
+	ExitError              = exitcode.Error
+	ExitInvalidConfig      = exitcode.InvalidConfig
+	ExitAssertionFailed    = exitcode.AssertionFailed
+	ExitInvalidEnvironment = exitcode.InvalidEnvironment
+	ExitInvalidRun         = exitcode.InvalidRun
+	ExitInterrupted        = exitcode.Interrupted
 )
 
 // Env is the process state the CLI may touch. Tests build one with buffers.
@@ -40,28 +39,14 @@ type Env struct {
 	Executable string
 }
 
-// exitError carries an exit code up to Main.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
 // withExitCode attaches an exit code to err (nil stays nil).
-func withExitCode(err error, code int) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: code, err: err}
-}
+func withExitCode(err error, code int) error { return exitcode.With(err, code) }
 
 // app is what every command shares.
 type app struct {
 	env    Env
 	logger *slog.Logger
-	log    logOptions
+	log    logflags.Options
 }
 
 // Main runs the CLI and returns the process exit code.
@@ -75,27 +60,8 @@ func Main(ctx context.Context, env Env) int {
 	if err == nil {
 		return ExitOK
 	}
-	code := ExitError
-	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-	} else if isUsageError(err) {
-		code = ExitInvalidConfig
-	}
 	fmt.Fprintf(env.Stderr, "irs: %s\n", strings.TrimRight(err.Error(), "\n"))
-	return code
-}
-
-// isUsageError recognises cobra's flag and argument errors.
-func isUsageError(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown flag", "unknown shorthand", "invalid argument", "flag needs an argument",
-		"unknown command", "accepts ", "requires at least", "bad flag syntax"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
+	return exitcode.For(err)
 }
 
 func (a *app) newRootCmd() *cobra.Command {
@@ -108,7 +74,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       buildinfo.Version(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := a.log.build(a.env.Stderr)
+			logger, err := a.log.Build(a.env.Stderr)
 			if err != nil {
 				return withExitCode(err, ExitInvalidConfig)
 			}
@@ -116,7 +82,7 @@ func (a *app) newRootCmd() *cobra.Command {
 			return nil
 		},
 	}
-	a.log.register(root)
+	a.log.Register(root)
 	root.AddCommand(a.newWorkerCmd(), a.newWorkflowCmd(), a.newMeshCmd(), a.newVersionCmd(), a.newRelayCmd(),
 		a.newCleanupCmd(), a.newCtlCmd(), a.newSignalWorkerCmd())
 	return root
@@ -136,4 +102,29 @@ func (a *app) newVersionCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// newWorkerCmd is `irs worker`: the command irs-worker runs (workercmd).
+func (a *app) newWorkerCmd() *cobra.Command {
+	return workercmd.New(workercmd.Env{Stdout: a.env.Stdout, Stderr: a.env.Stderr, LookupEnv: a.env.LookupEnv},
+		func() *slog.Logger { return a.logger })
+}
+
+// ReexecEnv returns the environment to re-execute this process with for `irs worker`, and whether to do so
+// (workercmd.ReexecEnv); other commands run as they are.
+func ReexecEnv(args, environ []string) ([]string, bool) {
+	if !isWorkerCommand(args) {
+		return nil, false
+	}
+	return workercmd.ReexecEnv(environ)
+}
+
+// isWorkerCommand reports whether args run `irs worker` (global flags may come first).
+func isWorkerCommand(args []string) bool {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a == "worker"
+		}
+	}
+	return false
 }

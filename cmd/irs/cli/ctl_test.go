@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irs-sim/irs/cmd/irs/cli/workercmd"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/worker"
 )
@@ -27,7 +28,7 @@ func startWorker(t *testing.T, name, tok string) string {
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.Run(ctx, spec, slog.New(slog.DiscardHandler), worker.RunOptions{ControlListen: "127.0.0.1:0",
-			Control: controlHandler(tok), ReadyFile: ready})
+			Control: workercmd.ControlHandler(tok), ReadyFile: ready})
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irs-sim/irs/workflows/local"
 	"github.com/spf13/cobra"
 )
 
@@ -63,7 +64,18 @@ func (a *app) newSignalWorkerCmd() *cobra.Command {
 	return cmd
 }
 
-// workerPID finds the process running `irs worker` (not this one).
+// isWorkerProcess reports whether a process's arguments run a worker: irs-worker, or `irs worker`.
+func isWorkerProcess(args [][]byte) bool {
+	switch {
+	case len(args) == 0:
+		return false
+	case filepath.Base(string(args[0])) == local.WorkerBinary:
+		return true
+	}
+	return len(args) > 1 && filepath.Base(string(args[0])) == "irs" && string(args[1]) == "worker"
+}
+
+// workerPID finds the process running a worker (not this one).
 func workerPID() (int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -80,11 +92,11 @@ func workerPID() (int, error) {
 			continue
 		}
 		args := bytes.Split(cmdline, []byte{0})
-		if len(args) > 1 && filepath.Base(string(args[0])) == "irs" && string(args[1]) == "worker" {
+		if isWorkerProcess(args) {
 			return pid, nil
 		}
 	}
-	return 0, errors.New("no irs worker process in this process namespace")
+	return 0, errors.New("no worker process (irs-worker, irs worker) in this process namespace")
 }
 
 // alive reports whether a process still runs (a zombie does not: it is dead, waiting for its parent).

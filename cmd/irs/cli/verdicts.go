@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/irs-sim/irs/cmd/irs/cli/exitcode"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/baseline"
 	"github.com/irs-sim/irs/workflows/campaign"
@@ -48,9 +49,8 @@ func exitCode(err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
+	if code, ok := exitcode.Of(err); ok {
+		return code
 	}
 	return ExitError
 }
@@ -114,8 +114,7 @@ func runError(name string, res *irsv1.WorkflowResult, err error) error {
 	case errors.As(err, new(*kube.EnvironmentError)):
 		return withExitCode(fmt.Errorf("run %s: %w", name, err), ExitInvalidEnvironment)
 	case err != nil:
-		var ee *exitError
-		if errors.As(err, &ee) {
+		if _, ok := exitcode.Of(err); ok {
 			return err
 		}
 		return withExitCode(fmt.Errorf("run %s: %w", name, err), ExitError)

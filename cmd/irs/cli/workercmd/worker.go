@@ -1,4 +1,8 @@
-package cli
+// Package workercmd is the worker's command: `irs worker`, and the whole of irs-worker, the same command in a
+// binary that links only the worker. A worker that also linked the engine, the mesh control plane and the
+// Kubernetes backend paid for their package initialisation in every process (3.4 MB of allocations before
+// main; an idle `irs worker` held 7 MB anonymous, irs-worker 4 MB) and mapped more of a larger binary.
+package workercmd
 
 import (
 	"context"
@@ -6,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -13,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/irs-sim/irs/cmd/irs/cli/exitcode"
 	"github.com/irs-sim/irs/internal/atomicfile"
 	"github.com/irs-sim/irs/internal/field"
 	"github.com/irs-sim/irs/internal/token"
@@ -51,7 +57,26 @@ type workerOptions struct {
 	traceSample      float64
 }
 
-func (a *app) newWorkerCmd() *cobra.Command {
+// Env is the process state the command may touch.
+type Env struct {
+	Stdout, Stderr io.Writer
+	LookupEnv      func(string) (string, bool)
+}
+
+// command runs `irs worker`.
+type command struct {
+	env Env
+	// logger is the process's logger, built by the root command from its flags before the command runs.
+	logger func() *slog.Logger
+}
+
+// New returns the worker command; logger returns the logger the root command built.
+func New(env Env, logger func() *slog.Logger) *cobra.Command {
+	a := &command{env: env, logger: logger}
+	return a.newWorkerCmd()
+}
+
+func (a *command) newWorkerCmd() *cobra.Command {
 	var opts workerOptions
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -108,14 +133,14 @@ func (o *workerOptions) register(f *pflag.FlagSet) {
 
 // startWorker compiles the worker's configuration from its flags, environment and file, checks its upstreams
 // and runs it.
-func (a *app) startWorker(ctx context.Context, flags *pflag.FlagSet, opts *workerOptions) error {
+func (a *command) startWorker(ctx context.Context, flags *pflag.FlagSet, opts *workerOptions) error {
 	v := newViper(flags)
 	spec, src, err := compileWorker(ctx, v, flags, a.env.LookupEnv)
 	if err != nil {
 		return err
 	}
 	if err := opts.resolve(ctx, v, flags, a.env.LookupEnv); err != nil {
-		return withExitCode(err, ExitInvalidConfig)
+		return exitcode.With(err, exitcode.InvalidConfig)
 	}
 	if v.GetBool("seed-per-instance") && spec.Seed != 0 {
 		// Replicas started from one configuration (a Deployment's pods) each draw their own sequence,
@@ -124,7 +149,7 @@ func (a *app) startWorker(ctx context.Context, flags *pflag.FlagSet, opts *worke
 	}
 	if opts.checkUpstreams {
 		if err := worker.CheckEndpoints(ctx, spec, opts.checkTimeout); err != nil {
-			return withExitCode(src.describeUnreachable(err), ExitInvalidConfig)
+			return exitcode.With(src.describeUnreachable(err), exitcode.InvalidConfig)
 		}
 	}
 	return a.runWorker(ctx, spec, *opts)
@@ -214,12 +239,13 @@ func (o *workerOptions) resolve(ctx context.Context, v *viper.Viper, flags *pfla
 
 // runWorker runs the worker as this process (worker.Run), its control API wired to the worker's control
 // packages.
-func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptions) error {
+func (a *command) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptions) error {
 	// OpenTelemetry reports its own errors (an export that failed) through a global handler: our log.
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { a.logger.Warn("telemetry export", "err", err) }))
-	err := worker.Run(ctx, spec, a.logger, opts.run(a.env.Stdout))
+	logger := a.logger()
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { logger.Warn("telemetry export", "err", err) }))
+	err := worker.Run(ctx, spec, logger, opts.run(a.env.Stdout))
 	if errors.As(err, new(*worker.StartError)) {
-		return withExitCode(err, ExitInvalidConfig)
+		return exitcode.With(err, exitcode.InvalidConfig)
 	}
 	return err
 }
@@ -227,15 +253,15 @@ func (a *app) runWorker(ctx context.Context, spec *worker.Spec, opts workerOptio
 // run returns how worker.Run runs the worker.
 func (o workerOptions) run(stdout io.Writer) worker.RunOptions {
 	return worker.RunOptions{
-		ControlListen: o.controlListen, Control: controlHandler(o.controlToken), ReadyRequires: o.readyRequires,
+		ControlListen: o.controlListen, Control: ControlHandler(o.controlToken), ReadyRequires: o.readyRequires,
 		Telemetry: o.telemetry(), ReadyFile: o.readyFile, StatsInterval: o.statsInterval,
 		ExitWhenDone: o.exitWhenDone, Stdout: stdout,
 	}
 }
 
-// controlHandler serves the REST and gRPC control APIs on one port: gRPC requests to the gRPC server,
+// ControlHandler serves the REST and gRPC control APIs on one port: gRPC requests to the gRPC server,
 // everything else to the REST router.
-func controlHandler(token string) func(worker.ControlSetup) http.Handler {
+func ControlHandler(token string) func(worker.ControlSetup) http.Handler {
 	return func(c worker.ControlSetup) http.Handler {
 		svc := control.New(c.Worker, c.Addr, token)
 		gs := grpc.NewServer(grpcapi.ServerOptions(svc)...)

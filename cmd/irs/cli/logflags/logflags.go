@@ -1,4 +1,6 @@
-package cli
+// Package logflags is the logging flags every IRS command shares (--log-level, --log-format) and the slog
+// logger they build.
+package logflags
 
 import (
 	"fmt"
@@ -9,18 +11,19 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// logOptions are the global logging flags.
-type logOptions struct {
+// Options are the global logging flags.
+type Options struct {
 	level, format string
 }
 
-func (o *logOptions) register(cmd *cobra.Command) {
+// Register registers the flags on cmd and its subcommands.
+func (o *Options) Register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&o.level, "log-level", "info", "log `level`: debug, info, warn, error")
 	cmd.PersistentFlags().StringVar(&o.format, "log-format", "text", "log `format`: text or json")
 }
 
-// build returns the logger the flags ask for, writing to w.
-func (o *logOptions) build(w io.Writer) (*slog.Logger, error) {
+// Build returns the logger the flags ask for, writing to w.
+func (o *Options) Build(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.level)

@@ -1,4 +1,4 @@
-package cli
+package workercmd
 
 import "strings"
 
@@ -13,12 +13,10 @@ import "strings"
 // than 24.8 days, once at start, then every 24.8 days.
 const sysmonSetting = "schedtrace=2147483647"
 
-// ReexecEnv returns the environment to re-execute this process with for `irs worker`, and whether to do so:
-// GODEBUG gains sysmonSetting unless it already sets schedtrace (the user's choice wins).
-func ReexecEnv(args, environ []string) ([]string, bool) {
-	if !isWorkerCommand(args) {
-		return nil, false
-	}
+// ReexecEnv returns the environment to re-execute a worker's process with, and whether to do so: GODEBUG
+// gains sysmonSetting unless it already sets schedtrace (the user's choice wins). GODEBUG is read only at
+// process start, hence the re-execution.
+func ReexecEnv(environ []string) ([]string, bool) {
 	out := make([]string, 0, len(environ)+1)
 	found := false
 	for _, kv := range environ {
@@ -38,14 +36,4 @@ func ReexecEnv(args, environ []string) ([]string, bool) {
 		out = append(out, "GODEBUG="+sysmonSetting)
 	}
 	return out, true
-}
-
-// isWorkerCommand reports whether args run `irs worker` (global flags may come first).
-func isWorkerCommand(args []string) bool {
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			return a == "worker"
-		}
-	}
-	return false
 }

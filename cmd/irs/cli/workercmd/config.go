@@ -1,4 +1,4 @@
-package cli
+package workercmd
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/irs-sim/irs/cmd/irs/cli/exitcode"
 	"github.com/irs-sim/irs/internal/field"
 	"github.com/irs-sim/irs/internal/yamlpb"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -324,15 +325,15 @@ func plural(n int) string {
 }
 
 // compileWorker loads and compiles the worker configuration, reporting every problem of the file and of the
-// flags at once; errors carry ExitInvalidConfig.
+// flags at once; errors carry exitcode.InvalidConfig.
 func compileWorker(ctx context.Context, v *viper.Viper, flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) (*worker.Spec, *configSource, error) {
 	cfg, src, decodeErrs, err := loadWorkerConfig(ctx, v, flags, lookupEnv)
 	if err != nil {
-		return nil, nil, withExitCode(err, ExitInvalidConfig)
+		return nil, nil, exitcode.With(err, exitcode.InvalidConfig)
 	}
 	spec, err := worker.Compile(cfg)
 	if err == nil && len(decodeErrs) == 0 {
 		return spec, src, nil
 	}
-	return nil, nil, withExitCode(src.describe(field.Combine(decodeErrs, err).Err()), ExitInvalidConfig)
+	return nil, nil, exitcode.With(src.describe(field.Combine(decodeErrs, err).Err()), exitcode.InvalidConfig)
 }
