@@ -164,7 +164,7 @@ func (o *options) startServers(ctx context.Context) ([]server, error) {
 	}
 	out = append(out, server{name: "fortio server", addr: faddr, pid: fp.pid(), stop: fp.stop})
 	iaddr := freePort()
-	ip, err := start(serverCPU, []string{"GOMAXPROCS=1"}, o.irs, "worker", "--name", "server", "--listen", iaddr)
+	ip, err := start(serverCPU, []string{"GOMAXPROCS=1"}, append(o.worker(), "--name", "server", "--listen", iaddr)...)
 	if err != nil {
 		return out, err
 	}
@@ -260,8 +260,8 @@ func (o *options) serverCPU(ctx context.Context) error {
 
 // loadResult runs an irs load generator to completion and returns its stats and CPU seconds.
 func (o *options) irsLoad(args ...string) (*irsv1.LoadStats, float64, error) {
-	p, err := start(loadCPU, []string{"GOMAXPROCS=1"}, append([]string{o.irs, "worker", "--name", "loadgen",
-		"--exit-when-done", "--log-level", "warn"}, args...)...)
+	p, err := start(loadCPU, []string{"GOMAXPROCS=1"}, append(append(o.worker(), "--name", "loadgen",
+		"--exit-when-done", "--log-level", "warn"), args...)...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -444,6 +444,15 @@ func (o *options) idleRSS(ctx context.Context) error {
 	return nil
 }
 
+// worker is the command line that runs a worker as the backends do: irs-worker beside irs when it is there.
+func (o *options) worker() []string {
+	lean := filepath.Join(filepath.Dir(o.irs), "irs-worker")
+	if _, err := os.Stat(lean); err == nil {
+		return []string{lean}
+	}
+	return []string{o.irs, "worker"}
+}
+
 // idleStatus starts a worker that serves and nothing else and returns its memory figures once it has settled.
 func idleStatus(command []string) (map[string]float64, error) {
 	addr := freePort()
@@ -534,8 +543,8 @@ func (o *options) telemetryCost(ctx context.Context) error {
 // requests per second wrk gets from it.
 func (o *options) telemetryRound(args []string) (float64, error) {
 	addr, ctrl := freePort(), freePort()
-	p, err := start(serverCPU, []string{"GOMAXPROCS=1"}, append([]string{o.irs, "worker", "--name", "server",
-		"--listen", addr, "--control-listen", ctrl}, args...)...)
+	p, err := start(serverCPU, []string{"GOMAXPROCS=1"}, append(append(o.worker(), "--name", "server",
+		"--listen", addr, "--control-listen", ctrl), args...)...)
 	if err != nil {
 		return 0, err
 	}
