@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/irs-sim/irs/internal/idlecpu"
@@ -506,21 +507,47 @@ func (a *app) finishLost(ctx context.Context, store *kube.Store, ns string, st k
 	return err
 }
 
-// profileEngine profiles the engine when kube.EnvProfileEngine is set: its CPU from now until stop, and its
-// heap at stop, into the run directory, whose files go back with the run's artifacts.
+// profileEngine profiles the engine when kube.EnvProfileEngine is set: its CPU from now until stop, its heap
+// at stop, and its heap during the run (heapProfiles), into the run directory, whose files go back with the
+// run's artifacts.
 func profileEngine(runDir string) (stop func()) {
 	if os.Getenv(kube.EnvProfileEngine) == "" {
 		return func() {}
 	}
 	_ = os.MkdirAll(runDir, 0o755)
 	stopProfiles := profile.Start(filepath.Join(runDir, "engine-cpu.pprof"), filepath.Join(runDir, "engine-heap.pprof"))
+	done := make(chan struct{})
+	var during sync.WaitGroup
+	during.Go(func() { heapProfiles(runDir, done) })
 	return func() {
+		close(done)
+		during.Wait()
 		stopProfiles()
 		// The goroutines left at the end, grouped by stack: what a run that lost and replaced replicas still holds.
 		if f, err := os.Create(filepath.Join(runDir, "engine-goroutines.txt")); err == nil {
 			_ = pprof.Lookup("goroutine").WriteTo(f, 1)
 			_ = f.Close()
 		}
+	}
+}
+
+// heapProfiles writes the engine's heap profile 2 minutes into the run and every 10 minutes after, at most 12
+// (engine-heap-002m.pprof, ...), until done closes: what a long run's engine holds more of as it goes is the
+// difference of two (go tool pprof -base).
+func heapProfiles(runDir string, done <-chan struct{}) {
+	start := time.Now()
+	for i, at := 0, 2*time.Minute; i < 12; i, at = i+1, at+10*time.Minute {
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Until(start.Add(at))):
+		}
+		f, err := os.Create(filepath.Join(runDir, fmt.Sprintf("engine-heap-%03dm.pprof", int(at.Minutes()))))
+		if err != nil {
+			return
+		}
+		_ = pprof.Lookup("heap").WriteTo(f, 0)
+		_ = f.Close()
 	}
 }
 
