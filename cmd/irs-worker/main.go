@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/irs-sim/irs/cmd/irs/cli/workercmd"
@@ -34,15 +32,6 @@ func main() {
 func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	defer profile()()
+	defer irsprofile.FromEnv()()
 	return workercmd.Main(ctx, workercmd.Env{Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv}, os.Args[1:])
-}
-
-// profile writes this process's CPU and heap profiles where $IRS_CPUPROFILE and $IRS_MEMPROFILE say ("%p": the
-// process id), as irs does.
-func profile() (stop func()) {
-	path := func(env string) string {
-		return strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
-	}
-	return irsprofile.Start(path("IRS_CPUPROFILE"), path("IRS_MEMPROFILE"))
 }

@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/irs-sim/irs/cmd/irs/cli"
@@ -33,19 +31,9 @@ func main() {
 func run(self string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	defer profile()()
+	defer irsprofile.FromEnv()()
 	return cli.Main(ctx, cli.Env{
 		Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, LookupEnv: os.LookupEnv,
 		Executable: self,
 	})
-}
-
-// profile writes this process's CPU profile to $IRS_CPUPROFILE and its heap profile, at its end, to
-// $IRS_MEMPROFILE (for `go tool pprof`). A run's workers inherit the variables: "%p" in a path is the process
-// id, so that each process writes its own file.
-func profile() (stop func()) {
-	path := func(env string) string {
-		return strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
-	}
-	return irsprofile.Start(path("IRS_CPUPROFILE"), path("IRS_MEMPROFILE"))
 }

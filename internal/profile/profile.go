@@ -5,6 +5,8 @@ package profile
 import (
 	"os"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 )
 
 // Start profiles the CPU into cpuPath from now until stop, and at stop writes the heap into heapPath. An
@@ -36,4 +38,13 @@ func create(path string) *os.File {
 		return nil
 	}
 	return f
+}
+
+// FromEnv is Start with the paths $IRS_CPUPROFILE and $IRS_MEMPROFILE name, for irs and irs-worker alike: "%p" in
+// a path is the process id, so that each of a run's processes, which inherit the variables, writes its own.
+func FromEnv() (stop func()) {
+	path := func(env string) string {
+		return strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
+	}
+	return Start(path("IRS_CPUPROFILE"), path("IRS_MEMPROFILE"))
 }

@@ -3,6 +3,7 @@ package profile
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -23,5 +24,25 @@ func TestStart(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(kept); string(b) != "mine" {
 		t.Errorf("an existing file was overwritten: %q", b)
+	}
+}
+
+// TestFromEnv: the variables name the files, "%p" the process's id; unset, nothing is written.
+func TestFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("IRS_CPUPROFILE", filepath.Join(dir, "cpu-%p"))
+	t.Setenv("IRS_MEMPROFILE", filepath.Join(dir, "heap-%p"))
+	FromEnv()()
+	for _, name := range []string{"cpu-", "heap-"} {
+		p := filepath.Join(dir, name+strconv.Itoa(os.Getpid()))
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v, %v; want a profile", filepath.Base(p), st, err)
+		}
+	}
+	t.Setenv("IRS_CPUPROFILE", "")
+	t.Setenv("IRS_MEMPROFILE", "")
+	FromEnv()()
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("%d files, want the first two only", len(entries))
 	}
 }
