@@ -135,8 +135,8 @@ func (c *collector) markOpen(replica string) {
 // whose stream did not open in that time. A run's clock starts after it: a window opens when its stream does,
 // so what a worker did before its stream opened is in no window, and a run whose first intervals' windows
 // depended on how fast the way to each replica opened (a port-forward through a relay on Kubernetes) lost
-// them now and then.
-func (c *collector) waitOpen(replicas []string, timeout time.Duration) []string {
+// them now and then. It also ends when ctx (the user's: an interrupt) does, and the run is then interrupted.
+func (c *collector) waitOpen(ctx context.Context, replicas []string, timeout time.Duration) []string {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	var late []string
@@ -167,6 +167,8 @@ func (c *collector) waitOpen(replicas []string, timeout time.Duration) []string 
 				late = append(late, r)
 			}
 		case <-c.ctx.Done():
+			return append(late, r)
+		case <-ctx.Done():
 			return append(late, r)
 		}
 	}

@@ -263,12 +263,20 @@ func TestCollectorWaitOpenIsBounded(t *testing.T) {
 	col.watch("stuck", "stuck-0")
 	col.watch("fine", "fine-0")
 	start := time.Now()
-	late := col.waitOpen([]string{"stuck-0", "fine-0", "never-0"}, 300*time.Millisecond)
+	late := col.waitOpen(context.Background(), []string{"stuck-0", "fine-0", "never-0"}, 300*time.Millisecond)
 	if took := time.Since(start); took < 300*time.Millisecond || took > 10*time.Second {
 		t.Errorf("waited %v, want the 300ms timeout", took)
 	}
 	if !slices.Equal(late, []string{"stuck-0", "never-0"}) {
 		t.Errorf("late %q, want stuck-0 and never-0", late)
+	}
+	// An interrupt (the user's context) ends the wait at once, long before its timeout.
+	interrupt, interrupted := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, interrupted)
+	start = time.Now()
+	col.waitOpen(interrupt, []string{"stuck-0"}, time.Hour)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("an interrupted wait took %v, want it to end with the interrupt", took)
 	}
 	go func() {
 		for range col.out {

@@ -177,7 +177,7 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 			watched = append(watched, r.ID)
 		}
 	}
-	if late := col.waitOpen(watched, streamOpenTimeout); len(late) > 0 {
+	if late := col.waitOpen(ctx, watched, streamOpenTimeout); len(late) > 0 && ctx.Err() == nil {
 		// The run goes on: their intervals show as missing in its coverage, and below the line it is invalid.
 		e.logger.Warn("stats streams not open when the run started", "replicas", late, "waited", streamOpenTimeout)
 	}
