@@ -36,12 +36,7 @@ func (e *engine) assertions() []*irsv1.AssertionResult {
 			exp = exp.Against(base)
 			r.Baseline, r.Bound = &base, &exp.Value
 		}
-		k := key{service: a.GetService(), kind: e.primary[a.GetService()]}
-		if a.GetEdge() != "" {
-			caller, callee, _ := strings.Cut(a.GetEdge(), "->")
-			k = key{service: strings.TrimSpace(caller), callee: strings.TrimSpace(callee), kind: kindEdge}
-		}
-		v, err := e.measure(k, a, exp.Metric)
+		v, err := e.measure(e.assertionKey(a), a, exp.Metric)
 		if err != nil {
 			r.Error = err.Error()
 		} else {
@@ -49,6 +44,15 @@ func (e *engine) assertions() []*irsv1.AssertionResult {
 		}
 	}
 	return out
+}
+
+// assertionKey is the point an assertion reads: its service's main point, or its edge's.
+func (e *engine) assertionKey(a *irsv1.Assertion) key {
+	if a.GetEdge() != "" {
+		caller, callee, _ := strings.Cut(a.GetEdge(), "->")
+		return key{service: strings.TrimSpace(caller), callee: strings.TrimSpace(callee), kind: kindEdge}
+	}
+	return key{service: a.GetService(), kind: e.primary[a.GetService()]}
 }
 
 // measure returns the metric's value in its unit (ratio, count, req/s, seconds, millicores, MB).

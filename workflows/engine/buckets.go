@@ -158,16 +158,18 @@ func (e *engine) closeBuckets(k int) {
 	e.settle()
 }
 
-// slimTick is what the engine's own reading of the series needs of a tick (the load's and the kills' damage,
-// saturation, recovery: a point's scope, counts and lag, the machine). The whole tick is kept encoded
-// (e.ticks), and the result's series is whole again when the run ends (fullSeries): whole ticks kept twice
-// made a long run's engine grow by 3 KB a second, and a Point is 380 bytes however few of its fields are set.
+// slimTick is what the engine's own reading of the series needs of a tick: the load generators' points (the
+// load's and the kills' damage, saturation), the points its assertions read (recovery), and the two figures of
+// the machine that diagnose a saturated generator. The whole tick is kept encoded (e.ticks), and the result's
+// series is whole again when the run ends (fullSeries). Whole ticks kept twice made a long run's engine grow by
+// 3 KB a second; every point of every tick and the tick's Machine message, by 0.7 KB a second.
 type slimTick struct {
-	t       float64
-	phase   string
-	machine *irsv1.Machine
-	points  []slimPoint // services, then edges
-	edges   int         // where the edges start
+	t                        float64
+	phase                    string
+	machine                  bool // whether the tick had the machine's figures
+	oversleepMs, cpuPressure float64
+	points                   []slimPoint // the kept services' points, then the kept edges'
+	edges                    int32       // where the edges start
 }
 
 type slimPoint struct {
@@ -178,21 +180,68 @@ type slimPoint struct {
 
 // slimOf returns a tick's slim form. Callers hold e.mu.
 func (e *engine) slimOf(t *irsv1.Tick) slimTick {
-	st := slimTick{t: t.GetT(), phase: t.GetPhase(), machine: t.GetMachine(), edges: len(t.GetServices())}
-	st.points = make([]slimPoint, 0, len(t.GetServices())+len(t.GetEdges()))
+	st := slimTick{t: t.GetT(), phase: t.GetPhase()}
+	if m := t.GetMachine(); m != nil {
+		st.machine, st.oversleepMs, st.cpuPressure = true, m.GetOversleepMs(), m.GetCpuPressure()
+	}
+	kept := func(p *irsv1.Point) (int32, bool) {
+		id := e.scopeID(key{service: p.GetService(), callee: p.GetCallee(), kind: p.GetKind()})
+		return id, e.slimmed[id]
+	}
+	n := 0
 	for _, p := range append(slices.Clip(t.GetServices()), t.GetEdges()...) {
-		k := key{service: p.GetService(), callee: p.GetCallee(), kind: p.GetKind()}
-		id, ok := e.scopeIDs[k]
-		if !ok {
-			if e.scopeIDs == nil {
-				e.scopeIDs = map[key]int32{}
-			}
-			id = int32(len(e.scopes))
-			e.scopes, e.scopeIDs[k] = append(e.scopes, k), id
+		if _, ok := kept(p); ok {
+			n++
 		}
-		st.points = append(st.points, slimPoint{scope: id, requests: p.GetRequests(), failures: p.GetFailures(), lagMs: p.GetLagMs()})
+	}
+	st.points = e.carvePoints(n)
+	for i, p := range append(slices.Clip(t.GetServices()), t.GetEdges()...) {
+		if i == len(t.GetServices()) {
+			st.edges = int32(len(st.points))
+		}
+		if id, ok := kept(p); ok {
+			st.points = append(st.points, slimPoint{scope: id, requests: p.GetRequests(), failures: p.GetFailures(), lagMs: p.GetLagMs()})
+		}
+	}
+	if len(t.GetEdges()) == 0 {
+		st.edges = int32(len(st.points))
 	}
 	return st
+}
+
+// scopeID interns a point's scope, and decides once whether the engine reads its points from the slim
+// series: a load generator's, or an assertion's. Callers hold e.mu.
+func (e *engine) scopeID(k key) int32 {
+	if id, ok := e.scopeIDs[k]; ok {
+		return id
+	}
+	if e.scopeIDs == nil {
+		e.scopeIDs = map[key]int32{}
+	}
+	id := int32(len(e.scopes))
+	read := k.kind == kindLoad
+	for _, a := range e.o.Workflow.GetAssertions() {
+		read = read || e.assertionKey(a) == k
+	}
+	e.scopes, e.scopeIDs[k], e.slimmed = append(e.scopes, k), id, append(e.slimmed, read)
+	return id
+}
+
+// slimArena is how many points one allocation of slimPoints holds: a tick's few points, each in an allocation
+// of its own, cost as much again in the allocator's headers and size classes.
+const slimArena = 512
+
+// carvePoints returns an empty slice with room for n points, from the arena. Callers hold e.mu.
+func (e *engine) carvePoints(n int) []slimPoint {
+	if n == 0 {
+		return nil
+	}
+	if cap(e.slimPoints)-len(e.slimPoints) < n {
+		e.slimPoints = make([]slimPoint, 0, max(n, slimArena))
+	}
+	l := len(e.slimPoints)
+	e.slimPoints = e.slimPoints[:l+n]
+	return e.slimPoints[l : l : l+n]
 }
 
 // slimSeries returns the series the summary reads: the slim ticks, or those of the result's own series when it
@@ -208,7 +257,7 @@ func (e *engine) slimSeries() []slimTick {
 	return out
 }
 
-// series returns slimSeries as ticks (their points' scope, counts and lag). Callers hold e.mu.
+// series returns slimSeries as ticks (their kept points' scope, counts and lag). Callers hold e.mu.
 func (e *engine) series() []*irsv1.Tick {
 	if len(e.res.GetSeries()) > 0 {
 		return e.res.GetSeries()
@@ -224,7 +273,7 @@ func (e *engine) series() []*irsv1.Tick {
 				ptrs[j].FailureRate = float64(p.failures) / float64(p.requests)
 			}
 		}
-		out[i] = &irsv1.Tick{T: st.t, Phase: st.phase, Machine: st.machine, Services: ptrs[:st.edges:st.edges], Edges: ptrs[st.edges:]}
+		out[i] = &irsv1.Tick{T: st.t, Phase: st.phase, Services: ptrs[:st.edges:st.edges], Edges: ptrs[st.edges:]}
 	}
 	return out
 }

@@ -59,9 +59,9 @@ func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
 			}
 			d.last = at
 			d.intervals++
-			if m := tick.machine; m != nil {
-				d.oversleepMs = max(d.oversleepMs, m.GetOversleepMs())
-				d.pressure = max(d.pressure, m.GetCpuPressure())
+			if tick.machine {
+				d.oversleepMs = max(d.oversleepMs, tick.oversleepMs)
+				d.pressure = max(d.pressure, tick.cpuPressure)
 			}
 		}
 	}
