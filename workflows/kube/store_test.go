@@ -147,6 +147,13 @@ func TestStoreLog(t *testing.T) {
 	if err := s.AppendLog(t.Context(), name, blocks[:3]); err == nil {
 		t.Errorf("append fewer blocks than the log holds: no error")
 	}
+	// Appended after blocks already logged, a block let go (nil: resultfile.Series.Release) is one not yet written.
+	if err := s.AppendLog(t.Context(), name, append(make([][]byte, 7), nil)); err == nil {
+		t.Errorf("append a nil block after the 7 held: no error")
+	}
+	if err := s.AppendLog(t.Context(), name, append(make([][]byte, 7), blocks[7-1])); err != nil {
+		t.Errorf("append a block after 7 given as nil (held already): %v", err)
+	}
 	if err := s.AppendLog(t.Context(), "other", [][]byte{make([]byte, chunkSize+1)}); err == nil {
 		t.Errorf("a block larger than a segment: no error")
 	}

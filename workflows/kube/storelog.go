@@ -61,6 +61,9 @@ func (s *Store) AppendLog(ctx context.Context, name string, blocks [][]byte) err
 	}
 	for l.len() < len(blocks) {
 		next := blocks[l.len()]
+		if next == nil { // let go by its series (resultfile.Series.Release) before it was written here: never
+			return fmt.Errorf("log %s: block %d is not given", name, l.len())
+		}
 		if len(next) > chunkSize {
 			return fmt.Errorf("log %s: a block of %d KiB, more than a segment's %d KiB", name, len(next)>>10, chunkSize>>10)
 		}

@@ -18,10 +18,16 @@ import (
 // length; and every seriesBlock ticks compressed together, so that an hour's series holds a few hundred
 // kilobytes rather than megabytes (a tick's JSON is a kilobyte or two, and much alike from one to the next).
 // Appending never changes what a Snapshot holds.
+//
+// A series whose first blocks are kept elsewhere (a detached run's log in the cluster) lets them go (Release)
+// and reads them back when it is written whole, at the run's end: so its engine's memory does not grow with the
+// run's length.
 type Series struct {
-	blocks [][]byte // deflated, each the ticks' JSON as EncodeSeries writes them ("\n    tick" joined by ",")
-	tail   [][]byte // ticks not in a block yet
-	n      int
+	released int                           // how many of the first blocks are let go, read back with read
+	read     func(n int) ([][]byte, error) // the first n blocks, from where they are kept
+	blocks   [][]byte                      // deflated, each the ticks' JSON as EncodeSeries writes them ("\n    tick" joined by ",")
+	tail     [][]byte                      // ticks not in a block yet
+	n        int
 }
 
 // seriesBlock is how many ticks are compressed together: a minute's at the usual 1 s interval.
@@ -60,7 +66,33 @@ func (s *Series) Len() int { return s.n }
 
 // Snapshot returns the series as it is now, which appending to s does not change.
 func (s *Series) Snapshot() Series {
-	return Series{blocks: s.blocks[:len(s.blocks):len(s.blocks)], tail: s.tail[:len(s.tail):len(s.tail)], n: s.n}
+	return Series{released: s.released, read: s.read, blocks: s.blocks[:len(s.blocks):len(s.blocks)], tail: s.tail[:len(s.tail):len(s.tail)], n: s.n}
+}
+
+// Release lets the first n sealed blocks go: they are kept elsewhere, and read gives them back (the first n,
+// as Sealed returned them) when the series is written or decoded whole. Snapshots taken before keep theirs.
+func (s *Series) Release(n int, read func(n int) ([][]byte, error)) {
+	n = min(n, s.released+len(s.blocks))
+	if n <= s.released {
+		return
+	}
+	s.blocks = slices.Clone(s.blocks[n-s.released:]) // a new array: a snapshot may hold the old one
+	s.released, s.read = n, read
+}
+
+// allBlocks returns every sealed block, those let go read back.
+func (s Series) allBlocks() ([][]byte, error) {
+	if s.released == 0 {
+		return s.blocks, nil
+	}
+	back, err := s.read(s.released)
+	if err != nil {
+		return nil, fmt.Errorf("the series' first %d blocks, read back: %w", s.released, err)
+	}
+	if len(back) != s.released {
+		return nil, fmt.Errorf("the series' first %d blocks, read back: %d given", s.released, len(back))
+	}
+	return append(slices.Clip(back), s.blocks...), nil
 }
 
 // writeElements writes the series' ticks as the elements of a JSON array ("\n    tick" joined by ",").
@@ -72,7 +104,11 @@ func (s Series) writeElements(w *bufio.Writer) error {
 		}
 		first = false
 	}
-	for i, b := range s.blocks {
+	blocks, err := s.allBlocks()
+	if err != nil {
+		return err
+	}
+	for i, b := range blocks {
 		sep()
 		zr := flate.NewReader(bytes.NewReader(b))
 		if n, err := io.Copy(w, io.LimitReader(zr, maxBlock+1)); err != nil || n > maxBlock {
@@ -114,8 +150,14 @@ func (s Series) Ticks() ([]*irsv1.Tick, error) {
 }
 
 // Sealed returns the series' blocks of seriesBlock ticks each, deflated; a block never changes once made, so a
-// writer that keeps the series elsewhere as it grows writes each once (SealedBlocks joins them again).
-func (s Series) Sealed() [][]byte { return s.blocks[:len(s.blocks):len(s.blocks)] }
+// writer that keeps the series elsewhere as it grows writes each once (SealedBlocks joins them again). A block
+// let go (Release) is nil: it was written where it is kept.
+func (s Series) Sealed() [][]byte {
+	if s.released == 0 {
+		return s.blocks[:len(s.blocks):len(s.blocks)]
+	}
+	return append(make([][]byte, s.released, s.released+len(s.blocks)), s.blocks...)
+}
 
 // Unsealed returns the ticks after the sealed blocks, as a series of its own.
 func (s Series) Unsealed() Series {

@@ -162,3 +162,65 @@ func TestSealedBlocksRefusesGarbage(t *testing.T) {
 		}
 	}
 }
+
+// TestSeriesRelease: a series that let its first blocks go writes and decodes whole, reading them back; a
+// snapshot taken before keeps its own; appending goes on; a store that cannot give them back is an error, never
+// a series with ticks missing.
+func TestSeriesRelease(t *testing.T) {
+	var s resultfile.Series
+	var ticks []*irsv1.Tick
+	add := func(n int) {
+		for range n {
+			tick := &irsv1.Tick{T: float64(len(ticks) + 1), Services: []*irsv1.Point{{Service: "server", Requests: int64(len(ticks))}}}
+			ticks = append(ticks, tick)
+			if err := s.Append(tick); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add(3*64 + 5)
+	kept := s.Sealed() // where they are kept: a detached run's log
+	before := s.Snapshot()
+	reads := 0
+	s.Release(2, func(n int) ([][]byte, error) { reads++; return kept[:n], nil })
+	if sealed := s.Sealed(); len(sealed) != 3 || sealed[0] != nil || sealed[1] != nil || sealed[2] == nil {
+		t.Errorf("sealed after letting 2 of 3 go: %d blocks, the first two nil %v, want 3 with the first two nil", len(sealed), sealed[0] == nil && sealed[1] == nil)
+	}
+	add(64)
+	for name, series := range map[string]resultfile.Series{"released": s.Snapshot(), "taken before": before} {
+		got, err := series.Ticks()
+		want := ticks[:series.Len()]
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("%s: %d ticks (%v), want %d", name, len(got), err, len(want))
+		}
+		for i := range want {
+			if !proto.Equal(got[i], want[i]) {
+				t.Fatalf("%s: tick %d is %v, want %v", name, i, got[i], want[i])
+			}
+		}
+	}
+	if reads != 1 {
+		t.Errorf("the blocks let go were read back %d times, want once (the released series decoded)", reads)
+	}
+	s.Release(1, nil) // fewer than already let go: nothing changes
+	if _, err := s.Snapshot().Ticks(); err != nil {
+		t.Errorf("after releasing fewer again: %v", err)
+	}
+	for name, read := range map[string]func(int) ([][]byte, error){
+		"a failed read":   func(int) ([][]byte, error) { return nil, os.ErrDeadlineExceeded },
+		"too few blocks":  func(n int) ([][]byte, error) { return kept[:n-1], nil },
+		"a garbage block": func(n int) ([][]byte, error) { return [][]byte{[]byte("x"), kept[1]}, nil },
+	} {
+		var r resultfile.Series
+		for _, tick := range ticks[:3*64] {
+			_ = r.Append(tick)
+		}
+		r.Release(2, read)
+		if got, err := r.Ticks(); err == nil {
+			t.Errorf("%s: decoded %d ticks, want an error", name, len(got))
+		}
+		if err := resultfile.WriteResultSeries(filepath.Join(t.TempDir(), "result.json"), &irsv1.WorkflowResult{}, r); err == nil {
+			t.Errorf("%s: written, want an error", name)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/engine"
@@ -38,6 +39,10 @@ func checkpointDoc(ctx context.Context, logger *slog.Logger, store blockLogs, re
 	if err := store.AppendLog(ctx, log, sealed); err == nil {
 		series = snap.Series.Unsealed()
 		companion = fmt.Appendf(nil, "%s %d\n", log, len(sealed))
+		// Kept in the log, they need not be in the engine too: read back for the run's whole result.
+		if snap.Release != nil {
+			snap.Release(len(sealed), func(n int) ([][]byte, error) { return readLogRetrying(ctx, store, log, n) })
+		}
 	} else {
 		// The whole series in the set, as before logs: larger, but kept.
 		logger.Warn("checkpoint: its series whole, not logged", "err", err)
@@ -51,6 +56,25 @@ func checkpointDoc(ctx context.Context, logger *slog.Logger, store blockLogs, re
 		files[rel+sealedSuffix] = companion
 	}
 	return files, nil
+}
+
+// readLogRetrying reads the log's first n blocks, trying again for a minute: the run's whole result waits on
+// it at the end, and one failed request must not leave that result without its series.
+func readLogRetrying(ctx context.Context, store blockLogs, log string, n int) ([][]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var err error
+	for wait := time.Second; ; wait *= 2 {
+		var blocks [][]byte
+		if blocks, err = store.ReadLog(ctx, log, n); err == nil {
+			return blocks, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // checkpointFiles reads the run's current artifacts with each checkpoint's result joined whole again. A set

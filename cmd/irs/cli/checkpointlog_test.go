@@ -45,7 +45,7 @@ func (m *memLogs) ReadLog(_ context.Context, name string, n int) ([][]byte, erro
 
 // TestCheckpointSeriesLogged: a checkpoint writes only the series' blocks sealed since the last one, and its
 // result with the ticks after them; read back, it is byte for byte the whole result. A store that cannot take
-// the blocks gets the whole result in the checkpoint; a companion that names no log, or more blocks than the
+// the blocks gets the whole result in the checkpoint (those let go read back); a companion that names no log, or more blocks than the
 // log holds, is an error rather than a result with ticks missing.
 func TestCheckpointSeriesLogged(t *testing.T) {
 	logs := &memLogs{logs: map[string][][]byte{}}
@@ -60,7 +60,7 @@ func TestCheckpointSeriesLogged(t *testing.T) {
 			}
 		}
 		head.Checkpoint = new(float64(until))
-		snap := engine.Snapshot{Head: head, Series: series.Snapshot()}
+		snap := engine.Snapshot{Head: head, Series: series.Snapshot(), Release: series.Release}
 		files, err := checkpointDoc(t.Context(), slog.New(slog.DiscardHandler), logs, rel, snap)
 		if err != nil {
 			t.Fatal(err)
@@ -80,6 +80,17 @@ func TestCheckpointSeriesLogged(t *testing.T) {
 			t.Fatalf("after %d ticks: joined %d bytes (%v) among %d files, want the whole result's %d byte for byte, "+
 				"beside the report, the companion gone", until, len(files[rel]), err, len(files), whole.Len())
 		}
+	}
+
+	// Logged, the blocks are let go by the run (its engine holds the ticks after them) and read back for its
+	// whole series.
+	for i, b := range series.Sealed() {
+		if b != nil {
+			t.Errorf("block %d of %d is held after its checkpoint logged it, want it let go", i, len(series.Sealed()))
+		}
+	}
+	if ticks, err := series.Snapshot().Ticks(); err != nil || len(ticks) != 200 {
+		t.Errorf("the series whose logged blocks were let go decodes to %d ticks (%v), want all 200", len(ticks), err)
 	}
 
 	logs.fail = true
