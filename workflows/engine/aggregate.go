@@ -46,13 +46,42 @@ type acc struct {
 	lagMs                            float64
 	// Resource samples, one per tick: CPU and memory summed over the service's replicas, and its busiest and
 	// largest replica's.
-	cpu, cpuMax, rss, rssMax []float64
+	cpu, cpuMax, rss, rssMax samples
 	// cpuMaxFresh, scCPUMaxFresh: the busiest values measured in an interval (not held from an earlier one).
-	cpuMaxFresh, scCPUMaxFresh []float64
+	cpuMaxFresh, scCPUMaxFresh samples
 	replicas                   int
 	// The same for the service's sidecars, one per tick.
-	scCPU, scCPUMax, scRSS, scRSSMax []float64
+	scCPU, scCPUMax, scRSS, scRSSMax samples
 	sidecars                         int
+}
+
+// samples is a resource's samples as the figures read them, their count, sum and largest: kept one by one,
+// every service's four or five a tick in a phase's and the run's accumulators grew a long run's engine by a
+// megabyte or two an hour.
+type samples struct {
+	n        int
+	sum, max float64
+}
+
+// samplesOf returns the samples xs.
+func samplesOf(xs ...float64) samples {
+	var s samples
+	for _, x := range xs {
+		s.add(x)
+	}
+	return s
+}
+
+func (s *samples) add(x float64) { s.n, s.sum, s.max = s.n+1, s.sum+x, math.Max(s.max, x) }
+
+func (s *samples) merge(o samples) { s.n, s.sum, s.max = s.n+o.n, s.sum+o.sum, math.Max(s.max, o.max) }
+
+// mean is the samples' mean, 0 without any.
+func (s samples) mean() float64 {
+	if s.n == 0 {
+		return 0
+	}
+	return s.sum / float64(s.n)
 }
 
 func newAcc() *acc {
@@ -135,11 +164,11 @@ func (a *acc) merge(b *acc) {
 
 // addUsage adds another accumulator's resource samples.
 func (a *acc) addUsage(b *acc) {
-	a.cpu, a.cpuMax = append(a.cpu, b.cpu...), append(a.cpuMax, b.cpuMax...)
-	a.cpuMaxFresh, a.scCPUMaxFresh = append(a.cpuMaxFresh, b.cpuMaxFresh...), append(a.scCPUMaxFresh, b.scCPUMaxFresh...)
-	a.rss, a.rssMax = append(a.rss, b.rss...), append(a.rssMax, b.rssMax...)
-	a.scCPU, a.scCPUMax = append(a.scCPU, b.scCPU...), append(a.scCPUMax, b.scCPUMax...)
-	a.scRSS, a.scRSSMax = append(a.scRSS, b.scRSS...), append(a.scRSSMax, b.scRSSMax...)
+	for _, m := range [][2]*samples{{&a.cpu, &b.cpu}, {&a.cpuMax, &b.cpuMax}, {&a.cpuMaxFresh, &b.cpuMaxFresh},
+		{&a.rss, &b.rss}, {&a.rssMax, &b.rssMax}, {&a.scCPU, &b.scCPU}, {&a.scCPUMax, &b.scCPUMax},
+		{&a.scCPUMaxFresh, &b.scCPUMaxFresh}, {&a.scRSS, &b.scRSS}, {&a.scRSSMax, &b.scRSSMax}} {
+		m[0].merge(*m[1])
+	}
 }
 
 // point renders an accumulator over seconds of time (for rates).
@@ -197,10 +226,10 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 			}
 		}
 	}
-	p.CpuMcores, p.CpuMcoresMax, p.RssMb, p.RssMbMax = meanOf(a.cpu), busiest(a.cpuMax, a.cpuMaxFresh), maxOf(a.rss), maxOf(a.rssMax)
-	if len(a.scCPU) > 0 {
-		p.SidecarCpuMcores, p.SidecarCpuMcoresMax = meanOf(a.scCPU), busiest(a.scCPUMax, a.scCPUMaxFresh)
-		p.SidecarRssMb, p.SidecarRssMbMax, p.Sidecars = maxOf(a.scRSS), maxOf(a.scRSSMax), int32(a.sidecars)
+	p.CpuMcores, p.CpuMcoresMax, p.RssMb, p.RssMbMax = a.cpu.mean(), busiest(a.cpuMax, a.cpuMaxFresh), a.rss.max, a.rssMax.max
+	if a.scCPU.n > 0 {
+		p.SidecarCpuMcores, p.SidecarCpuMcoresMax = a.scCPU.mean(), busiest(a.scCPUMax, a.scCPUMaxFresh)
+		p.SidecarRssMb, p.SidecarRssMbMax, p.Sidecars = a.scRSS.max, a.scRSSMax.max, int32(a.sidecars)
 		if p.Rps > 0 {
 			p.SidecarMcoresPerKrps = p.SidecarCpuMcores / (p.Rps / 1000)
 		}
@@ -265,28 +294,9 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 
 // busiest is the most CPU measured in a span: over the measurements made in it when there were any; otherwise
 // (a span shorter than the counters' refresh) the values held from the last one.
-func busiest(held, fresh []float64) float64 {
-	if len(fresh) > 0 {
-		return maxOf(fresh)
+func busiest(held, fresh samples) float64 {
+	if fresh.n > 0 {
+		return fresh.max
 	}
-	return maxOf(held)
-}
-
-func meanOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	var sum float64
-	for _, x := range xs {
-		sum += x
-	}
-	return sum / float64(len(xs))
-}
-
-func maxOf(xs []float64) float64 {
-	m := 0.0
-	for _, x := range xs {
-		m = math.Max(m, x)
-	}
-	return m
+	return held.max
 }

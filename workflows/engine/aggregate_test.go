@@ -394,7 +394,7 @@ func TestPointHistogram(t *testing.T) {
 func TestPointUsage(t *testing.T) {
 	tick := func(cpu, cpuMax, rss, rssMax float64) *acc {
 		a := newAcc()
-		a.cpu, a.cpuMax, a.rss, a.rssMax = []float64{cpu}, []float64{cpuMax}, []float64{rss}, []float64{rssMax}
+		a.cpu, a.cpuMax, a.rss, a.rssMax = samplesOf(cpu), samplesOf(cpuMax), samplesOf(rss), samplesOf(rssMax)
 		return a
 	}
 	tests := []struct {
@@ -436,7 +436,7 @@ func TestMergeKeepsResourcesApart(t *testing.T) {
 	b := newAcc()
 	addSnapshot(map[key]*acc{{service: "x", kind: kindServed}: b}, "x", &irsv1.StatsSnapshot{Inbound: []*irsv1.RouteStats{{
 		Route: "/", Outcomes: outcomes(map[int32]int64{200: 5, 500: 1}, map[string]int64{"reset": 1}), Latency: wireHist(t, rec{time.Millisecond, 7})}}})
-	b.cpu, b.cpuMax, b.rss, b.rssMax, b.replicas = []float64{100}, []float64{60}, []float64{30}, []float64{15}, 2
+	b.cpu, b.cpuMax, b.rss, b.rssMax, b.replicas = samplesOf(100), samplesOf(60), samplesOf(30), samplesOf(15), 2
 
 	a := newAcc()
 	a.merge(b)
@@ -445,7 +445,7 @@ func TestMergeKeepsResourcesApart(t *testing.T) {
 		t.Errorf("after two merges: requests %d, failures %d, histogram %d, 500s %d, resets %d; want 14, 4, 14, 2, 2",
 			a.requests, a.failures, a.latency.TotalCount(), a.statuses[500], a.errors["reset"])
 	}
-	if len(a.cpu)+len(a.cpuMax)+len(a.rss)+len(a.rssMax) != 0 {
+	if a.cpu.n+a.cpuMax.n+a.rss.n+a.rssMax.n != 0 {
 		t.Errorf("merge copied resource samples: cpu %v, cpuMax %v, rss %v, rssMax %v; want none", a.cpu, a.cpuMax, a.rss, a.rssMax)
 	}
 	if a.replicas != 2 {

@@ -43,12 +43,12 @@ func TestMeasure(t *testing.T) {
 	// p50 10ms, p90 20ms, p99 50ms, p99.9 100ms, max 400ms; mean 18.8ms.
 	total.latency = latencyHist(t, rec{10 * time.Millisecond, 5000}, rec{20 * time.Millisecond, 4000},
 		rec{50 * time.Millisecond, 900}, rec{100 * time.Millisecond, 90}, rec{400 * time.Millisecond, 10})
-	total.cpu, total.cpuMax, total.rss, total.rssMax = []float64{100, 300}, []float64{250, 500}, []float64{64, 96}, []float64{40, 50}
+	total.cpu, total.cpuMax, total.rss, total.rssMax = samplesOf(100, 300), samplesOf(250, 500), samplesOf(64, 96), samplesOf(40, 50)
 	spike := newAcc()
 	spike.requests, spike.failures = 6000, 60
 	spike.latency = latencyHist(t, rec{40 * time.Millisecond, 6000})
 	warm := newAcc() // resource samples, but no request served
-	warm.cpu, warm.cpuMax, warm.rss, warm.rssMax = []float64{50}, []float64{30}, []float64{32}, []float64{16}
+	warm.cpu, warm.cpuMax, warm.rss, warm.rssMax = samplesOf(50), samplesOf(30), samplesOf(32), samplesOf(16)
 	e.totalAccs[served] = total
 	e.phaseAccs["spike"] = map[key]*acc{served: spike}
 	e.phaseAccs["warm-up"] = map[key]*acc{served: warm}
@@ -366,7 +366,7 @@ func shopRun(t *testing.T, resultPath string) *engine {
 	feed(e, samples...)
 	for k := 1; k <= 12; k++ { // as tickLoop samples: storefront at 300m
 		a := e.buckets[k][key{service: "storefront", kind: kindServed}]
-		a.cpu, a.cpuMax, a.rss, a.rssMax = []float64{300}, []float64{200}, []float64{100}, []float64{60}
+		a.cpu, a.cpuMax, a.rss, a.rssMax = samplesOf(300), samplesOf(200), samplesOf(100), samplesOf(60)
 	}
 	e.event(t0.Add(1600*time.Millisecond), "kill", "inventory", "inventory-2", "SIGKILL")
 	e.closeBuckets(12)

@@ -89,19 +89,23 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 					b[k] = a
 				}
 				if uk.kind == workflows.UsageSidecar {
-					a.scCPU, a.scCPUMax = append(a.scCPU, u.mcores), append(a.scCPUMax, u.mcoresMax)
+					a.scCPU.add(u.mcores)
+					a.scCPUMax.add(u.mcoresMax)
 					if u.fresh {
-						a.scCPUMaxFresh = append(a.scCPUMaxFresh, u.freshMax)
+						a.scCPUMaxFresh.add(u.freshMax)
 					}
-					a.scRSS, a.scRSSMax = append(a.scRSS, u.rssMB), append(a.scRSSMax, u.rssMBMax)
+					a.scRSS.add(u.rssMB)
+					a.scRSSMax.add(u.rssMBMax)
 					a.sidecars = u.replicas
 					continue
 				}
-				a.cpu, a.cpuMax = append(a.cpu, u.mcores), append(a.cpuMax, u.mcoresMax)
+				a.cpu.add(u.mcores)
+				a.cpuMax.add(u.mcoresMax)
 				if u.fresh {
-					a.cpuMaxFresh = append(a.cpuMaxFresh, u.freshMax)
+					a.cpuMaxFresh.add(u.freshMax)
 				}
-				a.rss, a.rssMax = append(a.rss, u.rssMB), append(a.rssMax, u.rssMBMax)
+				a.rss.add(u.rssMB)
+				a.rssMax.add(u.rssMBMax)
 				a.replicas = u.replicas
 			}
 		}

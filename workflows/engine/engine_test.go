@@ -328,7 +328,7 @@ func TestCloseBuckets(t *testing.T) {
 	served, load := key{service: "storefront", kind: kindServed}, key{service: "shoppers", kind: kindLoad}
 	for k := 1; k <= 8; k++ { // resource samples as tickLoop adds them: 100m×k in interval k
 		a := e.buckets[k][served]
-		a.cpu, a.cpuMax, a.rss, a.rssMax, a.replicas = []float64{100 * float64(k)}, []float64{60 * float64(k)}, []float64{float64(k)}, []float64{1}, 2
+		a.cpu, a.cpuMax, a.rss, a.rssMax, a.replicas = samplesOf(100*float64(k)), samplesOf(60*float64(k)), samplesOf(float64(k)), samplesOf(1), 2
 	}
 
 	e.closeBuckets(4)
@@ -586,9 +586,10 @@ func TestBusiestSecondStaysInItsPhase(t *testing.T) {
 			continue
 		}
 		a := st.into[ak]
-		a.cpu, a.cpuMax = append(a.cpu, u.mcores), append(a.cpuMax, u.mcoresMax)
+		a.cpu.add(u.mcores)
+		a.cpuMax.add(u.mcoresMax)
 		if u.fresh {
-			a.cpuMaxFresh = append(a.cpuMaxFresh, u.freshMax)
+			a.cpuMaxFresh.add(u.freshMax)
 		}
 	}
 	if got := busy[ak].point(ak, 2, false).GetCpuMcoresMax(); math.Abs(got-900) > 1e-6 {

@@ -199,7 +199,7 @@ func TestSaturationNamesItsCause(t *testing.T) {
 			if tt.lateMs > 0 {
 				a.lateness = newHist()
 				_ = a.lateness.RecordValues(int64(tt.lateMs*1000), 100)
-				a.cpu, a.replicas = []float64{2 * tt.cpu}, 2
+				a.cpu, a.replicas = samplesOf(2*tt.cpu), 2
 			}
 			s := saturation(gen, a, "spike", e.lagged(gen, 10, 20))
 			if s == nil || !strings.Contains(s.GetDetail(), tt.want) {
