@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/irs-sim/irs/internal/hdrwire"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 )
 
@@ -104,9 +105,7 @@ func summarizePacked(h *hdrhistogram.PackedHistogram) *irsv1.Histogram {
 	if out.Count == 0 {
 		return out
 	}
-	if enc, err := h.Encode(); err == nil {
-		out.Hdr = string(enc)
-	}
+	out.Hdr = string(hdrwire.Encode(h))
 	ms := func(us int64) float64 { return float64(us) / 1000 }
 	q := h.ValueAtPercentilesSlice([]float64{50, 90, 99, 99.9})
 	out.MinMs = ms(h.Min())

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/irs-sim/irs/internal/hdrwire"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 )
@@ -205,10 +206,8 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 		p.P50Ms, p.P90Ms, p.P99Ms, p.P999Ms = ms(q[0]), ms(q[1]), ms(q[2]), ms(q[3])
 		p.MaxMs, p.MeanMs = ms(h.Max()), h.Mean()/1000
 		if withHist {
-			if enc, err := h.Encode(); err == nil {
-				p.Latency = &irsv1.Histogram{Hdr: string(enc), Count: h.TotalCount(), P50Ms: p.P50Ms, P90Ms: p.P90Ms,
-					P99Ms: p.P99Ms, P999Ms: p.P999Ms, MaxMs: p.MaxMs, MeanMs: p.MeanMs, MinMs: ms(h.Min())}
-			}
+			p.Latency = &irsv1.Histogram{Hdr: string(hdrwire.Encode(h)), Count: h.TotalCount(), P50Ms: p.P50Ms, P90Ms: p.P90Ms,
+				P99Ms: p.P99Ms, P999Ms: p.P999Ms, MaxMs: p.MaxMs, MeanMs: p.MeanMs, MinMs: ms(h.Min())}
 		}
 	}
 	if h := a.hop; h != nil && h.TotalCount() > 0 {
@@ -220,10 +219,8 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 		q := h.ValueAtPercentilesSlice([]float64{50, 99, 99.9})
 		p.LatenessP50Ms, p.LatenessP99Ms, p.LatenessP999Ms = ms(q[0]), ms(q[1]), ms(q[2])
 		if withHist {
-			if enc, err := h.Encode(); err == nil {
-				p.Lateness = &irsv1.Histogram{Hdr: string(enc), Count: h.TotalCount(), P50Ms: p.LatenessP50Ms,
-					P99Ms: p.LatenessP99Ms, P999Ms: p.LatenessP999Ms, MaxMs: ms(h.Max()), MeanMs: h.Mean() / 1000, MinMs: ms(h.Min())}
-			}
+			p.Lateness = &irsv1.Histogram{Hdr: string(hdrwire.Encode(h)), Count: h.TotalCount(), P50Ms: p.LatenessP50Ms,
+				P99Ms: p.LatenessP99Ms, P999Ms: p.LatenessP999Ms, MaxMs: ms(h.Max()), MeanMs: h.Mean() / 1000, MinMs: ms(h.Min())}
 		}
 	}
 	p.CpuMcores, p.CpuMcoresMax, p.RssMb, p.RssMbMax = a.cpu.mean(), busiest(a.cpuMax, a.cpuMaxFresh), a.rss.max, a.rssMax.max

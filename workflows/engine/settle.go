@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/irs-sim/irs/internal/hdrwire"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 )
 
@@ -81,11 +82,7 @@ func (b *windowBook) seal() {
 			if c.merged == nil {
 				continue
 			}
-			enc, err := c.merged.Encode()
-			if err != nil {
-				continue // kept decoded: it costs memory, not the figures
-			}
-			c.latency, c.merged = &irsv1.Histogram{Hdr: string(enc), Count: c.merged.TotalCount()}, nil
+			c.latency, c.merged = &irsv1.Histogram{Hdr: string(hdrwire.Encode(c.merged)), Count: c.merged.TotalCount()}, nil
 		}
 	}
 }
