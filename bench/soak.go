@@ -157,6 +157,16 @@ func (o *options) detachedSoak(ctx context.Context) error {
 		return fmt.Errorf("fetch %s: %w: %s", ns, err, b)
 	}
 	_ = exec.CommandContext(ctx, o.irs, "cleanup", "--backend", "kubernetes").Run()
+	// Every sample, for what a slope cannot say (steps, a level reached): soak-samples.tsv beside the result.
+	if err := os.MkdirAll(out, 0o755); err == nil {
+		var tsv strings.Builder
+		tsv.WriteString("seconds\tcpu_seconds\tworking_set_mib\tanon_mib\theap_live_mib\tgo_total_mib\treleased_mib\tgoroutines\n")
+		for _, s := range samples {
+			fmt.Fprintf(&tsv, "%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\n", s.at.Sub(samples[0].at).Seconds(), s.cpuNanos/1e9,
+				s.memBytes/(1<<20), s.anonBytes/(1<<20), s.runtime["heap_live_mb"], s.runtime["go_total_mb"], s.runtime["released_mb"], s.runtime["goroutines"])
+		}
+		_ = os.WriteFile(filepath.Join(out, "soak-samples.tsv"), []byte(tsv.String()), 0o644)
+	}
 	flat := func(s, se, mean float64) string {
 		growth := s * span / mean
 		return fmt.Sprintf("%+.2f ± %.2f /h: %+.1f %% over the run %s", s, se, 100*growth, verdict(math.Abs(growth) < 0.10))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
@@ -515,6 +516,9 @@ func profileEngine(runDir string) (stop func()) {
 		return func() {}
 	}
 	_ = os.MkdirAll(runDir, 0o755)
+	// A sample every 4 KiB allocated, not 512: a long run's growth is a few hundred bytes a second, which the
+	// default's samples do not resolve between two profiles minutes apart.
+	runtime.MemProfileRate = 4096
 	stopProfiles := profile.Start(filepath.Join(runDir, "engine-cpu.pprof"), filepath.Join(runDir, "engine-heap.pprof"))
 	done := make(chan struct{})
 	var during sync.WaitGroup
@@ -531,12 +535,13 @@ func profileEngine(runDir string) (stop func()) {
 	}
 }
 
-// heapProfiles writes the engine's heap profile 2 minutes into the run and every 10 minutes after, at most 12
+// heapProfiles writes the engine's heap profile 2 minutes into the run and every 5 minutes after, at most 24
 // (engine-heap-002m.pprof, ...), until done closes: what a long run's engine holds more of as it goes is the
-// difference of two (go tool pprof -base).
+// difference of two (go tool pprof -base). Each follows a collection, so that it holds what is live then,
+// not what the last collection, whenever it was, found live.
 func heapProfiles(runDir string, done <-chan struct{}) {
 	start := time.Now()
-	for i, at := 0, 2*time.Minute; i < 12; i, at = i+1, at+10*time.Minute {
+	for i, at := 0, 2*time.Minute; i < 24; i, at = i+1, at+5*time.Minute {
 		select {
 		case <-done:
 			return
@@ -546,6 +551,7 @@ func heapProfiles(runDir string, done <-chan struct{}) {
 		if err != nil {
 			return
 		}
+		runtime.GC()
 		_ = pprof.Lookup("heap").WriteTo(f, 0)
 		_ = f.Close()
 	}
