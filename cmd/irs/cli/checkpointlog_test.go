@@ -118,7 +118,7 @@ func decodeResult(doc []byte) (*irsv1.WorkflowResult, error) {
 }
 
 // TestProfileEngine: with IRS_PROFILE_ENGINE set, the engine's CPU and heap profiles and its goroutines are
-// written into the run directory at stop; without it, nothing is.
+// written into the run directory at stop, and not before; without it, nothing is.
 func TestProfileEngine(t *testing.T) {
 	dir := t.TempDir()
 	profileEngine(dir)()
@@ -126,7 +126,12 @@ func TestProfileEngine(t *testing.T) {
 		t.Errorf("without %s: %d files written, want none", kube.EnvProfileEngine, len(entries))
 	}
 	t.Setenv(kube.EnvProfileEngine, "1")
-	profileEngine(dir)()
+	stop := profileEngine(dir)
+	// Nothing in the run directory before the end: every checkpoint sends what is there.
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("while profiling: %d files in the run directory, want none until the end", len(entries))
+	}
+	stop()
 	for _, name := range []string{"engine-cpu.pprof", "engine-heap.pprof", "engine-goroutines.txt"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v; want it written", name, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"os"
 	"path"
@@ -509,29 +510,42 @@ func (a *app) finishLost(ctx context.Context, store *kube.Store, ns string, st k
 }
 
 // profileEngine profiles the engine when kube.EnvProfileEngine is set: its CPU from now until stop, its heap
-// at stop, and its heap during the run (heapProfiles), into the run directory, whose files go back with the
-// run's artifacts.
+// at stop, and its heap during the run (heapProfiles), moved into the run directory at stop, whose files go back
+// with the run's artifacts. Until then they are kept beside it: every checkpoint sends the run directory's files,
+// and a CPU profile growing there as the run goes made the checkpoints, and so the engine they measure, grow.
 func profileEngine(runDir string) (stop func()) {
 	if os.Getenv(kube.EnvProfileEngine) == "" {
 		return func() {}
 	}
 	_ = os.MkdirAll(runDir, 0o755)
+	dir, err := os.MkdirTemp("", "engine-profiles-")
+	if err != nil {
+		slog.Warn("the engine is not profiled", "err", err)
+		return func() {}
+	}
 	// A sample every 4 KiB allocated, not 512: a long run's growth is a few hundred bytes a second, which the
 	// default's samples do not resolve between two profiles minutes apart.
 	runtime.MemProfileRate = 4096
-	stopProfiles := profile.Start(filepath.Join(runDir, "engine-cpu.pprof"), filepath.Join(runDir, "engine-heap.pprof"))
+	stopProfiles := profile.Start(filepath.Join(dir, "engine-cpu.pprof"), filepath.Join(dir, "engine-heap.pprof"))
 	done := make(chan struct{})
 	var during sync.WaitGroup
-	during.Go(func() { heapProfiles(runDir, done) })
+	during.Go(func() { heapProfiles(dir, done) })
 	return func() {
 		close(done)
 		during.Wait()
 		stopProfiles()
 		// The goroutines left at the end, grouped by stack: what a run that lost and replaced replicas still holds.
-		if f, err := os.Create(filepath.Join(runDir, "engine-goroutines.txt")); err == nil {
+		if f, err := os.Create(filepath.Join(dir, "engine-goroutines.txt")); err == nil {
 			_ = pprof.Lookup("goroutine").WriteTo(f, 1)
 			_ = f.Close()
 		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil {
+				_ = os.WriteFile(filepath.Join(runDir, e.Name()), b, 0o644)
+			}
+		}
+		_ = os.RemoveAll(dir)
 	}
 }
 
