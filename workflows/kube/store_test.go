@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -96,23 +97,35 @@ func TestStoreLog(t *testing.T) {
 		blocks = append(blocks, b)
 	}
 	name := LogName("a/result.json")
-	// The segments written, in order, with how many blocks each write held (a create after an update that
-	// found no segment yet holds the same).
+	// The segments written, in order, with how many blocks each write held: "0:1" made with one, "0+1" one
+	// added to it (a merge patch: only the new blocks are sent).
 	segmentWrites := func() []string {
 		var writes []string
 		for _, a := range f.Actions() {
-			o, ok := a.(interface{ GetObject() runtime.Object })
-			if !ok || a.GetResource().Resource != "configmaps" {
+			if a.GetResource().Resource != "configmaps" {
 				continue
 			}
-			cm, ok := o.GetObject().(*corev1.ConfigMap)
-			if !ok || !strings.HasPrefix(cm.Name, logPrefix) {
+			var w string
+			switch a := a.(type) {
+			case interface{ GetPatch() []byte }:
+				var p struct {
+					BinaryData map[string][]byte `json:"binaryData"`
+				}
+				cmName := a.(interface{ GetName() string }).GetName()
+				if !strings.HasPrefix(cmName, logPrefix) || json.Unmarshal(a.GetPatch(), &p) != nil {
+					continue
+				}
+				w = fmt.Sprintf("%s+%d", strings.TrimPrefix(cmName, logPrefix+name+"-"), len(p.BinaryData))
+			case interface{ GetObject() runtime.Object }:
+				cm, ok := a.GetObject().(*corev1.ConfigMap)
+				if !ok || !strings.HasPrefix(cm.Name, logPrefix) {
+					continue
+				}
+				w = fmt.Sprintf("%s:%d", strings.TrimPrefix(cm.Name, logPrefix+name+"-"), len(cm.BinaryData))
+			default:
 				continue
 			}
-			w := fmt.Sprintf("%s:%d", strings.TrimPrefix(cm.Name, logPrefix+name+"-"), len(cm.BinaryData))
-			if len(writes) == 0 || writes[len(writes)-1] != w {
-				writes = append(writes, w)
-			}
+			writes = append(writes, w)
 		}
 		return writes
 	}
@@ -132,8 +145,8 @@ func TestStoreLog(t *testing.T) {
 	if len(list.Items) != 4 {
 		t.Errorf("%d segments, want 4 for 7 blocks two to a segment", len(list.Items))
 	}
-	if got, want := segmentWrites(), []string{"0:1", "0:2", "1:2", "2:2", "3:1"}; !slices.Equal(got, want) {
-		t.Errorf("segments written (segment:blocks) %v, want %v: each block once, and again only while its segment fills", got, want)
+	if got, want := segmentWrites(), []string{"0:1", "0+1", "1:2", "2:2", "3:1"}; !slices.Equal(got, want) {
+		t.Errorf("segments written (segment:blocks made with, segment+blocks added) %v, want %v: each block once", got, want)
 	}
 	if _, err := s.ReadLog(t.Context(), name, 8); err == nil {
 		t.Errorf("read 8 blocks of 7: no error")

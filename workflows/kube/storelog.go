@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -15,7 +16,7 @@ import (
 // result's series, 64 ticks deflated together). A checkpoint appends the blocks made since the last one, and its
 // artifact set names how many of the log's blocks go with it; so a checkpoint late in a long run writes, and
 // holds in memory, what is new, not the run's length. A log is kept in segments (ConfigMaps of at most
-// chunkSize); appending rewrites the last segment only, until it is full.
+// chunkSize); appending adds to the last segment, until it is full.
 const (
 	logPrefix = "irs-log-"
 	// LabelLog marks a log's segment with the log's name.
@@ -24,16 +25,17 @@ const (
 	maxLogSegments = 256
 )
 
-// blockLog is what an appending Store knows of one of its logs: the blocks of its last segment, which the next
-// append rewrites with more, and where that segment starts in the log.
+// blockLog is what an appending Store knows of one of its logs: its last segment, where that segment starts in
+// the log, and how many blocks and bytes it holds. Not the blocks: an append sends only the new ones (a merge
+// patch adds them to the segment), so neither the engine's memory nor its requests grow as a segment fills.
 type blockLog struct {
-	segment int      // the last segment's number
-	first   int      // the number of its first block in the log
-	open    [][]byte // its blocks
-	size    int      // their bytes
+	segment int // the last segment's number
+	first   int // the number of its first block in the log
+	n       int // its blocks
+	size    int // their bytes
 }
 
-func (l *blockLog) len() int { return l.first + len(l.open) }
+func (l *blockLog) len() int { return l.first + l.n }
 
 // LogName returns the name of the log kept for a file of a run (its relative path), usable as a label value.
 func LogName(file string) string {
@@ -71,41 +73,50 @@ func (s *Store) AppendLog(ctx context.Context, name string, blocks [][]byte) err
 			if l.segment+1 >= maxLogSegments {
 				return fmt.Errorf("log %s: full (%d segments of %d KiB)", name, maxLogSegments, chunkSize>>10)
 			}
-			l.segment, l.first, l.open, l.size = l.segment+1, l.len(), nil, 0
+			l.segment, l.first, l.n, l.size = l.segment+1, l.len(), 0, 0
 		}
-		// The last segment with every block that fits in it, written once.
-		added := 0
-		for l.len() < len(blocks) && l.size+len(blocks[l.len()]) <= chunkSize {
-			l.size += len(blocks[l.len()])
-			l.open = append(l.open, blocks[l.len()])
-			added++
+		// Every block that fits in the last segment, in one write.
+		var add [][]byte
+		size := l.size
+		for i := l.len(); i < len(blocks) && blocks[i] != nil && size+len(blocks[i]) <= chunkSize; i++ {
+			add = append(add, blocks[i])
+			size += len(blocks[i])
 		}
-		if err := s.writeSegment(ctx, name, l); err != nil {
-			// What this write added is not in the log: the next append writes it again.
-			for _, b := range l.open[len(l.open)-added:] {
-				l.size -= len(b)
-			}
-			l.open = l.open[:len(l.open)-added]
-			return err
+		if err := s.writeSegment(ctx, name, l, add); err != nil {
+			return err // not counted: the next append writes them again
 		}
+		l.n, l.size = l.n+len(add), size
 	}
 	return nil
 }
 
-// writeSegment writes l's last segment: each block under its number in the log.
-func (s *Store) writeSegment(ctx context.Context, name string, l *blockLog) error {
-	data := make(map[string][]byte, len(l.open))
-	for i, b := range l.open {
-		data[blockKey(l.first+i)] = b
+// writeSegment writes blocks after those l's last segment holds: the segment made with them, or (it holds some
+// already) a merge patch that adds them to it.
+func (s *Store) writeSegment(ctx context.Context, name string, l *blockLog, blocks [][]byte) error {
+	data := make(map[string][]byte, len(blocks))
+	for i, b := range blocks {
+		data[blockKey(l.len()+i)] = b
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s%s-%d", logPrefix, name, l.segment), Namespace: s.ns,
-		Labels: map[string]string{LabelManagedBy: ManagedBy, LabelLog: name}}, BinaryData: data}
-	err := s.c.update(ctx, s.c.core, s.ns, "configmaps", cm.Name, cm, nil)
-	if isNotFound(err) {
-		err = s.c.create(ctx, s.c.core, s.ns, "configmaps", cm, nil)
+	cmName := fmt.Sprintf("%s%s-%d", logPrefix, name, l.segment)
+	var err error
+	if l.n == 0 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmName, Namespace: s.ns,
+			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelLog: name}}, BinaryData: data}
+		if err = s.c.create(ctx, s.c.core, s.ns, "configmaps", cm, nil); err == nil || !isAlreadyExists(err) {
+			return wrapSegment(err, name, l.segment)
+		}
+		// Made by an attempt whose answer was lost: the blocks are added to it.
 	}
+	patch, err := json.Marshal(map[string]any{"binaryData": data}) // []byte as base64, as binaryData is
+	if err == nil {
+		err = s.c.mergePatch(ctx, s.c.core, s.ns, "configmaps", cmName, patch)
+	}
+	return wrapSegment(err, name, l.segment)
+}
+
+func wrapSegment(err error, name string, segment int) error {
 	if err != nil {
-		return fmt.Errorf("write log %s segment %d: %w", name, l.segment, err)
+		return fmt.Errorf("write log %s segment %d: %w", name, segment, err)
 	}
 	return nil
 }
