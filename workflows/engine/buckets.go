@@ -188,28 +188,26 @@ func (e *engine) slimOf(t *irsv1.Tick) slimTick {
 	if m := t.GetMachine(); m != nil {
 		st.machine, st.oversleepMs, st.cpuPressure = true, m.GetOversleepMs(), m.GetCpuPressure()
 	}
-	kept := func(p *irsv1.Point) (int32, bool) {
-		id := e.scopeID(key{service: p.GetService(), callee: p.GetCallee(), kind: p.GetKind()})
-		return id, e.slimmed[id]
+	scope := func(p *irsv1.Point) int32 {
+		return e.scopeID(key{service: p.GetService(), callee: p.GetCallee(), kind: p.GetKind()})
 	}
 	n := 0
 	for _, p := range append(slices.Clip(t.GetServices()), t.GetEdges()...) {
-		if _, ok := kept(p); ok {
+		if e.slimmed[scope(p)] {
 			n++
 		}
 	}
 	st.points = e.carvePoints(n)
-	for i, p := range append(slices.Clip(t.GetServices()), t.GetEdges()...) {
-		if i == len(t.GetServices()) {
-			st.edges = int32(len(st.points))
-		}
-		if id, ok := kept(p); ok {
-			st.points = append(st.points, slimPoint{scope: id, requests: p.GetRequests(), failures: p.GetFailures(), lagMs: p.GetLagMs()})
+	keep := func(ps []*irsv1.Point) {
+		for _, p := range ps {
+			if id := scope(p); e.slimmed[id] {
+				st.points = append(st.points, slimPoint{scope: id, requests: p.GetRequests(), failures: p.GetFailures(), lagMs: p.GetLagMs()})
+			}
 		}
 	}
-	if len(t.GetEdges()) == 0 {
-		st.edges = int32(len(st.points))
-	}
+	keep(t.GetServices())
+	st.edges = int32(len(st.points))
+	keep(t.GetEdges())
 	return st
 }
 

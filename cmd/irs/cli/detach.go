@@ -553,7 +553,7 @@ func profileEngine(runDir string) (stop func()) {
 // (engine-heap-002m.pprof, ...), until done closes: what a long run's engine holds more of as it goes is the
 // difference of two (go tool pprof -base). Each follows a collection, so that it holds what is live then,
 // not what the last collection, whenever it was, found live.
-func heapProfiles(runDir string, done <-chan struct{}) {
+func heapProfiles(dir string, done <-chan struct{}) {
 	start := time.Now()
 	for i, at := 0, 2*time.Minute; i < 24; i, at = i+1, at+5*time.Minute {
 		select {
@@ -561,7 +561,7 @@ func heapProfiles(runDir string, done <-chan struct{}) {
 			return
 		case <-time.After(time.Until(start.Add(at))):
 		}
-		f, err := os.Create(filepath.Join(runDir, fmt.Sprintf("engine-heap-%03dm.pprof", int(at.Minutes()))))
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("engine-heap-%03dm.pprof", int(at.Minutes()))))
 		if err != nil {
 			return
 		}
