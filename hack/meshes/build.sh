@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds a mesh data plane (linkerd2-proxy or ztunnel) with cargo from its pinned commit and caches the stripped
-# binary by commit: a warm machine rebuilds nothing. Sources come from the offline mirror
-# ($IRS_THIRD_PARTY, default ../shared/third_party) when present, otherwise from a clone of the same commits.
+# binary by commit: a warm machine rebuilds nothing. Sources come from the snapshots in the repository's
+# third_party/ (or $IRS_THIRD_PARTY), so that a machine that reaches only the package registries builds them;
+# a snapshot missing there is cloned from its repository at the same commit.
 # It builds with the Rust toolchain this machine has (rustup's default, or $IRS_RUST_TOOLCHAIN), never one a tree
 # pins: rustup's toolchain server is not a package registry and cannot be reached from every machine.
 # Builds that share the cache (two checkouts, make test beside make testnode-up) take turns on a lock.
@@ -9,7 +10,7 @@
 set -euo pipefail
 name=${1:?usage: build.sh linkerd2-proxy|ztunnel}
 cache=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/irs}/meshes
-mirror=${IRS_THIRD_PARTY:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/third_party}
+mirror=${IRS_THIRD_PARTY:-$(cd "$(dirname "$0")/../.." && pwd)/third_party}
 
 case $name in
 linkerd2-proxy)
