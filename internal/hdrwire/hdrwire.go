@@ -1,8 +1,9 @@
 // Package hdrwire encodes sparse HDR histograms (hdrhistogram-go's PackedHistogram) in HdrHistogram's V2
-// compressed form, byte for byte what the library's Encode writes, with a compressor kept for the next
-// encoding. The library makes a new zlib compressor at its best level for every encoding: 0.8 MB and a quarter
-// of a millisecond each, and workers encode a few histograms every interval, the engine dozens at every
-// checkpoint of a detached run.
+// compressed form, byte for byte what the library's Encode writes, and merges such encodings into histograms,
+// with a compressor and a decompressor kept for the next one. The library makes a new zlib compressor at its
+// best level for every encoding (0.8 MB and a quarter of a millisecond each) and a new decompressor for every
+// decoding (56 KB): workers encode a few histograms every interval, the engine decodes every worker's windows
+// and encodes dozens at every checkpoint of a detached run.
 package hdrwire
 
 import (
