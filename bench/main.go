@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -309,69 +311,141 @@ func parseFortio(out string) (float64, error) {
 }
 
 func (o *options) loadgenCPU(ctx context.Context) (float64, error) {
-	ng, addr, stop, err := nginxServer(ctx, o.tmp, serverCPU)
+	_, addr, stop, err := nginxServer(ctx, o.tmp, serverCPU)
 	if err != nil {
 		return 0, err
 	}
-	_ = ng
 	defer stop()
 	url := "http://" + addr + "/"
 	d := seconds(o.duration)
-	fmt.Println("## Load generator CPU per request, against nginx")
-	fmt.Println()
-	fmt.Println("| generator | mode | req/s | CPU µs/request |")
-	fmt.Println("|---|---|---|---|")
-	row := func(name, mode string, reqs, cpu float64) float64 {
-		us := cpu / reqs * 1e6
-		fmt.Printf("| %s | %s | %.0f | %.2f |\n", name, mode, reqs/o.duration.Seconds(), us)
-		return us
-	}
-	n, c, err := peerLoad(nil, parseWrk, "wrk", "-t1", "-c50", "-d"+d, url)
-	if err != nil {
-		return 0, err
-	}
-	wrkUS := row("wrk -t1 -c50", "closed loop", n, c)
-	n, c, err = peerLoad([]string{"GOMAXPROCS=1"}, parseFortio, o.fortio, "load", "-qps", "0", "-c", "50", "-t", d, "-quiet", url)
-	if err != nil {
-		return 0, err
-	}
-	fortioClosedUS := row("fortio load -c 50", "closed loop", n, c)
-	ls, c, err := o.irsLoad("--target", "nginx="+addr, "--mode", "closed", "--connections", "50", "--duration", d)
-	if err != nil {
-		return 0, err
-	}
-	irsClosedUS := row("irs worker --connections 50", "closed loop", float64(ls.GetOutcomes().GetRequests()), c)
-	maxRate := ls.GetAchievedRate()
-
 	const fixed = 20000
-	n, c, err = peerLoad([]string{"GOMAXPROCS=1"}, parseFortio, o.fortio, "load", "-qps", strconv.Itoa(fixed), "-c", "50", "-t", d, "-quiet", url)
-	if err != nil {
-		return 0, err
+	rate := strconv.Itoa(fixed)
+	// Each generator's CPU per request in every round, and IRS's latency and lateness at the fixed rate.
+	type measured struct {
+		name, mode string
+		us, rps    []float64
+		latency    []quantiles // IRS at the fixed rate: what it reports, from each request's intended send time
+		lateP99    []float64   // IRS at the fixed rate: its sends' lateness, p99 ms
 	}
-	fortioOpenUS := row("fortio load -c 50", fmt.Sprintf("%d req/s", fixed), n, c)
-	ls, c, err = o.irsLoad("--target", "nginx="+addr, "--rate", strconv.Itoa(fixed), "--connections", "50", "--duration", d)
-	if err != nil {
-		return 0, err
+	irs := func(args ...string) func(m *measured) error {
+		return func(m *measured) error {
+			ls, c, err := o.irsLoad(append([]string{"--target", "nginx=" + addr, "--connections", "50", "--duration", d}, args...)...)
+			if err != nil {
+				return err
+			}
+			n := float64(ls.GetOutcomes().GetRequests())
+			m.us, m.rps = append(m.us, c/n*1e6), append(m.rps, n/o.duration.Seconds())
+			if l := ls.GetLatency(); len(args) > 0 && args[0] == "--rate" {
+				m.latency = append(m.latency, quantiles{l.GetP50Ms(), l.GetP99Ms(), l.GetP999Ms()})
+				m.lateP99 = append(m.lateP99, float64(hdrQuantile(ls.GetLateness().GetHdr(), 99))/1000)
+			}
+			return nil
+		}
 	}
-	irsOpenUS := row("irs worker --connections 50", fmt.Sprintf("%d req/s, precise pacing", fixed), float64(ls.GetOutcomes().GetRequests()), c)
-	ls, c, err = o.irsLoad("--target", "nginx="+addr, "--rate", strconv.Itoa(fixed), "--connections", "50", "--duration", d, "--pacing", "coarse")
-	if err != nil {
-		return 0, err
+	peer := func(env []string, parse func(string) (float64, error), argv ...string) func(m *measured) error {
+		return func(m *measured) error {
+			n, c, err := peerLoad(env, parse, argv...)
+			if err != nil {
+				return err
+			}
+			m.us, m.rps = append(m.us, c/n*1e6), append(m.rps, n/o.duration.Seconds())
+			return nil
+		}
 	}
-	irsCoarseUS := row("irs worker --connections 50", fmt.Sprintf("%d req/s, coarse pacing", fixed), float64(ls.GetOutcomes().GetRequests()), c)
-
-	fmt.Printf("\nTargets: IRS CPU/request <= fortio's: closed %.2fx %s, at %d req/s precise %.2fx %s, coarse %.2fx %s\n",
-		irsClosedUS/fortioClosedUS, verdict(irsClosedUS <= fortioClosedUS), fixed, irsOpenUS/fortioOpenUS,
-		verdict(irsOpenUS <= fortioOpenUS), irsCoarseUS/fortioOpenUS, verdict(irsCoarseUS <= fortioOpenUS))
-	fmt.Printf("         <= 1.3x wrk's: closed %.2fx %s, at %d req/s precise %.2fx %s, coarse %.2fx %s\n",
-		irsClosedUS/wrkUS, verdict(irsClosedUS <= 1.3*wrkUS), fixed, irsOpenUS/wrkUS, verdict(irsOpenUS <= 1.3*wrkUS),
-		irsCoarseUS/wrkUS, verdict(irsCoarseUS <= 1.3*wrkUS))
-	fmt.Println("(wrk has no fixed-rate mode: its closed-loop cost, its cheapest, is the reference at every rate.)")
+	gens := []struct {
+		m   *measured
+		run func(m *measured) error
+	}{
+		{&measured{name: "wrk -t1 -c50", mode: "closed loop"}, peer(nil, parseWrk, "wrk", "-t1", "-c50", "-d"+d, url)},
+		{&measured{name: "fortio load -c 50", mode: "closed loop"}, peer([]string{"GOMAXPROCS=1"}, parseFortio, o.fortio, "load", "-qps", "0", "-c", "50", "-t", d, "-quiet", url)},
+		{&measured{name: "irs worker --connections 50", mode: "closed loop"}, irs("--mode", "closed")},
+		{&measured{name: "fortio load -c 50", mode: rate + " req/s"}, peer([]string{"GOMAXPROCS=1"}, parseFortio, o.fortio, "load", "-qps", rate, "-c", "50", "-t", d, "-quiet", url)},
+		{&measured{name: "irs worker --connections 50", mode: rate + " req/s, precise pacing"}, irs("--rate", rate)},
+		{&measured{name: "irs worker --connections 50", mode: rate + " req/s, coarse pacing"}, irs("--rate", rate, "--pacing", "coarse")},
+	}
+	rounds := max(1, o.rounds)
+	// Rounds interleave the generators, so that a machine that drifts drifts under all of them alike, and each
+	// one's spread over the rounds is its noise.
+	for range rounds {
+		for _, g := range gens {
+			if err := g.run(g.m); err != nil {
+				return 0, err
+			}
+		}
+	}
+	fmt.Printf("## Load generator CPU per request, against nginx (mean of %d rounds, interleaved)\n\n", rounds)
+	fmt.Println("| generator | mode | req/s | CPU µs/request (± standard error) | latency p50 / p99 ms | sends' lateness p99 ms |")
+	fmt.Println("|---|---|---|---|---|---|")
+	type est struct{ mean, se float64 }
+	us := make([]est, len(gens))
+	for i, g := range gens {
+		mean, se := meanSE(g.m.us)
+		us[i] = est{mean, se}
+		rps, _ := meanSE(g.m.rps)
+		lat, late := "", ""
+		if len(g.m.latency) > 0 {
+			q := statsOf(g.m.latency).mean
+			p99, _ := meanSE(g.m.lateP99)
+			lat, late = fmt.Sprintf("%.3f / %.3f", q.p50, q.p99), fmt.Sprintf("%.3f", p99)
+		}
+		fmt.Printf("| %s | %s | %.0f | %.2f ± %.2f | %s | %s |\n", g.m.name, g.m.mode, rps, mean, se, lat, late)
+	}
+	wrk, fortioClosed, irsClosed, fortioFixed, precise, coarse := us[0], us[1], us[2], us[3], us[4], us[5]
+	// A ratio of two means and its standard error (first order); a target is met or missed only beyond two
+	// standard errors, and otherwise said to be within the rounds' noise of it.
+	ratio := func(a, b est) (float64, float64) {
+		r := a.mean / b.mean
+		return r, r * math.Sqrt(math.Pow(a.se/a.mean, 2)+math.Pow(b.se/b.mean, 2))
+	}
+	against := func(a, b est, target float64) string {
+		r, se := ratio(a, b)
+		switch {
+		case rounds < 2:
+			return fmt.Sprintf("%.2fx %s (one round: no noise estimate)", r, verdict(r <= target))
+		case r+2*se <= target:
+			return fmt.Sprintf("%.2fx ± %.2f (met)", r, se)
+		case r-2*se > target:
+			return fmt.Sprintf("%.2fx ± %.2f (MISSED)", r, se)
+		}
+		return fmt.Sprintf("%.2fx ± %.2f (within the rounds' noise of the target: not decided)", r, se)
+	}
+	fmt.Printf("\nTargets: closed loop <= 1.1x wrk's: %s\n", against(irsClosed, wrk, 1.1))
+	fmt.Printf("         at %d req/s, precise pacing <= 1.5x coarse pacing's: %s\n", fixed, against(precise, coarse, 1.5))
+	fmt.Printf("         <= fortio's: closed %s; at %d req/s precise %s, coarse %s\n", against(irsClosed, fortioClosed, 1),
+		fixed, against(precise, fortioFixed, 1), against(coarse, fortioFixed, 1))
+	fmt.Println("(wrk has no fixed-rate mode: its closed-loop cost, its cheapest, is the reference for the closed loop.)")
 	fmt.Println("(At a fixed rate most of the CPU is the kernel waking the idle server for each request, which loopback")
-	fmt.Println(" charges to the sender; fortio's ~1 ms timer bursts wake it once per burst. Precise pacing pays that")
-	fmt.Println(" for arrival times within tens of µs of schedule; compare the latency both report.)")
+	fmt.Println(" charges to the sender; coarse pacing and fortio's ~1 ms timer bursts wake it once per burst. Precise")
+	fmt.Println(" pacing pays that for arrival times within tens of µs of schedule: its latency and lateness beside.)")
 	fmt.Println()
+	maxRate, _ := meanSE(gens[2].m.rps)
 	return maxRate, nil
+}
+
+// meanSE is the mean of xs and its standard error (0 for fewer than two).
+func meanSE(xs []float64) (mean, se float64) {
+	for _, x := range xs {
+		mean += x
+	}
+	n := float64(len(xs))
+	mean /= n
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(ss / (n - 1) / n)
+}
+
+// hdrQuantile is a percentile of an encoded histogram (microseconds), 0 if it does not decode.
+func hdrQuantile(encoded string, percentile float64) int64 {
+	h, err := hdrhistogram.DecodePacked([]byte(encoded))
+	if err != nil {
+		return 0
+	}
+	return h.ValueAtPercentile(percentile)
 }
 
 func (o *options) rateAccuracy(ctx context.Context, maxRate float64) error {
