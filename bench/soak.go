@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -123,6 +124,21 @@ func (o *options) detachedSoak(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	out := filepath.Join(dir, "fetched")
+	if o.soakOut != "" {
+		out = o.soakOut
+	}
+	// Every sample, for what a slope cannot say (steps, a level reached): soak-samples.tsv beside the result,
+	// written first, so that whatever happens after, the samples are kept.
+	if err := os.MkdirAll(out, 0o755); err == nil {
+		var tsv strings.Builder
+		tsv.WriteString("seconds\tcpu_seconds\tworking_set_mib\tanon_mib\theap_live_mib\tgo_total_mib\treleased_mib\tgoroutines\n")
+		for _, s := range samples {
+			fmt.Fprintf(&tsv, "%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\n", s.at.Sub(samples[0].at).Seconds(), s.cpuNanos/1e9,
+				s.memBytes/(1<<20), s.anonBytes/(1<<20), s.runtime["heap_live_mb"], s.runtime["go_total_mb"], s.runtime["released_mb"], s.runtime["goroutines"])
+		}
+		_ = os.WriteFile(filepath.Join(out, "soak-samples.tsv"), []byte(tsv.String()), 0o644)
+	}
 	// The first two minutes are the engine starting the workers: the trend is measured over the rest.
 	var steady []soakSample
 	for _, s := range samples {
@@ -148,25 +164,17 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	span := hours(steady[len(steady)-1])
 	memSlope, memSE, memMean := slope(tMem, mem)
 	cpuSlope, cpuSE, cpuMean := slope(tCPU, cpu)
-	out := filepath.Join(dir, "fetched")
-	if o.soakOut != "" {
-		out = o.soakOut
-	}
+	// fetch exits with the run's own exit code: a run that ended invalid or failed is still fetched whole, and
+	// its engine's figures are what this section is for.
 	fetch := exec.CommandContext(ctx, o.irs, "workflow", "fetch", ns, "-o", out)
 	if b, err := fetch.CombinedOutput(); err != nil {
-		return fmt.Errorf("fetch %s: %w: %s", ns, err, b)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || !strings.Contains(string(b), "wrote its final result") {
+			return fmt.Errorf("fetch %s: %w: %s", ns, err, b)
+		}
+		fmt.Printf("Fetched (the run's own exit code %d): %s\n", exit.ExitCode(), strings.TrimSpace(string(b)))
 	}
 	_ = exec.CommandContext(ctx, o.irs, "cleanup", "--backend", "kubernetes").Run()
-	// Every sample, for what a slope cannot say (steps, a level reached): soak-samples.tsv beside the result.
-	if err := os.MkdirAll(out, 0o755); err == nil {
-		var tsv strings.Builder
-		tsv.WriteString("seconds\tcpu_seconds\tworking_set_mib\tanon_mib\theap_live_mib\tgo_total_mib\treleased_mib\tgoroutines\n")
-		for _, s := range samples {
-			fmt.Fprintf(&tsv, "%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\n", s.at.Sub(samples[0].at).Seconds(), s.cpuNanos/1e9,
-				s.memBytes/(1<<20), s.anonBytes/(1<<20), s.runtime["heap_live_mb"], s.runtime["go_total_mb"], s.runtime["released_mb"], s.runtime["goroutines"])
-		}
-		_ = os.WriteFile(filepath.Join(out, "soak-samples.tsv"), []byte(tsv.String()), 0o644)
-	}
 	flat := func(s, se, mean float64) string {
 		growth := s * span / mean
 		return fmt.Sprintf("%+.2f ± %.2f /h: %+.1f %% over the run %s", s, se, 100*growth, verdict(math.Abs(growth) < 0.10))
