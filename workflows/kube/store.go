@@ -252,12 +252,20 @@ func (s *Store) Get(ctx context.Context) (map[string][]byte, RunStatus, error) {
 
 func chunkName(gen, i int) string { return fmt.Sprintf("%s%d-%d", chunkPrefix, gen, i) }
 
+// packers are gzip compressors kept for the next checkpoint, at the fastest level: a checkpoint compresses the
+// whole result every 10 s, and JSON shrinks about fivefold even so. A new one for each was a few hundred KB
+// allocated and dropped at every checkpoint.
+var packers = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // the level is valid
+	return zw
+}}
+
 // pack makes a gzipped tar of files, in name order.
 func pack(files map[string][]byte) ([]byte, error) {
 	var buf bytes.Buffer
-	// The fastest level: a checkpoint compresses the whole result every 10 s, and JSON shrinks about fivefold
-	// even so.
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	zw := packers.Get().(*gzip.Writer)
+	defer packers.Put(zw)
+	zw.Reset(&buf)
 	tw := tar.NewWriter(zw)
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {

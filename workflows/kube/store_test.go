@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// TestPackUnpack: an artifact set comes back as it went, and a set whose names would leave the run directory is
-// refused.
+// TestPackUnpack: an artifact set comes back as it went, and the same again from a compressor used before; a
+// set whose names would leave the run directory is refused.
 func TestPackUnpack(t *testing.T) {
 	files := map[string][]byte{"result.json": []byte(`{"status":"running"}`), "envoy-1/result.json": bytes.Repeat([]byte("x"), 3<<20)}
 	blob, err := pack(files)
@@ -41,6 +41,10 @@ func TestPackUnpack(t *testing.T) {
 	}
 	if _, err := unpack([]byte("not gzip")); err == nil {
 		t.Errorf("unpack of garbage: no error")
+	}
+	// The compressor is kept for the next set: one used before packs the same bytes as the first did.
+	if again, err := pack(files); err != nil || !bytes.Equal(again, blob) {
+		t.Errorf("packed again (%v): %d bytes, not the %d of the first packing", err, len(again), len(blob))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -33,6 +34,13 @@ type Series struct {
 // seriesBlock is how many ticks are compressed together: a minute's at the usual 1 s interval.
 const seriesBlock = 64
 
+// blockWriters are compressors kept for the next block: a new one for each sealed block was most of a
+// megabyte allocated and dropped.
+var blockWriters = sync.Pool{New: func() any {
+	zw, _ := flate.NewWriter(io.Discard, flate.BestSpeed) // the level is valid
+	return zw
+}}
+
 // Append adds a tick at the end of the series.
 func (s *Series) Append(t *irsv1.Tick) error {
 	b, err := EncodeTick(t)
@@ -45,7 +53,9 @@ func (s *Series) Append(t *irsv1.Tick) error {
 		return nil
 	}
 	var buf bytes.Buffer
-	zw, _ := flate.NewWriter(&buf, flate.BestSpeed) // the level is valid
+	zw := blockWriters.Get().(*flate.Writer)
+	defer blockWriters.Put(zw)
+	zw.Reset(&buf)
 	for i, t := range s.tail {
 		if i > 0 {
 			zw.Write([]byte(","))
