@@ -179,15 +179,24 @@ func (o *options) detachedSoak(ctx context.Context) error {
 		growth := s * span / mean
 		return fmt.Sprintf("%+.2f ± %.2f /h: %+.1f %% over the run %s", s, se, 100*growth, verdict(math.Abs(growth) < 0.10))
 	}
+	// The second half's slope alone tells a level reached (flat there) from a steady climb (the same there).
+	secondHalf := func(t, v []float64) string {
+		i, _ := slices.BinarySearch(t, span/2)
+		if len(t)-i < 5 {
+			return "(too few samples)"
+		}
+		s, se, _ := slope(t[i:], v[i:])
+		return fmt.Sprintf("%+.2f ± %.2f /h", s, se)
+	}
 	fmt.Printf("## A detached run's engine over a %s soak (time scale 1; its pod measured by its kubelet every 30 s)\n\n", o.soak)
-	fmt.Println("| measure | mean | slope ± standard error (least squares, after the first 2 min) | target |")
-	fmt.Println("|---|---|---|---|")
-	fmt.Printf("| engine memory (working set) | %.1f MiB | %s MiB | growth < 10 %% |\n", memMean, flat(memSlope, memSE, memMean))
+	fmt.Println("| measure | mean | slope ± standard error (least squares, after the first 2 min) | the second half's slope | target |")
+	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("| engine memory (working set) | %.1f MiB | %s MiB | %s | growth < 10 %% |\n", memMean, flat(memSlope, memSE, memMean), secondHalf(tMem, mem))
 	if len(anon) >= 10 {
 		anonSlope, anonSE, anonMean := slope(tAnon, anon)
-		fmt.Printf("| engine memory (anonymous, RssAnon) | %.1f MiB | %s MiB | growth < 10 %% |\n", anonMean, flat(anonSlope, anonSE, anonMean))
+		fmt.Printf("| engine memory (anonymous, RssAnon) | %.1f MiB | %s MiB | %s | growth < 10 %% |\n", anonMean, flat(anonSlope, anonSE, anonMean), secondHalf(tAnon, anon))
 	} else {
-		fmt.Printf("| engine memory (anonymous, RssAnon) | not read (%d samples): is the cluster's engine on this machine? | | |\n", len(anon))
+		fmt.Printf("| engine memory (anonymous, RssAnon) | not read (%d samples): is the cluster's engine on this machine? | | | |\n", len(anon))
 	}
 	for _, m := range []struct{ key, name, unit string }{
 		{"heap_live_mb", "engine Go heap, live after its last collection", "MiB"},
@@ -202,14 +211,14 @@ func (o *options) detachedSoak(ctx context.Context) error {
 			}
 		}
 		if len(v) < 10 {
-			fmt.Printf("| %s | not read (%d samples) | | |\n", m.name, len(v))
+			fmt.Printf("| %s | not read (%d samples) | | | |\n", m.name, len(v))
 			continue
 		}
 		sl, se, mean := slope(t, v)
-		fmt.Printf("| %s | %.1f %s | %s %s | (where memory grows) |\n", m.name, mean, m.unit, flat(sl, se, mean), m.unit)
+		fmt.Printf("| %s | %.1f %s | %s %s | %s | (where memory grows) |\n", m.name, mean, m.unit, flat(sl, se, mean), m.unit, secondHalf(t, v))
 	}
-	fmt.Printf("| engine CPU | %.1f millicores | %s millicores | growth < 10 %% |\n", cpuMean, flat(cpuSlope, cpuSE, cpuMean))
-	fmt.Printf("| samples | %d over %.0f min | | |\n\n", len(steady), span*60)
+	fmt.Printf("| engine CPU | %.1f millicores | %s millicores | %s | growth < 10 %% |\n", cpuMean, flat(cpuSlope, cpuSE, cpuMean), secondHalf(tCPU, cpu))
+	fmt.Printf("| samples | %d over %.0f min | | | |\n\n", len(steady), span*60)
 	return nil
 }
 
