@@ -182,18 +182,18 @@ var errTruncated = errors.New("a number cut short")
 // length.
 func unZigZag(b []byte) (int64, int, error) {
 	var u uint64
-	for i := range 9 {
+	for i := range 8 {
 		if i >= len(b) {
 			return 0, 0, errTruncated
-		}
-		if i == 8 {
-			u |= uint64(b[8]) << 56
-			return int64(u>>1) ^ -int64(u&1), 9, nil
 		}
 		u |= uint64(b[i]&0x7f) << (7 * i)
 		if b[i]&0x80 == 0 {
 			return int64(u>>1) ^ -int64(u&1), i + 1, nil
 		}
 	}
-	panic("unreachable")
+	if len(b) < 9 {
+		return 0, 0, errTruncated
+	}
+	u |= uint64(b[8]) << 56
+	return int64(u>>1) ^ -int64(u&1), 9, nil
 }

@@ -255,3 +255,18 @@ func TestValueAtIsTheLibrarys(t *testing.T) {
 		}
 	}
 }
+
+// TestUnZigZagIsZigZagsInverse: every length of the format's numbers, the ninth byte whole, reads back as
+// written, and each cut short is refused.
+func TestUnZigZagIsZigZagsInverse(t *testing.T) {
+	for _, v := range []int64{0, 1, -1, 63, -64, 1 << 20, -(1 << 40), 1 << 55, 1<<62 + 7, math.MaxInt64, math.MinInt64} {
+		var b [9]byte
+		n := zigZag(b[:], v)
+		if got, m, err := unZigZag(b[:n]); err != nil || got != v || m != n {
+			t.Fatalf("%d: read %d in %d bytes (%v), written in %d", v, got, m, err, n)
+		}
+		if _, _, err := unZigZag(b[:n-1]); err == nil {
+			t.Fatalf("%d cut to %d of its %d bytes: read", v, n-1, n)
+		}
+	}
+}
