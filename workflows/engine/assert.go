@@ -117,7 +117,7 @@ func (e *engine) recovery(k key, a *irsv1.Assertion) (float64, error) {
 		return 0, workflows.ErrNoKills
 	}
 	s := workflows.Scope{Service: k.service, Callee: k.callee, Kind: k.kind}
-	return workflows.RecoveryTime(kills, e.series(), s, end, e.interval.Seconds(), bound) / e.o.Timeline.Scale, nil
+	return workflows.RecoveryTime(kills, e.watchedSeries(), s, end, e.interval.Seconds(), bound) / e.o.Timeline.Scale, nil
 }
 
 // coverageOf is a service's coverage in a phase ("": the whole run), nil when not known.

@@ -240,34 +240,44 @@ func TestRecovery(t *testing.T) {
 			if scale == 0 {
 				scale = 1
 			}
-			e := testEngine(t, recoveryDoc(scale), scale, interval, nil)
-			for i, kt := range tt.kills {
-				e.res.Events = append(e.res.Events, &irsv1.RunEvent{T: kt, Kind: "kill", Service: "storefront",
-					Replica: fmt.Sprintf("storefront-%d", i)})
-			}
-			// A kill that found no replica is no kill; nor are the other events.
-			e.res.Events = append(e.res.Events, &irsv1.RunEvent{T: 0.2, Kind: "kill", Service: "storefront", Detail: "no live replica to kill"},
-				&irsv1.RunEvent{T: 0.3, Kind: "exit", Service: "storefront", Replica: "storefront-9"})
-			for k := 1; k <= 14; k++ { // past the end of the run (3s)
-				tk := float64(k) * interval.Seconds()
-				fails := int64(math.Round(1000 * tt.failing[tk]))
-				e.res.Series = append(e.res.Series, &irsv1.Tick{T: tk, Services: []*irsv1.Point{
-					// checkout fails throughout: another point's failures are not storefront's.
-					{Service: "checkout", Kind: kindServed, Requests: 100, Failures: 100, FailureRate: 1},
-					{Service: "storefront", Kind: kindServed, Requests: 1000, Failures: fails, FailureRate: float64(fails) / 1000},
-					{Service: "storefront", Kind: kindLoad, Requests: 100, Failures: 100, FailureRate: 1},
-				}, Edges: []*irsv1.Point{{Service: "storefront", Callee: "checkout", Kind: kindEdge, Requests: 100, Failures: 100, FailureRate: 1}}})
-			}
-			a := &irsv1.Assertion{Service: "storefront", Phase: tt.phase, Expect: "recovery_time < 10s", RecoveredBelow: tt.below}
-			got, err := e.measure(key{service: "storefront", kind: kindServed}, a, workflows.MetricRecoveryTime)
-			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
-					t.Errorf("recovery = %v, %v; want error %q", got, err, tt.wantErr)
+			// As the run goes (the engine's record, which keeps the points of the scopes a recovery assertion
+			// reads) and at its end (the result's series), alike.
+			for _, ended := range []bool{false, true} {
+				e := testEngine(t, recoveryDoc(scale), scale, interval, nil)
+				a := &irsv1.Assertion{Service: "storefront", Phase: tt.phase, Expect: "recovery_time < 10s", RecoveredBelow: tt.below}
+				e.o.Workflow.Assertions = append(e.o.Workflow.Assertions, a)
+				for i, kt := range tt.kills {
+					e.res.Events = append(e.res.Events, &irsv1.RunEvent{T: kt, Kind: "kill", Service: "storefront",
+						Replica: fmt.Sprintf("storefront-%d", i)})
 				}
-				return
-			}
-			if err != nil || math.Abs(got-tt.want) > 1e-9 {
-				t.Errorf("recovery = %vs, %v; want %vs", got, err, tt.want)
+				// A kill that found no replica is no kill; nor are the other events.
+				e.res.Events = append(e.res.Events, &irsv1.RunEvent{T: 0.2, Kind: "kill", Service: "storefront", Detail: "no live replica to kill"},
+					&irsv1.RunEvent{T: 0.3, Kind: "exit", Service: "storefront", Replica: "storefront-9"})
+				for k := 1; k <= 14; k++ { // past the end of the run (3s)
+					tk := float64(k) * interval.Seconds()
+					fails := int64(math.Round(1000 * tt.failing[tk]))
+					tick := &irsv1.Tick{T: tk, Services: []*irsv1.Point{
+						// checkout fails throughout: another point's failures are not storefront's.
+						{Service: "checkout", Kind: kindServed, Requests: 100, Failures: 100, FailureRate: 1},
+						{Service: "storefront", Kind: kindServed, Requests: 1000, Failures: fails, FailureRate: float64(fails) / 1000},
+						{Service: "storefront", Kind: kindLoad, Requests: 100, Failures: 100, FailureRate: 1},
+					}, Edges: []*irsv1.Point{{Service: "storefront", Callee: "checkout", Kind: kindEdge, Requests: 100, Failures: 100, FailureRate: 1}}}
+					if ended {
+						e.res.Series = append(e.res.Series, tick)
+					} else {
+						e.rec.add(tick, e.watches)
+					}
+				}
+				got, err := e.measure(key{service: "storefront", kind: kindServed}, a, workflows.MetricRecoveryTime)
+				if tt.wantErr != "" {
+					if err == nil || err.Error() != tt.wantErr {
+						t.Errorf("ended %v: recovery = %v, %v; want error %q", ended, got, err, tt.wantErr)
+					}
+					continue
+				}
+				if err != nil || math.Abs(got-tt.want) > 1e-9 {
+					t.Errorf("ended %v: recovery = %vs, %v; want %vs", ended, got, err, tt.want)
+				}
 			}
 		})
 	}

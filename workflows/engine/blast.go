@@ -82,8 +82,7 @@ func (e *engine) faultDamage() {
 	e.killsHealed()
 	e.growBooks()
 	interval, end := e.interval.Seconds(), e.end.Seconds()
-	series := e.slimSeries() // interns scopes: before e.scopes is read
-	load := loadSeries(series, e.scopes)
+	load := e.record().load
 	for i, f := range e.res.GetFaults() {
 		t := f.GetT()
 		until, prev := e.faultBounds(t)
@@ -275,28 +274,6 @@ func addDamage(d *irsv1.EdgeDamage, o *irsv1.Outcomes) {
 		}
 		d.ProxyCauses[cause] += n
 	}
-}
-
-// loadTick is what every load generator sent in one interval, summed: the users' view of the system.
-type loadTick struct {
-	t                  float64
-	requests, failures int64
-}
-
-// loadSeries returns the load generators' requests and failures per interval of a series.
-func loadSeries(series []slimTick, scopes []key) []loadTick {
-	out := make([]loadTick, 0, len(series))
-	for _, tick := range series {
-		lt := loadTick{t: tick.t}
-		for _, p := range tick.points[:tick.edges] {
-			if scopes[p.scope].kind == kindLoad {
-				lt.requests += p.requests
-				lt.failures += p.failures
-			}
-		}
-		out = append(out, lt)
-	}
-	return out
 }
 
 // damage is what a disturbance cost the load generators.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"math"
-	"slices"
 	"sort"
 	"time"
 
@@ -153,131 +152,13 @@ func (e *engine) closeBuckets(k int) {
 			}
 		}
 		e.errs.add(phase, tick.GetT(), reqs, fails)
-		e.slim = append(e.slim, e.slimOf(tick))
+		e.rec.add(tick, e.watches)
 		if err := e.ticks.Append(tick); err != nil { // a tick is ours and always encodes: this is for the impossible case
 			e.logger.Error("encode a tick of the series: the written result leaves it out", "t", tick.GetT(), "err", err)
 		}
 		e.lastTick = tick
 	}
 	e.settle()
-}
-
-// slimTick is what the engine's own reading of the series needs of a tick: the load generators' points (the
-// load's and the kills' damage, saturation), the points its assertions read (recovery), and the two figures of
-// the machine that diagnose a saturated generator. The whole tick is kept encoded (e.ticks), and the result's
-// series is whole again when the run ends (fullSeries). Whole ticks kept twice made a long run's engine grow by
-// 3 KB a second; every point of every tick and the tick's Machine message, by 0.7 KB a second.
-type slimTick struct {
-	t                        float64
-	phase                    string
-	machine                  bool // whether the tick had the machine's figures
-	oversleepMs, cpuPressure float64
-	points                   []slimPoint // the kept services' points, then the kept edges'
-	edges                    int32       // where the edges start
-}
-
-type slimPoint struct {
-	scope              int32 // e.scopes
-	requests, failures int64
-	lagMs              float64
-}
-
-// slimOf returns a tick's slim form. Callers hold e.mu.
-func (e *engine) slimOf(t *irsv1.Tick) slimTick {
-	st := slimTick{t: t.GetT(), phase: t.GetPhase()}
-	if m := t.GetMachine(); m != nil {
-		st.machine, st.oversleepMs, st.cpuPressure = true, m.GetOversleepMs(), m.GetCpuPressure()
-	}
-	scope := func(p *irsv1.Point) int32 {
-		return e.scopeID(key{service: p.GetService(), callee: p.GetCallee(), kind: p.GetKind()})
-	}
-	n := 0
-	for _, p := range append(slices.Clip(t.GetServices()), t.GetEdges()...) {
-		if e.slimmed[scope(p)] {
-			n++
-		}
-	}
-	st.points = e.carvePoints(n)
-	keep := func(ps []*irsv1.Point) {
-		for _, p := range ps {
-			if id := scope(p); e.slimmed[id] {
-				st.points = append(st.points, slimPoint{scope: id, requests: p.GetRequests(), failures: p.GetFailures(), lagMs: p.GetLagMs()})
-			}
-		}
-	}
-	keep(t.GetServices())
-	st.edges = int32(len(st.points))
-	keep(t.GetEdges())
-	return st
-}
-
-// scopeID interns a point's scope, and decides once whether the engine reads its points from the slim
-// series: a load generator's, or an assertion's. Callers hold e.mu.
-func (e *engine) scopeID(k key) int32 {
-	if id, ok := e.scopeIDs[k]; ok {
-		return id
-	}
-	if e.scopeIDs == nil {
-		e.scopeIDs = map[key]int32{}
-	}
-	id := int32(len(e.scopes))
-	read := k.kind == kindLoad
-	for _, a := range e.o.Workflow.GetAssertions() {
-		read = read || e.assertionKey(a) == k
-	}
-	e.scopes, e.scopeIDs[k], e.slimmed = append(e.scopes, k), id, append(e.slimmed, read)
-	return id
-}
-
-// slimArena is how many points one allocation of slimPoints holds: a tick's few points, each in an allocation
-// of its own, cost as much again in the allocator's headers and size classes.
-const slimArena = 512
-
-// carvePoints returns an empty slice with room for n points, from the arena. Callers hold e.mu.
-func (e *engine) carvePoints(n int) []slimPoint {
-	if n == 0 {
-		return nil
-	}
-	if cap(e.slimPoints)-len(e.slimPoints) < n {
-		e.slimPoints = make([]slimPoint, 0, max(n, slimArena))
-	}
-	l := len(e.slimPoints)
-	e.slimPoints = e.slimPoints[:l+n]
-	return e.slimPoints[l : l : l+n]
-}
-
-// slimSeries returns the series the summary reads: the slim ticks, or those of the result's own series when it
-// has one (the run's end). Callers hold e.mu.
-func (e *engine) slimSeries() []slimTick {
-	if len(e.res.GetSeries()) == 0 {
-		return e.slim
-	}
-	out := make([]slimTick, len(e.res.GetSeries()))
-	for i, t := range e.res.GetSeries() {
-		out[i] = e.slimOf(t)
-	}
-	return out
-}
-
-// series returns slimSeries as ticks (their kept points' scope, counts and lag). Callers hold e.mu.
-func (e *engine) series() []*irsv1.Tick {
-	if len(e.res.GetSeries()) > 0 {
-		return e.res.GetSeries()
-	}
-	out := make([]*irsv1.Tick, len(e.slim))
-	for i, st := range e.slim {
-		ptrs := make([]*irsv1.Point, len(st.points))
-		for j, p := range st.points {
-			k := e.scopes[p.scope]
-			ptrs[j] = &irsv1.Point{Service: k.service, Callee: k.callee, Kind: k.kind, Requests: p.requests,
-				Failures: p.failures, LagMs: p.lagMs}
-			if p.requests > 0 { // as acc.point has it
-				ptrs[j].FailureRate = float64(p.failures) / float64(p.requests)
-			}
-		}
-		out[i] = &irsv1.Tick{T: st.t, Phase: st.phase, Services: ptrs[:st.edges:st.edges], Edges: ptrs[st.edges:]}
-	}
-	return out
 }
 
 // fullSeries puts the whole ticks in the result's series, from their encoding. Callers hold e.mu.

@@ -40,7 +40,7 @@ func TestCheckpoint(t *testing.T) {
 	run := proto.CloneOf(e.res)
 	e.fullSeries()
 	full := e.res.GetSeries()
-	e.res = run // the run goes on with its slim ticks
+	e.res = run // the run goes on with its record
 	if len(cp.GetSeries()) != 6 || !proto.Equal(cp.GetSeries()[5], full[5]) || len(full[5].GetServices()) == 0 {
 		t.Errorf("checkpoint series: %d ticks, want the 6 closed, as the run has them", len(cp.GetSeries()))
 	}

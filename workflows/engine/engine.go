@@ -127,14 +127,10 @@ type engine struct {
 	// ticks is the series, each tick encoded when its interval closed (resultfile.Series): a snapshot may hold
 	// it as it is without the lock.
 	ticks resultfile.Series
-	// slim is the series as the engine reads it while it runs (slimTick), its points' scopes in scopes (and
-	// whether the engine reads a scope's points in slimmed, by the same index); slimPoints is where the
-	// points are carved from.
-	slim       []slimTick
-	scopes     []key
-	scopeIDs   map[key]int32
-	slimmed    []bool
-	slimPoints []slimPoint
+	// rec is what the engine reads of its series as it goes (runRecord); watched, whether a recovery
+	// assertion reads a scope (decided once a scope).
+	rec     runRecord
+	watched map[key]bool
 }
 
 // Snapshot is a result as it stands, in the form that is cheap to write: everything but its series (Head),

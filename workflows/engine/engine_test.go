@@ -333,8 +333,15 @@ func TestCloseBuckets(t *testing.T) {
 
 	e.closeBuckets(4)
 	ticks := func() (ts []float64, phases []string) {
-		for _, tick := range e.series() {
+		series, err := e.ticks.Ticks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, tick := range series {
 			ts, phases = append(ts, tick.GetT()), append(phases, tick.GetPhase())
+			if lt := e.rec.load[i]; lt.t != tick.GetT() || lt.requests != 200 || lt.failures != 2 {
+				t.Errorf("the record's tick %d: %+v, want t %v, 200 requests, 2 failed (the load generator's)", i, lt, tick.GetT())
+			}
 		}
 		return ts, phases
 	}
@@ -365,7 +372,7 @@ func TestCloseBuckets(t *testing.T) {
 		t.Errorf("open intervals after closing all: %v, want none", slices.Sorted(maps.Keys(e.buckets)))
 	}
 
-	e.fullSeries() // as the run's end does: the engine keeps slim ticks while it runs
+	e.fullSeries() // as the run's end does: the engine keeps its record (runRecord) while it runs
 	tick := e.res.Series[4]
 	var names []string
 	for _, p := range append(slices.Clone(tick.GetServices()), tick.GetEdges()...) {
@@ -427,7 +434,11 @@ func TestCloseBucketsPhase(t *testing.T) {
 	}
 	e.closeBuckets(4)
 	var phases []string
-	for _, tick := range e.series() {
+	series, err := e.ticks.Ticks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tick := range series {
 		phases = append(phases, tick.GetPhase())
 	}
 	if want := []string{"warm-up", "spike", "spike", "spike"}; !slices.Equal(phases, want) {
@@ -465,7 +476,7 @@ func TestTickLoop(t *testing.T) {
 		close(done)
 		wg.Wait()
 
-		e.fullSeries() // as the run's end does: the engine keeps slim ticks while it runs
+		e.fullSeries() // as the run's end does: the engine keeps its record (runRecord) while it runs
 		if len(e.res.Series) != 8 {
 			t.Fatalf("%d ticks, want 8", len(e.res.Series))
 		}

@@ -58,8 +58,7 @@ func (e *engine) followKill(ev workflows.Event, t float64) {
 // 1 % (until the next kill or the end of the run), and how many of their requests failed until then. Callers
 // hold e.mu.
 func (e *engine) killDamage() {
-	series := e.slimSeries() // interns scopes: before e.scopes is read
-	load := loadSeries(series, e.scopes)
+	load := e.record().load
 	times := workflows.Kills(e.res.GetEvents(), 0, e.end.Seconds())
 	byKill := make([]damage, len(times))
 	for i, kt := range times {

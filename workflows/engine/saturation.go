@@ -36,33 +36,23 @@ func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
 	if k.kind != kindLoad {
 		return d
 	}
-	for _, tick := range e.slimSeries() {
-		services := tick.points[:tick.edges]
-		if tick.t <= start+1e-9 {
-			for _, p := range services {
-				if sk := e.scopes[p.scope]; sk.service == k.service && sk.kind == kindLoad && p.requests > 0 {
-					d.sentBefore = true
-				}
-			}
+	r := e.record()
+	if first, ok := r.firstSent[k.service]; ok && first <= start+1e-9 {
+		d.sentBefore = true
+	}
+	for _, l := range r.lags {
+		if l.service != k.service || l.t <= start+1e-9 || l.t > end+1e-9 {
 			continue
 		}
-		if tick.t > end+1e-9 {
-			continue
+		at := l.t - start
+		if d.first < 0 {
+			d.first = at
 		}
-		for _, p := range services {
-			if sk := e.scopes[p.scope]; sk.service != k.service || sk.kind != kindLoad || p.lagMs <= maxLagMs {
-				continue
-			}
-			at := tick.t - start
-			if d.first < 0 {
-				d.first = at
-			}
-			d.last = at
-			d.intervals++
-			if tick.machine {
-				d.oversleepMs = max(d.oversleepMs, tick.oversleepMs)
-				d.pressure = max(d.pressure, tick.cpuPressure)
-			}
+		d.last = at
+		d.intervals++
+		if l.machine {
+			d.oversleepMs = max(d.oversleepMs, l.oversleepMs)
+			d.pressure = max(d.pressure, l.cpuPressure)
 		}
 	}
 	return d

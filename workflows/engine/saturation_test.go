@@ -193,17 +193,27 @@ func TestSaturationNamesItsCause(t *testing.T) {
 			"its worker could not send fast enough (CPU) though its sends woke on time (0.3 ms late at p99)", 0.3, 950},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e.res.Series = tt.series
-			a := newAcc()
-			a.lagMs, a.blocked = 400, tt.blocked
-			if tt.lateMs > 0 {
-				a.lateness = newHist()
-				_ = a.lateness.RecordValues(int64(tt.lateMs*1000), 100)
-				a.cpu, a.replicas = samplesOf(2*tt.cpu), 2
-			}
-			s := saturation(gen, a, "spike", e.lagged(gen, 10, 20))
-			if s == nil || !strings.Contains(s.GetDetail(), tt.want) {
-				t.Errorf("detail %q, want %q", s.GetDetail(), tt.want)
+			// At the run's end (the result's series) and as it goes (the engine's record), alike.
+			for _, ended := range []bool{true, false} {
+				e.res.Series, e.rec = nil, runRecord{}
+				for _, tick := range tt.series {
+					if ended {
+						e.res.Series = append(e.res.Series, tick)
+					} else {
+						e.rec.add(tick, e.watches)
+					}
+				}
+				a := newAcc()
+				a.lagMs, a.blocked = 400, tt.blocked
+				if tt.lateMs > 0 {
+					a.lateness = newHist()
+					_ = a.lateness.RecordValues(int64(tt.lateMs*1000), 100)
+					a.cpu, a.replicas = samplesOf(2*tt.cpu), 2
+				}
+				s := saturation(gen, a, "spike", e.lagged(gen, 10, 20))
+				if s == nil || !strings.Contains(s.GetDetail(), tt.want) {
+					t.Errorf("ended %v: detail %q, want %q", ended, s.GetDetail(), tt.want)
+				}
 			}
 		})
 	}
