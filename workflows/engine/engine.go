@@ -127,10 +127,10 @@ type engine struct {
 	// ticks is the series, each tick encoded when its interval closed (resultfile.Series): a snapshot may hold
 	// it as it is without the lock.
 	ticks resultfile.Series
-	// rec is what the engine reads of its series as it goes (runRecord); watched, whether a recovery
-	// assertion reads a scope (decided once a scope).
-	rec     runRecord
-	watched map[key]bool
+	// rec is what the engine reads of its series as it goes (runRecord); watchedScopes, whether a recovery
+	// assertion reads a scope (decided once a scope: watches).
+	rec           runRecord
+	watchedScopes map[key]bool
 }
 
 // Snapshot is a result as it stands, in the form that is cheap to write: everything but its series (Head),

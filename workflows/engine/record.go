@@ -112,7 +112,7 @@ func (r *runRecord) watchedSeries() []*irsv1.Tick {
 
 // watches reports whether a recovery assertion reads scope k, decided once a scope. Callers hold e.mu.
 func (e *engine) watches(k key) bool {
-	if w, ok := e.watched[k]; ok {
+	if w, ok := e.watchedScopes[k]; ok {
 		return w
 	}
 	w := false
@@ -121,10 +121,10 @@ func (e *engine) watches(k key) bool {
 			w = w || e.assertionKey(a) == k
 		}
 	}
-	if e.watched == nil {
-		e.watched = map[key]bool{}
+	if e.watchedScopes == nil {
+		e.watchedScopes = map[key]bool{}
 	}
-	e.watched[k] = w
+	e.watchedScopes[k] = w
 	return w
 }
 
