@@ -95,6 +95,7 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.actions = append(f.actions, a)
+	f.accepts = append(f.accepts, r.Header.Get("Accept"))
 	f.mu.Unlock()
 	switch a := a.(type) {
 	case k8stesting.WatchActionImpl:
@@ -123,6 +124,21 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if a.GetVerb() == "create" {
 		code = http.StatusCreated
+	}
+	if strings.Contains(r.Header.Get("Accept"), "as=PartialObjectMetadata") && !meta.IsListType(obj) {
+		// As the API server answers one: the object's metadata only.
+		m, ok := obj.(metav1.ObjectMetaAccessor)
+		if !ok {
+			writeStatus(w, fmt.Errorf("%T has no metadata", obj))
+			return
+		}
+		partial := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}}
+		m.GetObjectMeta().(*metav1.ObjectMeta).DeepCopyInto(&partial.ObjectMeta)
+		body, _ := json.Marshal(partial)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write(body)
+		return
 	}
 	f.write(w, code, rq.gvr.GroupVersion(), obj)
 }

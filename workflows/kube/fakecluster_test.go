@@ -44,6 +44,7 @@ type fakeCluster struct {
 
 	mu       sync.Mutex
 	actions  []k8stesting.Action
+	accepts  []string             // each action's request's Accept header
 	reactors []k8stesting.Reactor // tried in order before the tracker; prependReactor puts a test's first
 	unserved []string
 	watches  map[string]int // open watches by resource
@@ -138,6 +139,13 @@ func (f *fakeCluster) Actions() []k8stesting.Action {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.actions)
+}
+
+// Accepts returns the Accept header of each request served so far, as Actions.
+func (f *fakeCluster) Accepts() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.accepts)
 }
 
 // actionsOf returns the actions of verb on resource.

@@ -103,9 +103,11 @@ func TestStoreLog(t *testing.T) {
 	name := LogName("a/result.json")
 	// The segments written, in order, with how many blocks each write held: "0:1" made with one, "0+1" one
 	// added to it (a merge patch: only the new blocks are sent).
+	// A write that asked for the whole segment back (not metadataOnly) is marked "(whole)".
 	segmentWrites := func() []string {
 		var writes []string
-		for _, a := range f.Actions() {
+		accepts := f.Accepts()
+		for i, a := range f.Actions() {
 			if a.GetResource().Resource != "configmaps" {
 				continue
 			}
@@ -129,6 +131,9 @@ func TestStoreLog(t *testing.T) {
 			default:
 				continue
 			}
+			if accepts[i] != metadataOnly {
+				w += " (whole)"
+			}
 			writes = append(writes, w)
 		}
 		return writes
@@ -150,7 +155,7 @@ func TestStoreLog(t *testing.T) {
 		t.Errorf("%d segments, want 4 for 7 blocks two to a segment", len(list.Items))
 	}
 	if got, want := segmentWrites(), []string{"0:1", "0+1", "1:2", "2:2", "3:1"}; !slices.Equal(got, want) {
-		t.Errorf("segments written (segment:blocks made with, segment+blocks added) %v, want %v: each block once", got, want)
+		t.Errorf("segments written (segment:blocks made with, segment+blocks added) %v, want %v: each block once, answered with its metadata only", got, want)
 	}
 	if _, err := s.ReadLog(t.Context(), name, 8); err == nil {
 		t.Errorf("read 8 blocks of 7: no error")
