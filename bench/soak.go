@@ -176,8 +176,8 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	}
 	_ = exec.CommandContext(ctx, o.irs, "cleanup", "--backend", "kubernetes").Run()
 	flat := func(s, se, mean float64) string {
-		growth := s * span / mean
-		return fmt.Sprintf("%+.2f ± %.2f /h: %+.1f %% over the run %s", s, se, 100*growth, verdict(math.Abs(growth) < 0.10))
+		growth, growthSE := s*span/mean, se*span/mean
+		return fmt.Sprintf("%+.2f ± %.2f /h: %+.1f %% over the run %s", s, se, 100*growth, flatVerdict(growth, growthSE))
 	}
 	// The second half's slope alone tells a level reached (flat there) from a steady climb (the same there).
 	secondHalf := func(t, v []float64) string {
@@ -220,6 +220,23 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	fmt.Printf("| engine CPU | %.1f millicores | %s millicores | %s | growth < 10 %% |\n", cpuMean, flat(cpuSlope, cpuSE, cpuMean), secondHalf(tCPU, cpu))
 	fmt.Printf("| samples | %d over %.0f min | | | |\n\n", len(steady), span*60)
 	return nil
+}
+
+// flatVerdict judges a growth over the run (a fraction of the mean, with its standard error) against "flat":
+// within 10 % either way. Met or missed only where twice the error keeps it on one side; a fall is named as
+// one, since a falling figure misses "flat" without being a leak.
+func flatVerdict(growth, se float64) string {
+	const limit = 0.10
+	switch lo, hi := growth-2*se, growth+2*se; {
+	case lo > -limit && hi < limit:
+		return "(met)"
+	case lo >= limit:
+		return "(MISSED: grew)"
+	case hi <= -limit:
+		return "(MISSED: fell)"
+	default:
+		return "(not decided: within noise of 10 %)"
+	}
 }
 
 // engineUsage reads the engine container's CPU and memory from the resource metrics of its pod's node's
