@@ -36,6 +36,7 @@ type options struct {
 	rounds      int
 	only        map[string]bool
 	tmp         string
+	candidates  bool
 }
 
 func main() {
@@ -54,6 +55,7 @@ func main() {
 	flag.DurationVar(&o.soak, "soak", 30*time.Minute, "length of the detached soak (section soak)")
 	flag.StringVar(&o.soakOut, "soak-out", "", "directory to keep the soak's fetched run in (with IRS_PROFILE_ENGINE=1, the engine's profiles); default: removed")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each measurement of throughput, CPU and latency against peers (interleaved; the mean and its standard error, and targets decided only beyond two standard errors)")
+	flag.BoolVar(&o.candidates, "candidates", false, "also measure the bare event-loop responders of bench/candidates (gnet, nbio) in the server and cpu sections: the gate before the worker's HTTP/1.1 path moves to one")
 	flag.StringVar(&only, "only", "", "comma-separated sections to run: floor,server,cpu,loadgen,rate,telemetry,rss,workflow,mesh,kube,nodes,kwok,soak (default all but kube, nodes, kwok and soak, which hack/testnode/bench.sh runs on the test cluster)")
 	flag.Parse()
 	o.only = map[string]bool{}
@@ -171,10 +173,36 @@ func (o *options) startServers(ctx context.Context) ([]server, error) {
 		return out, err
 	}
 	out = append(out, server{name: "irs worker", addr: iaddr, pid: ip.pid(), stop: ip.stop})
+	if o.candidates {
+		cs, err := o.startCandidates()
+		out = append(out, cs...)
+		if err != nil {
+			return out, err
+		}
+	}
 	for _, s := range out {
 		if err := waitPort(s.addr, 10*time.Second); err != nil {
 			return out, err
 		}
+	}
+	return out, nil
+}
+
+// startCandidates builds and starts bench/candidates' bare responders, pinned as the other servers are.
+func (o *options) startCandidates() ([]server, error) {
+	var out []server
+	for _, name := range []string{"gnet", "nbio"} {
+		bin := filepath.Join(o.tmp, "candidate-"+name)
+		build := exec.Command("go", "build", "-C", "bench/candidates", "-o", bin, "./"+name)
+		if b, err := build.CombinedOutput(); err != nil {
+			return out, fmt.Errorf("build candidate %s (run from the repository's root): %w: %s", name, err, b)
+		}
+		addr := freePort()
+		p, err := start(serverCPU, []string{"GOMAXPROCS=1"}, bin, "-listen", addr)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, server{name: "candidate: bare " + name, addr: addr, pid: p.pid(), stop: p.stop})
 	}
 	return out, nil
 }
@@ -264,7 +292,14 @@ func (o *options) serverCPU(ctx context.Context) error {
 		fmt.Printf("| %s | %.0f ± %.1f | %.2f | %.2f |\n", s.name, e.mean, e.se, e.mean/mc["nginx (1 worker)"].mean, e.mean/mc["fortio server"].mean)
 	}
 	fmt.Printf("\nTargets: IRS CPU at 5000 req/s <= 1.1x nginx's: %s\n", decide(mc["irs worker"], mc["nginx (1 worker)"], 1.1, true, rounds))
-	fmt.Printf("         <= 0.8x fortio's: %s\n\n", decide(mc["irs worker"], mc["fortio server"], 0.8, true, rounds))
+	fmt.Printf("         <= 0.8x fortio's: %s\n", decide(mc["irs worker"], mc["fortio server"], 0.8, true, rounds))
+	for _, s := range servers {
+		if strings.HasPrefix(s.name, "candidate: ") {
+			// The gate: the worker's statistics come on top of a bare responder, so it must leave room under 1.1x.
+			fmt.Printf("Gate: %s CPU <= 1.05x nginx's: %s\n", s.name, decide(mc[s.name], mc["nginx (1 worker)"], 1.05, true, rounds))
+		}
+	}
+	fmt.Println()
 	return nil
 }
 
