@@ -308,3 +308,32 @@ func awaitCheckpoints(t *testing.T, ns string, n int) {
 		time.Sleep(time.Second)
 	}
 }
+
+// TestKubeDetachedEngineCannotStart: a detached run whose engine's image cannot be pulled ends its command with
+// why (exit 4, the image named), instead of following an engine that will never start, and leaves nothing
+// behind: nothing of the run had started. (Found when a soak's command waited 49 minutes on ImagePullBackOff.)
+func TestKubeDetachedEngineCannotStart(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "detached.yaml")
+	if err := os.WriteFile(file, []byte(detachedWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The test cluster reaches no registry, and no node holds this tag: the pull fails at once.
+	const image = "ghcr.io/irs-sim/irs:no-such-tag"
+	p := command(t, nil, "workflow", "run", file, "--detach", "--backend", "kubernetes", "--image", image)
+	p.start()
+	ns := detachedNS(t, p, time.Minute)
+	if code := p.exitCode(3 * time.Minute); code != 4 {
+		t.Errorf("exit %d, want 4 (the environment cannot run it); stderr:\n%s", code, p.stderr)
+	}
+	stderr := p.stderr.String()
+	for _, want := range []string{"its engine's pod", "cannot start", image, "is removed"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if !strings.Contains(stderr, "ErrImagePull") && !strings.Contains(stderr, "ImagePullBackOff") {
+		t.Errorf("stderr does not name the pull's failure:\n%s", stderr)
+	}
+	namespaceGone(t, ns, 2*time.Minute)
+}

@@ -309,18 +309,27 @@ func (d *Detached) Delete(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// EnginePod returns the name of the engine's newest pod ("" if none yet) and whether it has ended.
-func (d *Detached) EnginePod(ctx context.Context) (string, bool, error) {
+// EngineState is what the engine's newest pod is doing.
+type EngineState struct {
+	Pod   string // its name ("" if none yet)
+	Ended bool
+	// Stuck says why it cannot start (its image cannot be pulled, the scheduler cannot place it), as the
+	// workers' pods are told: "" if nothing stops it.
+	Stuck string
+}
+
+// Engine returns what the engine's newest pod is doing.
+func (d *Detached) Engine(ctx context.Context) (EngineState, error) {
 	pods := &corev1.PodList{}
 	if err := d.c.list(ctx, d.c.core, d.NS, "pods", metav1.ListOptions{LabelSelector: LabelName + "=" + engineName}, pods); err != nil {
-		return "", false, err
+		return EngineState{}, err
 	}
 	if len(pods.Items) == 0 {
-		return "", false, nil
+		return EngineState{}, nil
 	}
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	p := pods.Items[len(pods.Items)-1]
-	return p.Name, p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
+	p := &pods.Items[len(pods.Items)-1]
+	return EngineState{Pod: p.Name, Ended: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, Stuck: stuck(p)}, nil
 }
 
 // FollowLogs copies the engine pod's output stamped after since to w, until the stream ends or ctx does. It

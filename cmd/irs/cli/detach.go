@@ -122,7 +122,7 @@ func (a *app) detach(ctx context.Context, f *pflag.FlagSet, files []string, opts
 	}
 	fmt.Fprintf(a.env.Stderr, "detached run %s (namespace %s): its engine runs in the cluster, as a Job; Ctrl-C leaves it "+
 		"running. Later: irs workflow attach %s | fetch %s | stop %s\n", id, ns, ns, ns, ns)
-	return a.follow(ctx, run)
+	return a.follow(ctx, run, true)
 }
 
 // pullPolicyOf is the workflow's image pull policy for the engine's pod (default: the cluster's).
@@ -131,7 +131,9 @@ func pullPolicyOf(wf *irsv1.Workflow) corev1.PullPolicy {
 }
 
 // follow prints the engine's output until the run ends, then its end; interrupted, it leaves the run going.
-func (a *app) follow(ctx context.Context, run *kube.Detached) error {
+// An engine pod that cannot start (stuck) ends the following with why; removeStuck (the command that launched
+// the run) also removes a run whose engine never started, since nothing of it was measured.
+func (a *app) follow(ctx context.Context, run *kube.Detached, removeStuck bool) error {
 	store := run.Store()
 	seen, said := "", ""
 	var last time.Time // the stamp of the engine's last line printed
@@ -146,7 +148,11 @@ func (a *app) follow(ctx context.Context, run *kube.Detached) error {
 		if st.Ended() {
 			return a.ended(st, run, true)
 		}
-		pod, done, err := run.EnginePod(ctx)
+		eng, err := run.Engine(ctx)
+		if err == nil && eng.Stuck != "" {
+			return a.engineStuck(ctx, run, st, eng, removeStuck)
+		}
+		pod, done := eng.Pod, eng.Ended
 		if err == nil && pod != "" && !done {
 			if pod != seen { // a new engine pod (the first one was lost): its output from the start
 				seen, last = pod, time.Time{}
@@ -165,6 +171,24 @@ func (a *app) follow(ctx context.Context, run *kube.Detached) error {
 	}
 	fmt.Fprintf(a.env.Stderr, "\nleft detached run %s going: irs workflow attach %s follows it again\n", run.NS, run.NS)
 	return withExitCode(errors.New("interrupted: the detached run goes on"), ExitInterrupted)
+}
+
+// engineStuck reports an engine pod that cannot start. A run whose engine never started is removed when remove
+// is set (nothing of it ran); one that had started is left to irs workflow stop, which ends it with what its
+// checkpoints hold.
+func (a *app) engineStuck(ctx context.Context, run *kube.Detached, st kube.RunStatus, eng kube.EngineState, remove bool) error {
+	err := fmt.Errorf("detached run %s: its engine's pod %s cannot start: %s", run.NS, eng.Pod, eng.Stuck)
+	switch {
+	case remove && st.State == kube.StateStarting:
+		if derr := run.Delete(ctx); derr != nil {
+			err = fmt.Errorf("%w; removing the run: %v (irs cleanup removes it)", err, derr)
+		} else {
+			err = fmt.Errorf("%w; the run, which had not started, is removed", err)
+		}
+	default:
+		err = fmt.Errorf("%w; irs workflow stop %s ends it", err, run.NS)
+	}
+	return withExitCode(err, ExitInvalidEnvironment)
 }
 
 // ended says how a detached run ended (and, hint, how to fetch it), and exits as its `irs workflow run` did.
@@ -205,7 +229,7 @@ func (a *app) newWorkflowAttachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.follow(cmd.Context(), d)
+			return a.follow(cmd.Context(), d, false)
 		},
 	}
 	opts.registerAccess(cmd.Flags())
