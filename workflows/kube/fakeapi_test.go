@@ -127,13 +127,13 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.Contains(r.Header.Get("Accept"), "as=PartialObjectMetadata") && !meta.IsListType(obj) {
 		// As the API server answers one: the object's metadata only.
-		m, ok := obj.(metav1.ObjectMetaAccessor)
-		if !ok {
-			writeStatus(w, fmt.Errorf("%T has no metadata", obj))
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			writeStatus(w, err)
 			return
 		}
-		partial := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}}
-		m.GetObjectMeta().(*metav1.ObjectMeta).DeepCopyInto(&partial.ObjectMeta)
+		partial := meta.AsPartialObjectMetadata(m)
+		partial.TypeMeta = metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}
 		body, _ := json.Marshal(partial)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)

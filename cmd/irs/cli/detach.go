@@ -152,8 +152,7 @@ func (a *app) follow(ctx context.Context, run *kube.Detached, removeStuck bool) 
 		if err == nil && eng.Stuck != "" {
 			return a.engineStuck(ctx, run, st, eng, removeStuck)
 		}
-		pod, done := eng.Pod, eng.Ended
-		if err == nil && pod != "" && !done {
+		if pod := eng.Pod; err == nil && pod != "" && !eng.Ended {
 			if pod != seen { // a new engine pod (the first one was lost): its output from the start
 				seen, last = pod, time.Time{}
 			}
