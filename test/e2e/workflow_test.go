@@ -227,15 +227,18 @@ func TestWorkflowKills(t *testing.T) {
 		if d := k.GetT() - wantKills[i]; math.Abs(d) > tolerance {
 			t.Errorf("kill %d at %.3fs, want %.3fs ±%.1fs", i, k.GetT(), wantKills[i], tolerance)
 		}
-		// The victim's process died of SIGKILL right then.
+		// The victim's process died of SIGKILL, not of a SIGTERM and a grace period (10 s): its exit came before
+		// its replacement was due. IRS's part, the signal, goes at the kill's time (checked above, the time taken
+		// right before it); how soon the kernel ends and reaps the process is the machine's, and lags when it is
+		// busy (186 ms once, on a cold CI machine building Rust beside).
 		var exit *irsv1.RunEvent
 		for _, e := range exits {
 			if e.GetReplica() == k.GetReplica() {
 				exit = e
 			}
 		}
-		if exit == nil || exit.GetDetail() != "killed by SIGKILL" || exit.GetT()-k.GetT() > tolerance {
-			t.Errorf("kill %d of %s: exit event %v, want killed by SIGKILL within %.1fs", i, k.GetReplica(), exit, tolerance)
+		if exit == nil || exit.GetDetail() != "killed by SIGKILL" || exit.GetT() < k.GetT() || exit.GetT()-k.GetT() >= restart {
+			t.Errorf("kill %d of %s: exit event %v, want killed by SIGKILL within the restart delay (%.2fs)", i, k.GetReplica(), exit, restart)
 			continue
 		}
 		// A replacement started after the restart delay and became ready.

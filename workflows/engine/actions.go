@@ -287,15 +287,13 @@ func (e *engine) killStep(ctx context.Context, st workflows.Step) error {
 		}
 	}
 	ids := idsOf(victims)
-	now := time.Now()
 	signal := strings.ToUpper("sig" + signalName(sig))
 	if k.GetInPlace() {
 		signal += " to the process (restart in place)"
 	}
-	// Before the kill: what follows may be reported at once.
-	e.recordKills(now, st, svc, ids, signal)
-	e.recordFault(now, st, &irsv1.FaultRecord{Kind: FaultKill, Service: svc, Replicas: ids, Nodes: nodesOf(victims),
-		Target: fmt.Sprintf("%s to %d of %d replicas (%s)", signal, len(victims), of, selection(k.GetSelect()))})
+	// Recorded before the kill, since what follows may be reported at once, and timed right before its signal.
+	now := e.recordKillNow(st, svc, ids, signal, &irsv1.FaultRecord{Kind: FaultKill, Service: svc, Replicas: ids,
+		Nodes: nodesOf(victims), Target: fmt.Sprintf("%s to %d of %d replicas (%s)", signal, len(victims), of, selection(k.GetSelect()))})
 	err = e.o.Backend.Kill(ctx, svc, ids, workflows.KillSpec{Signal: sig, Grace: grace, InPlace: k.GetInPlace()})
 	for _, id := range ids {
 		e.action(now, st, "kill", id, signal)

@@ -50,6 +50,11 @@ func (e *engine) recordFault(at time.Time, st workflows.Step, r *irsv1.FaultReco
 	t := e.since(at)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.addFault(t, st, r)
+}
+
+// addFault records a fault at run second t. Callers hold e.mu.
+func (e *engine) addFault(t float64, st workflows.Step, r *irsv1.FaultRecord) {
 	r.Phase, r.Action, r.Scheduled, r.T = st.Phase, st.Path, st.At.Seconds(), t
 	e.res.Faults = append(e.res.Faults, r)
 	e.boundaries = append(e.boundaries, t)

@@ -8,11 +8,32 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// recordKills starts the records of replicas being killed now.
+// recordKills starts the records of replicas being killed at at.
 func (e *engine) recordKills(at time.Time, st workflows.Step, service string, ids []string, signal string) {
 	t := e.since(at)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.addKills(t, st, service, ids, signal)
+}
+
+// recordKillNow records a kill and its fault just before its signal goes, and returns the time it gives them.
+// The time is read once the lock is held: a wait for the lock (an interval closing) comes before the kill's
+// time, not between it and the signal, so that the records say when the replicas were killed.
+func (e *engine) recordKillNow(st workflows.Step, service string, ids []string, signal string, fault *irsv1.FaultRecord) time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	t := 0.0
+	if !e.t0.IsZero() {
+		t = now.Sub(e.t0).Seconds()
+	}
+	e.addKills(t, st, service, ids, signal)
+	e.addFault(t, st, fault)
+	return now
+}
+
+// addKills starts the records of replicas killed at run second t. Callers hold e.mu.
+func (e *engine) addKills(t float64, st workflows.Step, service string, ids []string, signal string) {
 	for _, id := range ids {
 		r := &irsv1.KillRecord{Service: service, Replica: id, Signal: signal, Scheduled: st.At.Seconds(), Killed: t}
 		e.res.Kills = append(e.res.Kills, r)
