@@ -46,7 +46,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: h2Handler{s: s, grpc: gs}, Protocols: &protocols, IdleTimeout: 90 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return closedOK(fast.Serve(h1Ln)) })
+	g.Go(func() error { return closedOK(fast.Serve(deadlineListener{h1Ln})) })
 	g.Go(func() error { return closedOK(hs.Serve(h2Ln)) })
 	g.Go(func() error { return closedOK(m.Serve()) })
 	g.Go(func() error {

@@ -92,6 +92,9 @@ func threadCPU() time.Duration {
 // peerGone reports whether the peer of a connection has closed it, without consuming any data: a pipelined
 // next request stays in the socket for the server to read.
 func peerGone(c net.Conn) bool {
+	if dc, ok := c.(*deadlineConn); ok {
+		c = dc.Conn
+	}
 	if mc, ok := c.(*cmux.MuxConn); ok {
 		c = mc.Conn
 	}
@@ -104,11 +107,11 @@ func peerGone(c net.Conn) bool {
 		return false
 	}
 	gone := false
-	_ = rc.Read(func(fd uintptr) bool {
+	// Control, not Read: a peek that never waits needs no poller, and must work past the read deadline.
+	_ = rc.Control(func(fd uintptr) {
 		var b [1]byte
 		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 		gone = (n == 0 && err == nil) || (err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR))
-		return true
 	})
 	return gone
 }

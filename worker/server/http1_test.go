@@ -1,0 +1,133 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/irs-sim/irs/worker/behavior"
+)
+
+// loopbackPair returns both ends of a TCP connection on 127.0.0.1, closed when the test ends.
+func loopbackPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// readTimesOut reads from c and requires the read deadline to end it within bound (the test's own limit: a
+// deadline that was dropped would otherwise block until the peer closes).
+func readTimesOut(t *testing.T, c net.Conn, bound time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		var b [1]byte
+		_, err := c.Read(b[:])
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read: %v, want the deadline exceeded", err)
+		}
+	case <-time.After(bound):
+		_ = c.SetReadDeadline(time.Now()) // end the read: the deadline was lost
+		<-done
+		t.Fatalf("read still waiting after %v: the read deadline was not kept", bound)
+	}
+}
+
+func TestDeadlineConnKeepsTheIdleDeadline(t *testing.T) {
+	_, server := loopbackPair(t)
+	c := &deadlineConn{Conn: server}
+	// fasthttp's sequence on a keep-alive connection: the idle deadline, then cleared once a request starts.
+	if err := c.SetReadDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	readTimesOut(t, c, 10*time.Second) // kept, not cleared: a request must be read within the idle timeout
+}
+
+func TestDeadlineConnMovesEarlierAtOnce(t *testing.T) {
+	_, server := loopbackPair(t)
+	c := &deadlineConn{Conn: server}
+	_ = c.SetReadDeadline(time.Now().Add(time.Hour))
+	_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond)) // earlier (a shutdown's): set at once
+	readTimesOut(t, c, 10*time.Second)
+}
+
+func TestDeadlineConnMovesLaterCoarsely(t *testing.T) {
+	client, server := loopbackPair(t)
+	c := &deadlineConn{Conn: server}
+	first := time.Now().Add(200 * time.Millisecond)
+	_ = c.SetReadDeadline(first)
+	_ = c.SetReadDeadline(first.Add(500 * time.Millisecond)) // later by under a second: not moved
+	if !c.readBy.Equal(first) {
+		t.Fatalf("deadline moved to %v for half a second later", c.readBy)
+	}
+	_ = c.SetReadDeadline(first.Add(time.Minute)) // later by a minute: moved
+	go func() {
+		time.Sleep(time.Second) // past the first deadline
+		_, _ = client.Write([]byte("x"))
+	}()
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil {
+		t.Fatalf("read after the deadline moved a minute later: %v", err)
+	}
+}
+
+// TestHTTP1CallerGoneFreesHandler: an HTTP/1.1 caller that hangs up during a long delay frees its handler,
+// counted as canceled (peerGone).
+func TestHTTP1CallerGoneFreesHandler(t *testing.T) {
+	addr, reg := startServer(t, State{Name: "svc", Seed: 1, Behavior: behavior.Config{Delay: mustDelay(t, "30s")}})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the request is in its delay
+	c.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var canceled int64
+		for _, r := range reg.Snapshot().GetInbound() {
+			if r.GetRoute() == RouteHTTP1 {
+				canceled = r.GetOutcomes().GetErrors()["canceled"]
+			}
+		}
+		if canceled == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d canceled requests 10 s after the caller hung up, want 1: its handler is still waiting", canceled)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func mustDelay(t *testing.T, s string) behavior.Delay {
+	t.Helper()
+	d, err := behavior.ParseDelay(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
