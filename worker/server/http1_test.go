@@ -52,22 +52,37 @@ func readTimesOut(t *testing.T, c net.Conn, bound time.Duration) {
 	}
 }
 
-func TestDeadlineConnKeepsTheIdleDeadline(t *testing.T) {
+func TestDeadlineConnKeepsAFarIdleDeadline(t *testing.T) {
 	_, server := loopbackPair(t)
-	c := &deadlineConn{Conn: server}
+	c := &deadlineConn{Conn: server, keep: 100 * time.Millisecond}
 	// fasthttp's sequence on a keep-alive connection: the idle deadline, then cleared once a request starts.
-	if err := c.SetReadDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
+	if err := c.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SetReadDeadline(time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	readTimesOut(t, c, 10*time.Second) // kept, not cleared: a request must be read within the idle timeout
+	readTimesOut(t, c, 20*time.Second) // kept, not cleared: more than keep away
+}
+
+func TestDeadlineConnClearsANearIdleDeadline(t *testing.T) {
+	client, server := loopbackPair(t)
+	c := &deadlineConn{Conn: server, keep: time.Minute}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond)) // the connection idled until near its end
+	_ = c.SetReadDeadline(time.Time{})                            // a request starts: it must get its time
+	go func() {
+		time.Sleep(time.Second) // past the idle deadline
+		_, _ = client.Write([]byte("x"))
+	}()
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil {
+		t.Fatalf("read of a request that started near the idle deadline: %v, want it read", err)
+	}
 }
 
 func TestDeadlineConnMovesEarlierAtOnce(t *testing.T) {
 	_, server := loopbackPair(t)
-	c := &deadlineConn{Conn: server}
+	c := &deadlineConn{Conn: server, keep: time.Second}
 	_ = c.SetReadDeadline(time.Now().Add(time.Hour))
 	_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond)) // earlier (a shutdown's): set at once
 	readTimesOut(t, c, 10*time.Second)
@@ -75,7 +90,7 @@ func TestDeadlineConnMovesEarlierAtOnce(t *testing.T) {
 
 func TestDeadlineConnMovesLaterCoarsely(t *testing.T) {
 	client, server := loopbackPair(t)
-	c := &deadlineConn{Conn: server}
+	c := &deadlineConn{Conn: server, keep: time.Second}
 	first := time.Now().Add(200 * time.Millisecond)
 	_ = c.SetReadDeadline(first)
 	_ = c.SetReadDeadline(first.Add(500 * time.Millisecond)) // later by under a second: not moved

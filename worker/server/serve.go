@@ -28,13 +28,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	h2Ln := m.Match(cmux.Any())
 	m.HandleError(func(error) bool { return true }) // a connection that fails sniffing is closed, not fatal
 
+	const idle = 90 * time.Second
 	fast := &fasthttp.Server{
 		Handler:                       s.handleHTTP1,
 		NoDefaultServerHeader:         true,
 		NoDefaultContentType:          true,
 		DisablePreParseMultipartForm:  true,
 		DisableHeaderNamesNormalizing: false,
-		IdleTimeout:                   90 * time.Second,
+		IdleTimeout:                   idle,
 		MaxRequestBodySize:            64 << 20,
 		CloseOnShutdown:               true,
 		Logger:                        fasthttpLogger{s},
@@ -46,7 +47,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: h2Handler{s: s, grpc: gs}, Protocols: &protocols, IdleTimeout: 90 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return closedOK(fast.Serve(deadlineListener{h1Ln})) })
+	g.Go(func() error { return closedOK(fast.Serve(deadlineListener{Listener: h1Ln, keep: idle / 2})) })
 	g.Go(func() error { return closedOK(hs.Serve(h2Ln)) })
 	g.Go(func() error { return closedOK(m.Serve()) })
 	g.Go(func() error {
