@@ -44,7 +44,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	irsv1.RegisterSimServiceServer(gs, &simService{s: s})
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
-	hs := &http.Server{Handler: h2Handler{s: s, grpc: gs}, Protocols: &protocols, IdleTimeout: 90 * time.Second}
+	hs := &http.Server{Handler: h2Handler{s: s, grpc: gs}, Protocols: &protocols, IdleTimeout: idle}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return closedOK(fast.Serve(deadlineListener{Listener: h1Ln, keep: idle / 2})) })

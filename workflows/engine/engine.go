@@ -330,6 +330,11 @@ func serviceSeed(seed uint64, name string) uint64 {
 func (e *engine) since(t time.Time) float64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.sinceLocked(t)
+}
+
+// sinceLocked is since for callers that hold e.mu.
+func (e *engine) sinceLocked(t time.Time) float64 {
 	if e.t0.IsZero() {
 		return 0
 	}

@@ -8,25 +8,22 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// recordKills starts the records of replicas being killed at at.
-func (e *engine) recordKills(at time.Time, st workflows.Step, service string, ids []string, signal string) {
-	t := e.since(at)
+// recordKills records a kill at at and its fault, before the signal goes (the exit may be reported at once).
+func (e *engine) recordKills(at time.Time, st workflows.Step, service string, ids []string, signal string, fault *irsv1.FaultRecord) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	t := e.sinceLocked(at)
 	e.addKills(t, st, service, ids, signal)
+	e.addFault(t, st, fault)
 }
 
-// recordKillNow records a kill and its fault just before its signal goes, and returns the time it gives them.
-// The time is read once the lock is held: a wait for the lock (an interval closing) comes before the kill's
-// time, not between it and the signal, so that the records say when the replicas were killed.
+// recordKillNow is recordKills now, the time read once the lock is held: a wait for the lock (an interval
+// closing) comes before the kill's time, not between it and the signal. It returns the time it gave them.
 func (e *engine) recordKillNow(st workflows.Step, service string, ids []string, signal string, fault *irsv1.FaultRecord) time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := time.Now()
-	t := 0.0
-	if !e.t0.IsZero() {
-		t = now.Sub(e.t0).Seconds()
-	}
+	t := e.sinceLocked(now)
 	e.addKills(t, st, service, ids, signal)
 	e.addFault(t, st, fault)
 	return now

@@ -99,8 +99,8 @@ func soakEngineHolding(tb testing.TB, n int, hold bool) *engine {
 		if k%120 == 0 {
 			st := workflows.Step{Phase: "soak", Path: "phases[0].actions[0]", At: time.Duration(k) * time.Second}
 			at := t0.Add(time.Duration(k)*time.Second - 300*time.Millisecond)
-			e.recordKills(at, st, "server", []string{"server-1"}, "SIGKILL")
-			e.recordFault(at, st, &irsv1.FaultRecord{Kind: FaultKill, Service: "server", Replicas: []string{"server-1"}})
+			e.recordKills(at, st, "server", []string{"server-1"}, "SIGKILL",
+				&irsv1.FaultRecord{Kind: FaultKill, Service: "server", Replicas: []string{"server-1"}})
 		}
 		soakInterval(e, r, k)
 	}
