@@ -150,6 +150,28 @@ func awaitState(t *testing.T, ns, state string, within time.Duration) {
 	t.Fatalf("%s not %s within %v; irs workflow list:\n%s", ns, state, within, out)
 }
 
+// engineMemoryLimit waits for the engine's heartbeat to report the Go runtime's memory limit (GOMEMLIMIT, from
+// its container's limit) and requires it to be mb MiB: without it the runtime would let freed heap grow to the
+// kernel's limit.
+func engineMemoryLimit(t *testing.T, ns string, mb int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	out := ""
+	for time.Now().Before(deadline) {
+		out, _ = kubectl(t, "get", "configmap", "irs-status", "-n", ns, "-o", "jsonpath={.data.runtime}")
+		for _, f := range strings.Fields(out) {
+			if v, ok := strings.CutPrefix(f, "memory_limit_mb="); ok {
+				if v != strconv.Itoa(mb) {
+					t.Fatalf("the engine's Go memory limit: %s MiB, want its container's %d MiB (runtime: %s)", v, mb, out)
+				}
+				return
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("the engine's heartbeat reported no memory limit within %v (runtime: %q)", within, out)
+}
+
 // TestKubeDetached: a detached run outlives the command that started it. The command is killed; the run goes on
 // in the cluster; attach follows it to its end and exits as the run did; fetch writes its result and reports,
 // which match an attached run of the same workflow within noise (irs workflow compare). The run's workers are
@@ -158,6 +180,7 @@ func TestKubeDetached(t *testing.T) {
 	dir := t.TempDir()
 	starter, ns := startDetached(t, dir)
 	awaitState(t, ns, "running", 2*time.Minute)
+	engineMemoryLimit(t, ns, 2048, time.Minute)
 	starter.signal(syscall.SIGKILL) // the laptop closed
 	starter.exitCode(10 * time.Second)
 

@@ -198,7 +198,10 @@ func (d *Detached) engineJob(ctx context.Context, spec DetachSpec, labels map[st
 	args := append([]string{"workflow", "run", EngineWorkflow}, spec.Args...)
 	args = append(args, "--engine-in-cluster", "--run-dir", EngineRunDir)
 	env := []corev1.EnvVar{{Name: EnvEngineNamespace, ValueFrom: &corev1.EnvVarSource{
-		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}, {Name: "TMPDIR", Value: "/var/lib/irs"}}
+		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}, {Name: "TMPDIR", Value: "/var/lib/irs"},
+		// The Go runtime collects harder as it nears the container's limit, before the kernel would kill it.
+		{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+			ContainerName: "engine", Resource: "limits.memory"}}}}
 	if spec.Profile {
 		env = append(env, corev1.EnvVar{Name: EnvProfileEngine, Value: "1"})
 	}
