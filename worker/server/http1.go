@@ -15,10 +15,18 @@ func (s *Server) handleHTTP1(ctx *fasthttp.RequestCtx) {
 	start := ctx.Time() // fasthttp read the clock as it called us
 	req := getRequest()
 	defer putRequest(req)
-	h := &ctx.Request.Header
-	req.requestID = h.Peek(upstream.HeaderRequestID)
-	req.traceParent = h.Peek(upstream.HeaderTraceParent)
-	req.hops = h.Peek(upstream.HeaderHops)
+	// One pass over the headers, their names as fasthttp normalized them: a Peek for each of the three copied,
+	// normalized and scanned its name every time.
+	for name, value := range ctx.Request.Header.All() {
+		switch {
+		case bytes.Equal(name, headerRequestID):
+			req.requestID = value
+		case bytes.Equal(name, headerTraceParent):
+			req.traceParent = value
+		case bytes.Equal(name, headerHops):
+			req.hops = value
+		}
+	}
 	if len(ctx.URI().QueryString()) > 0 {
 		args := ctx.QueryArgs()
 		req.qDelay, req.qStatus, req.qSize = args.Peek("delay"), args.Peek("status"), args.Peek("size")
@@ -44,8 +52,10 @@ func (s *Server) handleHTTP1(ctx *fasthttp.RequestCtx) {
 	resp.SetBodyRaw(upstream.Body(res.Size))
 }
 
-// The response's header names as fasthttp would write them, normalized once rather than on every response.
+// The header names as fasthttp normalizes them (a request's when parsed, a response's when written), normalized
+// once rather than on every request.
 var (
+	headerTraceParent  = canonical(upstream.HeaderTraceParent)
 	headerServerTiming = canonical(upstream.HeaderServerTiming)
 	headerWorker       = canonical(upstream.HeaderWorker)
 	headerRequestID    = canonical(upstream.HeaderRequestID)

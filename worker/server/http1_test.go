@@ -2,6 +2,10 @@ package server
 
 import (
 	"errors"
+	"github.com/irs-sim/irs/worker/stats"
+	"github.com/irs-sim/irs/worker/upstream"
+	"github.com/valyala/fasthttp"
+	"log/slog"
 	"net"
 	"os"
 	"testing"
@@ -145,4 +149,61 @@ func mustDelay(t *testing.T, s string) behavior.Delay {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// BenchmarkHTTP1Handler: the worker's own part of an HTTP/1.1 request (fasthttp's parsing and writing are not
+// in it): its cost per request and its allocations, measured in process, with a caller's request id and hops.
+func BenchmarkHTTP1Handler(b *testing.B) {
+	s := New(slog.New(slog.DiscardHandler), stats.NewRegistry("server", 1))
+	s.Apply(State{Name: "server", Seed: 1})
+	var req fasthttp.Request
+	req.SetRequestURI("/")
+	req.Header.Set(upstream.HeaderRequestID, "0123456789abcdef0123456789abcdef")
+	req.Header.Set(upstream.HeaderHops, "loadgen,client")
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx.Response.Reset()
+		s.handleHTTP1(&ctx)
+	}
+	if ctx.Response.StatusCode() != 200 {
+		b.Fatalf("status %d, want 200", ctx.Response.StatusCode())
+	}
+}
+
+// TestHTTP1ReadsCallerHeadersInAnyCase: the caller's request id and hops are read whatever the case of their
+// names (a proxy may send them lower case, another upper), and echoed with this worker added to the hops.
+func TestHTTP1ReadsCallerHeadersInAnyCase(t *testing.T) {
+	addr, _ := startServer(t, State{Name: "svc", Seed: 1})
+	for _, tc := range []struct{ id, hops string }{
+		{"x-request-id", "x-irs-hops"},
+		{"X-REQUEST-ID", "X-IRS-HOPS"},
+		{"X-Request-Id", "X-Irs-Hops"},
+	} {
+		var resp fasthttp.Response
+		var req fasthttp.Request
+		req.SetRequestURI("http://" + addr + "/")
+		req.Header.DisableNormalizing() // the names go out exactly as written
+		req.Header.Set(tc.id, "id-"+tc.id)
+		req.Header.Set(tc.hops, "loadgen,client")
+		if err := fasthttp.DoTimeout(&req, &resp, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(resp.Header.Peek(upstream.HeaderRequestID)); got != "id-"+tc.id {
+			t.Errorf("%s: request id echoed %q, want the caller's %q", tc.id, got, "id-"+tc.id)
+		}
+		if got := string(resp.Header.Peek(upstream.HeaderHops)); got != "loadgen,client,svc" {
+			t.Errorf("%s: hops %q, want the caller's with this worker added", tc.hops, got)
+		}
+	}
+	var resp fasthttp.Response
+	var req fasthttp.Request
+	req.SetRequestURI("http://" + addr + "/")
+	if err := fasthttp.DoTimeout(&req, &resp, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if id, hops := resp.Header.Peek(upstream.HeaderRequestID), resp.Header.Peek(upstream.HeaderHops); len(id) == 0 || string(hops) != "svc" {
+		t.Errorf("without the caller's headers: request id %q (want a new one), hops %q (want svc)", id, hops)
+	}
 }

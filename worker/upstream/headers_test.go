@@ -3,6 +3,7 @@ package upstream_test
 import (
 	"bytes"
 	"encoding/hex"
+	"strconv"
 	"testing"
 	"time"
 
@@ -36,6 +37,25 @@ func TestServerTimingRoundTrip(t *testing.T) {
 				t.Errorf("ParseServerTiming(%q) = %v, %v; want %v, true", tt.text, got, ok, tt.want)
 			}
 		})
+	}
+}
+
+// TestServerTimingDigits: the value is what strconv.AppendFloat(ms, 'f', 3) wrote before it was written digit by
+// digit, for every microsecond up to 3 ms, a few larger values and negative ones (a clock stepped back).
+func TestServerTimingDigits(t *testing.T) {
+	check := func(us int64) {
+		d := time.Duration(us) * time.Microsecond
+		want := strconv.AppendFloat([]byte("irs;dur="), float64(us)/1000, 'f', 3, 64)
+		if got := upstream.AppendServerTiming(nil, d); !bytes.Equal(got, want) {
+			t.Fatalf("AppendServerTiming(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for us := int64(-3000); us <= 3000; us++ {
+		check(us)
+	}
+	for _, us := range []int64{999_999, 1_000_000, 123_456_789, 3_600_000_000, 1 << 40} {
+		check(us)
+		check(-us)
 	}
 }
 
