@@ -207,3 +207,24 @@ func TestHTTP1ReadsCallerHeadersInAnyCase(t *testing.T) {
 		t.Errorf("without the caller's headers: request id %q (want a new one), hops %q (want svc)", id, hops)
 	}
 }
+
+// TestPeerGonePastReadDeadline: a caller's hang-up is seen on a connection whose read deadline has passed (a
+// keep-alive connection's later requests run under fasthttp's idle deadline), through the adapter's wrapper;
+// a caller still there is not taken for gone.
+func TestPeerGonePastReadDeadline(t *testing.T) {
+	client, server := loopbackPair(t)
+	c := &deadlineConn{Conn: server, keep: time.Minute}
+	if err := server.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if peerGone(c) {
+		t.Fatal("peerGone with the caller still connected")
+	}
+	client.Close()
+	for deadline := time.Now().Add(10 * time.Second); !peerGone(c); {
+		if time.Now().After(deadline) {
+			t.Fatal("peerGone still false 10 s after the caller closed, past the read deadline")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
