@@ -53,6 +53,9 @@ type soakSample struct {
 	// anonBytes is the engine process's anonymous memory (RssAnon), read from /proc on this machine, where the
 	// test cluster's containers run: the working set also counts the page cache of what the engine writes.
 	anonBytes float64
+	// fileBytes is its file-backed resident memory (RssFile): the pages of the files it maps (its binary) it has
+	// touched so far; what the working set has beyond RssAnon and RssFile is the page cache of files it wrote.
+	fileBytes float64
 	// runtime is what the engine's Go runtime says of itself at its last heartbeat (its status' runtime line):
 	// heap_live_mb, go_total_mb, released_mb, goroutines.
 	runtime map[string]float64
@@ -116,7 +119,7 @@ func (o *options) detachedSoak(ctx context.Context) error {
 			}
 		case <-tick.C:
 			if s, ok := engineUsage(ctx, ns); ok {
-				s.anonBytes = engineAnon(ns)
+				s.anonBytes, s.fileBytes = engineRSS(ns)
 				s.runtime = engineRuntime(ctx, ns)
 				samples = append(samples, s)
 			}
@@ -132,10 +135,11 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	// written first, so that whatever happens after, the samples are kept.
 	if err := os.MkdirAll(out, 0o755); err == nil {
 		var tsv strings.Builder
-		tsv.WriteString("seconds\tcpu_seconds\tworking_set_mib\tanon_mib\theap_live_mib\tgo_total_mib\treleased_mib\tgoroutines\n")
+		tsv.WriteString("seconds\tcpu_seconds\tworking_set_mib\tanon_mib\theap_live_mib\tgo_total_mib\treleased_mib\tgoroutines\tfile_mib\n")
 		for _, s := range samples {
-			fmt.Fprintf(&tsv, "%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\n", s.at.Sub(samples[0].at).Seconds(), s.cpuNanos/1e9,
-				s.memBytes/(1<<20), s.anonBytes/(1<<20), s.runtime["heap_live_mb"], s.runtime["go_total_mb"], s.runtime["released_mb"], s.runtime["goroutines"])
+			fmt.Fprintf(&tsv, "%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\n", s.at.Sub(samples[0].at).Seconds(), s.cpuNanos/1e9,
+				s.memBytes/(1<<20), s.anonBytes/(1<<20), s.runtime["heap_live_mb"], s.runtime["go_total_mb"], s.runtime["released_mb"], s.runtime["goroutines"],
+				s.fileBytes/(1<<20))
 		}
 		_ = os.WriteFile(filepath.Join(out, "soak-samples.tsv"), []byte(tsv.String()), 0o644)
 	}
@@ -150,11 +154,11 @@ func (o *options) detachedSoak(ctx context.Context) error {
 		return fmt.Errorf("%d samples of the engine's usage in its steady part, want 10 or more (is the kubelet's stats summary reachable?)", len(steady))
 	}
 	hours := func(s soakSample) float64 { return s.at.Sub(steady[0].at).Hours() }
-	var tMem, mem, tAnon, anon, tCPU, cpu []float64
+	var tMem, mem, tAnon, anon, mapped, tCPU, cpu []float64
 	for i, s := range steady {
 		tMem, mem = append(tMem, hours(s)), append(mem, s.memBytes/(1<<20))
 		if s.anonBytes > 0 {
-			tAnon, anon = append(tAnon, hours(s)), append(anon, s.anonBytes/(1<<20))
+			tAnon, anon, mapped = append(tAnon, hours(s)), append(anon, s.anonBytes/(1<<20)), append(mapped, s.fileBytes/(1<<20))
 		}
 		if i > 0 {
 			dt := s.at.Sub(steady[i-1].at).Seconds()
@@ -195,6 +199,8 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	if len(anon) >= 10 {
 		anonSlope, anonSE, anonMean := slope(tAnon, anon)
 		fmt.Printf("| engine memory (anonymous, RssAnon) | %.1f MiB | %s MiB | %s | growth < 10 %% |\n", anonMean, flat(anonSlope, anonSE, anonMean), secondHalf(tAnon, anon))
+		fileSlope, fileSE, fileMean := slope(tAnon, mapped)
+		fmt.Printf("| engine memory (file pages it maps, RssFile: its binary) | %.1f MiB | %s MiB | %s | (where memory grows) |\n", fileMean, flat(fileSlope, fileSE, fileMean), secondHalf(tAnon, mapped))
 	} else {
 		fmt.Printf("| engine memory (anonymous, RssAnon) | not read (%d samples): is the cluster's engine on this machine? | | | |\n", len(anon))
 	}
@@ -202,11 +208,18 @@ func (o *options) detachedSoak(ctx context.Context) error {
 		{"heap_live_mb", "engine Go heap, live after its last collection", "MiB"},
 		{"go_total_mb", "engine Go runtime, all it holds from the system", "MiB"},
 		{"released_mb", "engine Go heap given back to the system", "MiB"},
+		{"in_use_mb", "engine Go runtime, in use (all it holds less what it gave back: what its resident memory tends to)", "MiB"},
 		{"goroutines", "engine goroutines", ""},
 	} {
 		var t, v []float64
 		for _, s := range steady {
-			if x, ok := s.runtime[m.key]; ok {
+			x, ok := s.runtime[m.key]
+			if m.key == "in_use_mb" {
+				total, ok1 := s.runtime["go_total_mb"]
+				released, ok2 := s.runtime["released_mb"]
+				x, ok = total-released, ok1 && ok2
+			}
+			if ok {
 				t, v = append(t, hours(s)), append(v, x)
 			}
 		}
@@ -278,9 +291,10 @@ func engineUsage(ctx context.Context, ns string) (soakSample, bool) {
 	return s, found == 2
 }
 
-// engineAnon returns the anonymous memory (RssAnon) of the engine of the detached run in namespace ns, found
-// among this machine's processes by its command line and environment; 0 where it is not here.
-func engineAnon(ns string) float64 {
+// engineRSS returns the anonymous and file-backed resident memory (RssAnon, RssFile) of the engine of the
+// detached run in namespace ns, found among this machine's processes by its command line and environment; 0
+// where it is not here.
+func engineRSS(ns string) (anon, file float64) {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
@@ -293,16 +307,22 @@ func engineAnon(ns string) float64 {
 		}
 		status, err := os.ReadFile(filepath.Join(d, "status"))
 		if err != nil {
-			return 0
+			return 0, 0
+		}
+		kB := func(v string) float64 {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb * 1024
 		}
 		for _, line := range strings.Split(string(status), "\n") {
 			if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-				return kb * 1024
+				anon = kB(v)
+			} else if v, ok := strings.CutPrefix(line, "RssFile:"); ok {
+				file = kB(v)
 			}
 		}
+		return anon, file
 	}
-	return 0
+	return 0, 0
 }
 
 // engineRuntime reads the runtime line of the detached run's status (its engine's own account at its last
