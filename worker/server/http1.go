@@ -16,15 +16,19 @@ func (s *Server) handleHTTP1(ctx *fasthttp.RequestCtx) {
 	req := getRequest()
 	defer putRequest(req)
 	// One pass over the headers, their names as fasthttp normalized them: a Peek for each of the three copied,
-	// normalized and scanned its name every time.
+	// normalized and scanned its name every time. A repeated header counts by its first value, as Peek and the
+	// HTTP/2 and gRPC adapters take it. The values are fasthttp's own per-header buffers, kept until the request
+	// is reset, as Peek's were (All promises them only within the loop: TestHTTP1ReadsCallerHeadersInAnyCase
+	// reads them after it).
+	var gotID, gotTrace, gotHops bool
 	for name, value := range ctx.Request.Header.All() {
 		switch {
-		case bytes.Equal(name, headerRequestID):
-			req.requestID = value
-		case bytes.Equal(name, headerTraceParent):
-			req.traceParent = value
-		case bytes.Equal(name, headerHops):
-			req.hops = value
+		case !gotID && bytes.Equal(name, headerRequestID):
+			req.requestID, gotID = value, true
+		case !gotTrace && bytes.Equal(name, headerTraceParent):
+			req.traceParent, gotTrace = value, true
+		case !gotHops && bytes.Equal(name, headerHops):
+			req.hops, gotHops = value, true
 		}
 	}
 	if len(ctx.URI().QueryString()) > 0 {

@@ -1,10 +1,8 @@
 package server
 
 import (
+	"bufio"
 	"errors"
-	"github.com/irs-sim/irs/worker/stats"
-	"github.com/irs-sim/irs/worker/upstream"
-	"github.com/valyala/fasthttp"
 	"log/slog"
 	"net"
 	"os"
@@ -12,6 +10,9 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/worker/behavior"
+	"github.com/irs-sim/irs/worker/stats"
+	"github.com/irs-sim/irs/worker/upstream"
+	"github.com/valyala/fasthttp"
 )
 
 // loopbackPair returns both ends of a TCP connection on 127.0.0.1, closed when the test ends.
@@ -197,6 +198,24 @@ func TestHTTP1ReadsCallerHeadersInAnyCase(t *testing.T) {
 			t.Errorf("%s: hops %q, want the caller's with this worker added", tc.hops, got)
 		}
 	}
+	// A repeated header counts by its first value, as the HTTP/2 and gRPC adapters take it.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\nX-Request-Id: first\r\nx-irs-hops: a\r\nX-Request-Id: second\r\nX-Irs-Hops: b\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var dup fasthttp.Response
+	if err := dup.Read(bufio.NewReader(c)); err != nil {
+		t.Fatal(err)
+	}
+	if id, hops := dup.Header.Peek(upstream.HeaderRequestID), dup.Header.Peek(upstream.HeaderHops); string(id) != "first" || string(hops) != "a,svc" {
+		t.Errorf("repeated headers: request id %q, hops %q; want the first of each (first, a,svc)", id, hops)
+	}
+
 	var resp fasthttp.Response
 	var req fasthttp.Request
 	req.SetRequestURI("http://" + addr + "/")
