@@ -199,8 +199,9 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	if len(anon) >= 10 {
 		anonSlope, anonSE, anonMean := slope(tAnon, anon)
 		fmt.Printf("| engine memory (anonymous, RssAnon) | %.1f MiB | %s MiB | %s | growth < 10 %% |\n", anonMean, flat(anonSlope, anonSE, anonMean), secondHalf(tAnon, anon))
-		fileSlope, fileSE, fileMean := slope(tAnon, mapped)
-		fmt.Printf("| engine memory (file pages it maps, RssFile: its binary) | %.1f MiB | %s MiB | %s | (where memory grows) |\n", fileMean, flat(fileSlope, fileSE, fileMean), secondHalf(tAnon, mapped))
+		if fileSlope, fileSE, fileMean := slope(tAnon, mapped); fileMean > 0 {
+			fmt.Printf("| engine memory (file pages it maps, RssFile: its binary) | %.1f MiB | %s MiB | %s | (where memory grows) |\n", fileMean, flat(fileSlope, fileSE, fileMean), secondHalf(tAnon, mapped))
+		}
 	} else {
 		fmt.Printf("| engine memory (anonymous, RssAnon) | not read (%d samples): is the cluster's engine on this machine? | | | |\n", len(anon))
 	}

@@ -187,6 +187,16 @@ func (d *Detached) launch(ctx context.Context, spec DetachSpec) (made bool, _ er
 	return true, nil
 }
 
+// engineMemoryLimit is the engine container's memory limit.
+var engineMemoryLimit = resource.MustParse("2Gi")
+
+// goMemoryLimit is the Go runtime's memory limit (GOMEMLIMIT, in bytes) for a container limit: near it the
+// runtime collects harder. 90 % of the container's, since the container is also charged what the runtime does
+// not count (the page cache of the files it writes, kernel memory).
+func goMemoryLimit(container resource.Quantity) string {
+	return strconv.FormatInt(container.Value()*9/10, 10)
+}
+
 // engineJob is the engine's Job: one pod at a time, and one more if it is lost (the second ends the run with what
 // was measured). Its pod is kept out of every mesh and placed with the load generators where the cluster has a
 // node for them, off the measured nodes.
@@ -199,9 +209,7 @@ func (d *Detached) engineJob(ctx context.Context, spec DetachSpec, labels map[st
 	args = append(args, "--engine-in-cluster", "--run-dir", EngineRunDir)
 	env := []corev1.EnvVar{{Name: EnvEngineNamespace, ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}, {Name: "TMPDIR", Value: "/var/lib/irs"},
-		// The Go runtime collects harder as it nears the container's limit, before the kernel would kill it.
-		{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
-			ContainerName: "engine", Resource: "limits.memory"}}}}
+		{Name: "GOMEMLIMIT", Value: goMemoryLimit(engineMemoryLimit)}}
 	if spec.Profile {
 		env = append(env, corev1.EnvVar{Name: EnvProfileEngine, Value: "1"})
 	}
@@ -214,7 +222,7 @@ func (d *Detached) engineJob(ctx context.Context, spec DetachSpec, labels map[st
 			VolumeMounts: []corev1.VolumeMount{{Name: "run", MountPath: "/etc/irs/run", ReadOnly: true}, {Name: "work", MountPath: "/var/lib/irs"}},
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
-				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: engineMemoryLimit},
 			},
 			SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65532)),
 				AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),

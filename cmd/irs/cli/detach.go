@@ -449,6 +449,11 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 	}()
 	c := a.newCampaign(opts)
 	c.Checkpoint = func(resultPath string, snap engine.Snapshot) {
+		// A checkpoint's buffers are garbage once it returns, written or not. Collected then, at rest, the heap's
+		// next goal is set by what the engine holds, not by a checkpoint caught in flight, and the free heap goes
+		// back to the system at once rather than at the scavenger's pace: the engine's footprint is what it holds
+		// plus one checkpoint interval's garbage (soak19 in docs/kubernetes.md).
+		defer debug.FreeOSMemory()
 		files, err := runFiles(runDir)
 		if err != nil {
 			a.logger.Warn("checkpoint", "err", err)
@@ -472,11 +477,6 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 			progress = fmt.Sprintf("%s, phase %s", progress, res.GetPhases()[n-1].GetName())
 		}
 		_, _ = store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) { s.Progress = strings.TrimPrefix(progress, ".: ") })
-		// A checkpoint's buffers are garbage now. Collected here, at rest, the heap's next goal is set by what the
-		// engine holds, not by a checkpoint caught in flight, and the free heap goes back to the system at once
-		// rather than at the scavenger's pace: the engine's footprint is then what it holds plus one checkpoint
-		// interval's garbage, the same in the run's first minute and its last (soak19 in docs/kubernetes.md).
-		debug.FreeOSMemory()
 	}
 	stopProfile := profileEngine(runDir)
 	runErr := outcomeError(c.Run(runCtx, file, opts.campaign))
