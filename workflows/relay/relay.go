@@ -36,13 +36,28 @@ type Relay struct {
 	token  string
 	logger *slog.Logger
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn // target → connection, made on first use
+	mu        sync.Mutex
+	conns     map[string]*workerConn // target → connection, made on first use
+	idleAfter time.Duration          // a connection with no call for this long is closed
+	swept     time.Time              // when idle connections were last looked for
 }
+
+// workerConn is the connection to one worker, with the calls it carries now and when its last one ended: a
+// worker's address is its pod's, and a killed pod's replacement has a new one, so over a run with kills the
+// connections to pods that are gone would pile up, each still trying to reconnect.
+type workerConn struct {
+	cc       *grpc.ClientConn
+	calls    int
+	lastCall time.Time
+}
+
+// IdleAfter is how long the relay keeps a connection that carries no call. A live worker always has its stats
+// stream open through the relay, so only a gone pod's connection stays idle this long.
+const IdleAfter = 2 * time.Minute
 
 // New returns a relay that forwards only calls carrying token ("Bearer <token>").
 func New(token string, logger *slog.Logger) *Relay {
-	return &Relay{token: token, logger: logger, conns: map[string]*grpc.ClientConn{}}
+	return &Relay{token: token, logger: logger, conns: map[string]*workerConn{}, idleAfter: IdleAfter}
 }
 
 // Keepalive of the connection to the relay: the client pings every PingEvery and gives the connection up when
@@ -65,7 +80,7 @@ func (r *Relay) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for t, c := range r.conns {
-		_ = c.Close()
+		_ = c.cc.Close()
 		delete(r.conns, t)
 	}
 }
@@ -75,24 +90,43 @@ func (r *Relay) Forget(target string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c, ok := r.conns[target]; ok {
-		_ = c.Close()
+		_ = c.cc.Close()
 		delete(r.conns, target)
 	}
 }
 
-func (r *Relay) conn(target string) (*grpc.ClientConn, error) {
+// conn returns the connection to target for one call, and what to call when that call ends. Connections idle
+// for idleAfter are closed as calls come (no goroutine of its own: with no calls, nothing piles up either).
+func (r *Relay) conn(target string) (*grpc.ClientConn, func(), error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.conns[target]; ok {
-		return c, nil
+	now := time.Now()
+	if now.Sub(r.swept) >= r.idleAfter/2 {
+		r.swept = now
+		for t, c := range r.conns {
+			if c.calls == 0 && now.Sub(c.lastCall) >= r.idleAfter {
+				_ = c.cc.Close()
+				delete(r.conns, t)
+			}
+		}
 	}
-	c, err := grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
-	if err != nil {
-		return nil, err
+	c, ok := r.conns[target]
+	if !ok {
+		cc, err := grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+		if err != nil {
+			return nil, nil, err
+		}
+		c = &workerConn{cc: cc}
+		r.conns[target] = c
 	}
-	r.conns[target] = c
-	return c, nil
+	c.calls++
+	return c.cc, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		c.calls--
+		c.lastCall = time.Now()
+	}, nil
 }
 
 // authorized checks the bearer token of a call.
@@ -121,10 +155,11 @@ func (r *Relay) handle(_ any, in grpc.ServerStream) error {
 		return status.Errorf(codes.InvalidArgument, "name the worker in the metadata key %s", Target)
 	}
 	target := targets[0]
-	cc, err := r.conn(target)
+	cc, done, err := r.conn(target)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "relay to %s: %v", target, err)
 	}
+	defer done()
 	out := md.Copy()
 	out.Delete(Target)
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(in.Context(), out))

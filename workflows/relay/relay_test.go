@@ -131,3 +131,83 @@ func TestRelay(t *testing.T) {
 		t.Errorf("GetInfo to nowhere = %v, want UNAVAILABLE", err)
 	}
 }
+
+// holdingWorker keeps its stats stream open until the caller ends it: a live replica's stream.
+type holdingWorker struct {
+	worker
+}
+
+func (w *holdingWorker) StreamStats(_ *irsv1.StreamStatsRequest, s grpc.ServerStreamingServer[irsv1.StreamStatsResponse]) error {
+	if err := s.Send(&irsv1.StreamStatsResponse{Stats: &irsv1.StatsSnapshot{Worker: w.name}}); err != nil {
+		return err
+	}
+	<-s.Context().Done()
+	return nil
+}
+
+// TestRelayClosesIdleConnections: the connection to a worker no call has used for the idle time is closed (a
+// killed pod's: its replacement has another address), while one carrying a stream is kept however long it
+// lasts, and a worker called again after its connection was closed is reached on a new one.
+func TestRelayClosesIdleConnections(t *testing.T) {
+	gone := serve(t, nil, func(s *grpc.Server) { irsv1.RegisterWorkerControlServiceServer(s, &worker{name: "gone"}) })
+	live := serve(t, nil, func(s *grpc.Server) {
+		irsv1.RegisterWorkerControlServiceServer(s, &holdingWorker{worker{name: "live"}})
+	})
+	busy := serve(t, nil, func(s *grpc.Server) { irsv1.RegisterWorkerControlServiceServer(s, &worker{name: "busy"}) })
+	r := New("tok", slog.New(slog.DiscardHandler))
+	r.idleAfter = 300 * time.Millisecond
+	t.Cleanup(r.Close)
+	addr := serve(t, r.ServerOptions(), func(*grpc.Server) {})
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := irsv1.NewWorkerControlServiceClient(conn)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	to := func(target string) context.Context {
+		return metadata.NewOutgoingContext(ctx, metadata.Pairs(Target, target, "authorization", "Bearer tok"))
+	}
+	targets := func() map[string]bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		m := map[string]bool{}
+		for t := range r.conns {
+			m[t] = true
+		}
+		return m
+	}
+
+	stream, err := c.StreamStats(to(live), &irsv1.StreamStatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("the live worker's stream: %v", err)
+	}
+	if _, err := c.GetInfo(to(gone), &irsv1.GetInfoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := targets(); !got[live] || !got[gone] {
+		t.Fatalf("connections %v, want both workers'", got)
+	}
+	// Calls keep coming, to a third worker, while the first is called no more and the second's stream stays open.
+	deadline := time.Now().Add(10 * time.Second)
+	for targets()[gone] {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection to a worker not called for 10 s is still kept (idle after %v): %v", r.idleAfter, targets())
+		}
+		time.Sleep(50 * time.Millisecond)
+		if _, err := c.GetInfo(to(busy), &irsv1.GetInfoRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !targets()[live] {
+		t.Fatal("the connection carrying a stream was closed")
+	}
+	info, err := c.GetInfo(to(gone), &irsv1.GetInfoRequest{})
+	if err != nil || info.GetInfo().GetName() != "gone" {
+		t.Fatalf("a worker called again after its connection was closed: %v, %v", info, err)
+	}
+}
