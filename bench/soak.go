@@ -57,7 +57,7 @@ type soakSample struct {
 	// touched so far; what the working set has beyond RssAnon and RssFile is the page cache of files it wrote.
 	fileBytes float64
 	// runtime is what the engine's Go runtime says of itself at its last heartbeat (its status' runtime line):
-	// heap_live_mb, go_total_mb, released_mb, goroutines.
+	// heap_live_mb, go_total_mb, released_mb, goroutines; and in_use_mb, held less given back.
 	runtime map[string]float64
 }
 
@@ -121,6 +121,11 @@ func (o *options) detachedSoak(ctx context.Context) error {
 			if s, ok := engineUsage(ctx, ns); ok {
 				s.anonBytes, s.fileBytes = engineRSS(ns)
 				s.runtime = engineRuntime(ctx, ns)
+				if total, ok := s.runtime["go_total_mb"]; ok {
+					if released, ok := s.runtime["released_mb"]; ok {
+						s.runtime["in_use_mb"] = total - released
+					}
+				}
 				samples = append(samples, s)
 			}
 		case <-ctx.Done():
@@ -214,13 +219,7 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	} {
 		var t, v []float64
 		for _, s := range steady {
-			x, ok := s.runtime[m.key]
-			if m.key == "in_use_mb" {
-				total, ok1 := s.runtime["go_total_mb"]
-				released, ok2 := s.runtime["released_mb"]
-				x, ok = total-released, ok1 && ok2
-			}
-			if ok {
+			if x, ok := s.runtime[m.key]; ok {
 				t, v = append(t, hours(s)), append(v, x)
 			}
 		}

@@ -85,16 +85,6 @@ func (r *Relay) Close() {
 	}
 }
 
-// Forget closes the connection to a target (a pod that is gone).
-func (r *Relay) Forget(target string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c, ok := r.conns[target]; ok {
-		_ = c.cc.Close()
-		delete(r.conns, target)
-	}
-}
-
 // conn returns the connection to target for one call, and what to call when that call ends. Connections idle
 // for idleAfter are closed as calls come (no goroutine of its own: with no calls, nothing piles up either).
 func (r *Relay) conn(target string) (*grpc.ClientConn, func(), error) {

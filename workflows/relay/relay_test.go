@@ -62,14 +62,9 @@ func serve(t *testing.T, opts []grpc.ServerOption, register func(*grpc.Server)) 
 	return ln.Addr().String()
 }
 
-// TestRelay: calls of every kind reach the worker the metadata names, with their messages, headers, token and
-// statuses intact; calls without the token or a target are refused.
-func TestRelay(t *testing.T) {
-	workers := map[string]string{}
-	for _, name := range []string{"a", "b"} {
-		workers[name] = serve(t, nil, func(s *grpc.Server) { irsv1.RegisterWorkerControlServiceServer(s, &worker{name: name}) })
-	}
-	r := New("tok", slog.New(slog.DiscardHandler))
+// startRelay serves r on 127.0.0.1 and returns a control client that reaches workers through it.
+func startRelay(t *testing.T, r *Relay) irsv1.WorkerControlServiceClient {
+	t.Helper()
 	t.Cleanup(r.Close)
 	addr := serve(t, r.ServerOptions(), func(*grpc.Server) {})
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -77,7 +72,17 @@ func TestRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	c := irsv1.NewWorkerControlServiceClient(conn)
+	return irsv1.NewWorkerControlServiceClient(conn)
+}
+
+// TestRelay: calls of every kind reach the worker the metadata names, with their messages, headers, token and
+// statuses intact; calls without the token or a target are refused.
+func TestRelay(t *testing.T) {
+	workers := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		workers[name] = serve(t, nil, func(s *grpc.Server) { irsv1.RegisterWorkerControlServiceServer(s, &worker{name: name}) })
+	}
+	c := startRelay(t, New("tok", slog.New(slog.DiscardHandler)))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	to := func(target string, auth bool) context.Context {
@@ -156,14 +161,7 @@ func TestRelayClosesIdleConnections(t *testing.T) {
 	busy := serve(t, nil, func(s *grpc.Server) { irsv1.RegisterWorkerControlServiceServer(s, &worker{name: "busy"}) })
 	r := New("tok", slog.New(slog.DiscardHandler))
 	r.idleAfter = 300 * time.Millisecond
-	t.Cleanup(r.Close)
-	addr := serve(t, r.ServerOptions(), func(*grpc.Server) {})
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	c := irsv1.NewWorkerControlServiceClient(conn)
+	c := startRelay(t, r)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	to := func(target string) context.Context {
