@@ -55,6 +55,9 @@ func (c *collector) watch(service, replica string) {
 	c.opened[replica] = make(chan struct{})
 	c.wg.Go(func() {
 		defer cancel()
+		// A replica gone is forgotten: a long run replaces killed pods under new names, and each kept an entry.
+		// Should it come back (a ready event after its exit), it is watched again.
+		defer c.forget(replica)
 		// A stream that fails, or goes silent, is opened again for as long as the backend has the replica:
 		// the way to it may be down for a while (on Kubernetes, the relay's port-forward stalls and is
 		// restarted), and a replica never streamed from again is missing from every figure after. A silent
@@ -118,6 +121,14 @@ func (c *collector) stream(ctx context.Context, client irsv1.WorkerControlServic
 	return delivered
 }
 
+// forget drops a replica whose stream ended for good.
+func (c *collector) forget(replica string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.streams, replica)
+	delete(c.opened, replica)
+}
+
 // markOpen records that a replica's stream is open, the first time.
 func (c *collector) markOpen(replica string) {
 	c.mu.Lock()
@@ -146,7 +157,7 @@ func (c *collector) waitOpen(ctx context.Context, replicas []string, timeout tim
 		ch, ok := c.opened[r]
 		c.mu.Unlock()
 		if !ok {
-			late = append(late, r) // never watched: gone before the run began
+			late = append(late, r) // never watched, or gone already: before the run began
 			continue
 		}
 		if expired { // the rest only if open already

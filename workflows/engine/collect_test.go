@@ -39,7 +39,7 @@ func (w *flakyWorker) StreamStats(_ *irsv1.StreamStatsRequest, srv grpc.ServerSt
 }
 
 // TestCollectorReopensFailedStreams: a replica whose stream fails at first, and breaks later, is still streamed
-// from while it is there; once it is gone, the collector stops trying.
+// from while it is there; once it is gone, the collector stops trying and forgets it.
 func TestCollectorReopensFailedStreams(t *testing.T) {
 	w := &flakyWorker{}
 	client := serveControl(t, w)
@@ -79,8 +79,27 @@ func TestCollectorReopensFailedStreams(t *testing.T) {
 	if calls < 3 {
 		t.Errorf("%d calls, want the failed one and two streams", calls)
 	}
+	// Gone, it is forgotten (a long run's killed pods each kept an entry), and one that comes back is watched.
+	col.mu.Lock()
+	kept := len(col.streams) + len(col.opened)
+	col.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("the collector keeps %d entries for a replica that is gone", kept)
+	}
+	mu.Lock()
+	alive = true
+	mu.Unlock()
+	col.watch("server", "server-0")
 	for len(col.out) > 0 {
 		<-col.out
+	}
+	select {
+	case s := <-col.out:
+		if s.replica != "server-0" {
+			t.Fatalf("a sample from %q", s.replica)
+		}
+	case <-ctx.Done():
+		t.Fatalf("a replica back after it was gone is not streamed from (%d calls)", w.calls.Load())
 	}
 	col.stop()
 }
