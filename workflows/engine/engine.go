@@ -366,14 +366,19 @@ func (e *engine) consumeEvents(col *collector) {
 		if ev.Kind == workflows.EventReady {
 			col.watch(ev.Service, ev.Replica)
 		}
-		e.event(ev.At, string(ev.Kind), ev.Service, ev.Replica, ev.Detail)
-		t := e.since(ev.At)
-		e.mu.Lock()
-		e.followKill(ev, t)
-		e.followReplica(ev, t)
-		e.followFault(ev, t)
-		e.mu.Unlock()
+		e.takeEvent(ev)
 	}
+}
+
+// takeEvent records what the backend reported and follows it into the kills, replicas and faults it changes.
+func (e *engine) takeEvent(ev workflows.Event) {
+	e.event(ev.At, string(ev.Kind), ev.Service, ev.Replica, ev.Detail)
+	t := e.since(ev.At)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.followKill(ev, t)
+	e.followReplica(ev, t)
+	e.followFault(ev, t)
 }
 
 // fail records a run that could not go on.

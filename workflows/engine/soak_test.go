@@ -51,8 +51,9 @@ func soakOutcomes(n, failed int64) *irsv1.Outcomes {
 	return &irsv1.Outcomes{Requests: n, Failures: failed, Statuses: map[int32]int64{200: n - failed, 503: failed}}
 }
 
-// soakInterval feeds interval k's windows, as the soak's five replicas report them, and closes it.
-func soakInterval(e *engine, r *rand.Rand, k int) {
+// soakInterval feeds interval k's windows, as the soak's five replicas report them, and closes it: servers
+// names the two server replicas in service ("" for one that is not reporting: killed, its replacement not ready).
+func soakInterval(e *engine, r *rand.Rand, k int, servers [2]string) {
 	from, to := time.Duration(k-1)*e.interval, time.Duration(k)*e.interval
 	w := func() *irsv1.StatsSnapshot { return window(from, to, 50, 0) }
 	var samples []sample
@@ -67,9 +68,12 @@ func soakInterval(e *engine, r *rand.Rand, k int) {
 		c.Upstreams = []*irsv1.UpstreamStats{{Service: "server", Outcomes: soakOutcomes(50, 0), Latency: soakHist(r, 50, 2.5),
 			Hop: soakHist(r, 50, 0.3)}}
 		samples = append(samples, sample{service: "client", replica: fmt.Sprintf("client-%d", i), stats: c})
+		if servers[i-1] == "" {
+			continue
+		}
 		s := w()
 		s.Inbound[0].Latency = soakHist(r, 50, 2)
-		samples = append(samples, sample{service: "server", replica: fmt.Sprintf("server-%d", i), stats: s})
+		samples = append(samples, sample{service: "server", replica: servers[i-1], stats: s})
 	}
 	feed(e, samples...)
 	e.closeBuckets(k)
@@ -95,16 +99,45 @@ func soakEngineHolding(tb testing.TB, n int, hold bool) *engine {
 		e.stepsRunning = map[uint64]time.Time{1: t0}
 	}
 	r := rand.New(rand.NewPCG(1, 2))
+	servers := [2]string{"server-1", "server-2"}
+	var replacing string // the replacement of the last kill, until it reports
+	slot := 0
 	for k := 1; k <= n; k++ {
-		if k%120 == 0 {
-			st := workflows.Step{Phase: "soak", Path: "phases[0].actions[0]", At: time.Duration(k) * time.Second}
-			at := t0.Add(time.Duration(k)*time.Second - 300*time.Millisecond)
-			e.recordKills(at, st, "server", []string{"server-1"}, "SIGKILL",
-				&irsv1.FaultRecord{Kind: FaultKill, Service: "server", Replicas: []string{"server-1"}})
+		if replacing != "" && k%120 == 2 {
+			servers[slot], replacing = replacing, ""
 		}
-		soakInterval(e, r, k)
+		if k%120 == 0 {
+			slot = (k / 120) % 2
+			replacing = fmt.Sprintf("server-r%d", k/120)
+			soakKill(e, k, servers[slot], replacing)
+			servers[slot] = ""
+		}
+		soakInterval(e, r, k, servers)
 	}
 	return e
+}
+
+// soakKill kills a server replica 0.3 s before interval k ends, as the Kubernetes backend reports it (bench's
+// soak, read from its events): the kill, the pod gone, its replacement, the endpoints changing, and the
+// replacement ready 1.4 s later, under a new name, as a Deployment's pods are.
+func soakKill(e *engine, k int, victim, replacement string) {
+	st := workflows.Step{Phase: "soak", Path: "phases[0].actions[0]", At: time.Duration(k) * time.Second}
+	at := t0.Add(time.Duration(k)*time.Second - 300*time.Millisecond)
+	e.recordKills(at, st, "server", []string{victim}, "SIGKILL",
+		&irsv1.FaultRecord{Kind: FaultKill, Service: "server", Replicas: []string{victim}})
+	e.action(at, st, "kill", victim, "SIGKILL")
+	ms := func(n int) time.Time { return at.Add(time.Duration(n) * time.Millisecond) }
+	for _, ev := range []workflows.Event{
+		{At: ms(40), Kind: workflows.EventExit, Replica: victim, Detail: "pod deleted"},
+		{At: ms(50), Kind: workflows.EventEndpointRemoved, Replica: victim, Detail: "no longer a ready endpoint of Service server"},
+		{At: ms(50), Kind: workflows.EventEndpoints, Detail: "1 ready endpoints in Service server"},
+		{At: ms(80), Kind: workflows.EventReplace, Replica: replacement, Replaces: victim, Detail: "replaces " + victim},
+		{At: ms(1400), Kind: workflows.EventReady, Replica: replacement, Replaces: victim, Detail: "pod " + replacement},
+		{At: ms(1420), Kind: workflows.EventEndpoints, Detail: "2 ready endpoints in Service server"},
+	} {
+		ev.Service = "server"
+		e.takeEvent(ev)
+	}
 }
 
 // TestSettledAsReported: the faults' blast radius from settled books is the one every window kept as reported
