@@ -45,6 +45,10 @@ phases:
         kill: {service: server}
 `
 
+// soakRuntimeColumns are the runtime line's figures soak-samples.tsv adds after its first columns: where the
+// heap's pages go when the heartbeat reads them, and at rest, after a checkpoint's collection.
+var soakRuntimeColumns = []string{"heap_objects_mb", "heap_unused_mb", "heap_free_mb", "rest_objects_mb", "rest_unused_mb", "rest_in_use_mb"}
+
 // soakSample is the engine container's usage at one moment, as its node's kubelet reports it.
 type soakSample struct {
 	at       time.Time
@@ -57,7 +61,8 @@ type soakSample struct {
 	// touched so far; what the working set has beyond RssAnon and RssFile is the page cache of files it wrote.
 	fileBytes float64
 	// runtime is what the engine's Go runtime says of itself at its last heartbeat (its status' runtime line):
-	// heap_live_mb, go_total_mb, released_mb, goroutines; and in_use_mb, held less given back.
+	// heap_live_mb, go_total_mb, released_mb, goroutines, those soakRuntimeColumns name; and in_use_mb, held
+	// less given back.
 	runtime map[string]float64
 }
 
@@ -140,11 +145,19 @@ func (o *options) detachedSoak(ctx context.Context) error {
 	// written first, so that whatever happens after, the samples are kept.
 	if err := os.MkdirAll(out, 0o755); err == nil {
 		var tsv strings.Builder
-		tsv.WriteString("seconds\tcpu_seconds\tworking_set_mib\tanon_mib\theap_live_mib\tgo_total_mib\treleased_mib\tgoroutines\tfile_mib\n")
+		tsv.WriteString("seconds\tcpu_seconds\tworking_set_mib\tanon_mib\theap_live_mib\tgo_total_mib\treleased_mib\tgoroutines\tfile_mib")
+		for _, k := range soakRuntimeColumns {
+			tsv.WriteString("\t" + strings.Replace(k, "_mb", "_mib", 1))
+		}
+		tsv.WriteString("\n")
 		for _, s := range samples {
-			fmt.Fprintf(&tsv, "%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\n", s.at.Sub(samples[0].at).Seconds(), s.cpuNanos/1e9,
+			fmt.Fprintf(&tsv, "%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f", s.at.Sub(samples[0].at).Seconds(), s.cpuNanos/1e9,
 				s.memBytes/(1<<20), s.anonBytes/(1<<20), s.runtime["heap_live_mb"], s.runtime["go_total_mb"], s.runtime["released_mb"], s.runtime["goroutines"],
 				s.fileBytes/(1<<20))
+			for _, k := range soakRuntimeColumns {
+				fmt.Fprintf(&tsv, "\t%.2f", s.runtime[k])
+			}
+			tsv.WriteString("\n")
 		}
 		_ = os.WriteFile(filepath.Join(out, "soak-samples.tsv"), []byte(tsv.String()), 0o644)
 	}
@@ -215,6 +228,9 @@ func (o *options) detachedSoak(ctx context.Context) error {
 		{"go_total_mb", "engine Go runtime, all it holds from the system", "MiB"},
 		{"released_mb", "engine Go heap given back to the system", "MiB"},
 		{"in_use_mb", "engine Go runtime, in use (all it holds less what it gave back: what its resident memory tends to)", "MiB"},
+		{"rest_objects_mb", "engine Go heap at rest (after a checkpoint's collection): its objects, all live", "MiB"},
+		{"rest_unused_mb", "engine Go heap at rest: unused slots in the spans its objects keep", "MiB"},
+		{"rest_in_use_mb", "engine Go runtime at rest: in use", "MiB"},
 		{"goroutines", "engine goroutines", ""},
 	} {
 		var t, v []float64

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/irs-sim/irs/internal/idlecpu"
@@ -433,10 +434,17 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	beats := make(chan struct{})
+	// rest is restLine's account at the last checkpoint.
+	var rest atomic.Pointer[string]
 	go func() { // the heartbeat, and irs workflow stop
 		defer close(beats)
 		for {
-			s, err := store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) { s.Heartbeat, s.Runtime = time.Now(), runtimeLine() })
+			line := ""
+			if r := rest.Load(); r != nil {
+				line = *r
+			}
+			line = runtimeLine(line)
+			s, err := store.Update(context.WithoutCancel(ctx), func(s *kube.RunStatus) { s.Heartbeat, s.Runtime = time.Now(), line })
 			if err == nil && s.StopRequested {
 				cancel()
 			}
@@ -453,7 +461,11 @@ func (a *app) engineInCluster(ctx context.Context, file string, opts runOptions)
 		// next goal is set by what the engine holds, not by a checkpoint caught in flight, and the free heap goes
 		// back to the system at once rather than at the scavenger's pace: the engine's footprint is what it holds
 		// plus one checkpoint interval's garbage (soak19 in docs/kubernetes.md).
-		defer debug.FreeOSMemory()
+		defer func() {
+			debug.FreeOSMemory()
+			line := restLine()
+			rest.Store(&line)
+		}()
 		files, err := runFiles(runDir)
 		if err != nil {
 			a.logger.Warn("checkpoint", "err", err)
@@ -681,10 +693,13 @@ func runFiles(dir string) (map[string][]byte, error) {
 }
 
 // runtimeLine is the Go runtime's own account of this process: its live heap, what it holds from the system
-// and has given back, its goroutines, and the memory limit it collects harder near (GOMEMLIMIT).
-func runtimeLine() string {
+// and has given back, its goroutines, and the memory limit it collects harder near (GOMEMLIMIT); where its
+// heap's pages go (objects, unused slots in spans that hold some, free but not given back); and rest, the
+// account restLine took at the last checkpoint.
+func runtimeLine(rest string) string {
 	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/total:bytes"},
-		{Name: "/memory/classes/heap/released:bytes"}, {Name: "/sched/goroutines:goroutines"}, {Name: "/gc/gomemlimit:bytes"}}
+		{Name: "/memory/classes/heap/released:bytes"}, {Name: "/sched/goroutines:goroutines"}, {Name: "/gc/gomemlimit:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
 	metrics.Read(samples)
 	mb := func(i int) float64 {
 		if samples[i].Value.Kind() != metrics.KindUint64 {
@@ -696,5 +711,27 @@ func runtimeLine() string {
 	if samples[3].Value.Kind() == metrics.KindUint64 {
 		goroutines = int64(samples[3].Value.Uint64())
 	}
-	return fmt.Sprintf("heap_live_mb=%.1f go_total_mb=%.1f released_mb=%.1f goroutines=%d memory_limit_mb=%.0f", mb(0), mb(1), mb(2), goroutines, mb(4))
+	line := fmt.Sprintf("heap_live_mb=%.1f go_total_mb=%.1f released_mb=%.1f goroutines=%d memory_limit_mb=%.0f heap_objects_mb=%.2f heap_unused_mb=%.2f heap_free_mb=%.2f",
+		mb(0), mb(1), mb(2), goroutines, mb(4), mb(5), mb(6), mb(7))
+	if rest != "" {
+		line += " " + rest
+	}
+	return line
+}
+
+// restLine is the engine's memory at rest, taken right after a checkpoint's collection gave the free heap
+// back: its objects then (all live), the unused slots of the spans they keep, and all the runtime holds less
+// what it gave back. What is read at a heartbeat includes whatever was in flight; this is what the engine
+// keeps, and what a long run must keep flat.
+func restLine() string {
+	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(samples)
+	for _, s := range samples {
+		if s.Value.Kind() != metrics.KindUint64 {
+			return ""
+		}
+	}
+	mb := func(i int) float64 { return float64(samples[i].Value.Uint64()) / (1 << 20) }
+	return fmt.Sprintf("rest_objects_mb=%.2f rest_unused_mb=%.2f rest_in_use_mb=%.2f", mb(0), mb(1), mb(2)-mb(3))
 }
