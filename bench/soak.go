@@ -155,7 +155,10 @@ func (o *options) detachedSoak(ctx context.Context) error {
 				s.memBytes/(1<<20), s.anonBytes/(1<<20), s.runtime["heap_live_mb"], s.runtime["go_total_mb"], s.runtime["released_mb"], s.runtime["goroutines"],
 				s.fileBytes/(1<<20))
 			for _, k := range soakRuntimeColumns {
-				fmt.Fprintf(&tsv, "\t%.2f", s.runtime[k])
+				tsv.WriteString("\t")
+				if x, ok := s.runtime[k]; ok { // left empty when not read: the account at rest before the first checkpoint
+					fmt.Fprintf(&tsv, "%.2f", x)
+				}
 			}
 			tsv.WriteString("\n")
 		}

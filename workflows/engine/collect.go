@@ -55,9 +55,6 @@ func (c *collector) watch(service, replica string) {
 	c.opened[replica] = make(chan struct{})
 	c.wg.Go(func() {
 		defer cancel()
-		// A replica gone is forgotten: a long run replaces killed pods under new names, and each kept an entry.
-		// Should it come back (a ready event after its exit), it is watched again.
-		defer c.forget(replica)
 		// A stream that fails, or goes silent, is opened again for as long as the backend has the replica:
 		// the way to it may be down for a while (on Kubernetes, the relay's port-forward stalls and is
 		// restarted), and a replica never streamed from again is missing from every figure after. A silent
@@ -69,7 +66,7 @@ func (c *collector) watch(service, replica string) {
 					return
 				case <-time.After(min(time.Duration(failures)*streamBackoff, maxStreamBackoff)):
 				}
-				if client, ok = c.client(service, replica); !ok {
+				if client, ok = c.clientOrForget(service, replica); !ok {
 					return // gone
 				}
 			}
@@ -121,12 +118,18 @@ func (c *collector) stream(ctx context.Context, client irsv1.WorkerControlServic
 	return delivered
 }
 
-// forget drops a replica whose stream ended for good.
-func (c *collector) forget(replica string) {
+// clientOrForget returns a replica's client or, the replica gone, forgets it: a long run replaces killed pods
+// under new names, and each kept an entry. Decided under c.mu, as watch decides, so that a replica back before
+// its old stream ended is either still streamed from or watched anew, never dropped between the two.
+func (c *collector) clientOrForget(service, replica string) (irsv1.WorkerControlServiceClient, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.streams, replica)
-	delete(c.opened, replica)
+	client, ok := c.client(service, replica)
+	if !ok {
+		delete(c.streams, replica)
+		delete(c.opened, replica)
+	}
+	return client, ok
 }
 
 // markOpen records that a replica's stream is open, the first time.
