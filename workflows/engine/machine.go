@@ -21,12 +21,17 @@ const starvedMs = maxLagMs / 2
 // watchMachine sleeps referenceSleep over and over until done closes, recording in every interval the worst
 // oversleep: a load generator on this machine could not have been more punctual.
 func (e *engine) watchMachine(done <-chan struct{}) {
+	// One timer, reset: a new one every 10 ms was a detached engine's largest source of garbage over a soak
+	// (6 % of what it allocated in soak21) and 5 % of its CPU.
+	timer := time.NewTimer(referenceSleep)
+	defer timer.Stop()
 	for {
 		start := time.Now()
+		timer.Reset(referenceSleep)
 		select {
 		case <-done:
 			return
-		case <-time.After(referenceSleep):
+		case <-timer.C:
 		}
 		over := time.Since(start) - referenceSleep
 		k := int(time.Since(e.t0)/e.interval) + 1
