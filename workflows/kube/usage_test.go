@@ -79,6 +79,9 @@ func TestAwaitMeasured(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
+		if got := r.Header.Get("Accept-Encoding"); got != "identity" {
+			t.Errorf("the kubelet's metrics asked for with Accept-Encoding %q, want identity (no gzip to inflate every second)", got)
+		}
 		n := call.Add(1)
 		ms := time.Now().UnixMilli()
 		fmt.Fprintln(w, "# TYPE container_cpu_usage_seconds_total counter")
