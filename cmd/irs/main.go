@@ -10,6 +10,7 @@ import (
 
 	"github.com/irs-sim/irs/cmd/irs/cli"
 	irsprofile "github.com/irs-sim/irs/internal/profile"
+	"github.com/irs-sim/irs/workflows/kube"
 )
 
 // init locks the main goroutine to the main thread until main has decided whether to re-execute. Linux keeps a
@@ -19,6 +20,7 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
+	irsprofile.SampleHeapOnlyIfAsked(os.Getenv("IRS_MEMPROFILE") != "" || os.Getenv(kube.EnvProfileEngine) != "")
 	self, _ := os.Executable()
 	// Workers tune the Go runtime through GODEBUG, which is read only at process start (see cli.ReexecEnv).
 	if env, ok := cli.ReexecEnv(os.Args[1:], os.Environ()); ok && self != "" {

@@ -4,6 +4,7 @@ package profile
 
 import (
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -47,4 +48,15 @@ func FromEnv() (stop func()) {
 		return strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
 	}
 	return Start(path("IRS_CPUPROFILE"), path("IRS_MEMPROFILE"))
+}
+
+// SampleHeapOnlyIfAsked turns the runtime's heap sampling off unless a heap profile is asked for. Left on (a
+// sample every 512 KiB allocated), the runtime keeps a record for every distinct stack it samples, in a
+// 1.4 MB table whose pages are touched as records land in them: a long-running process's resident memory
+// climbed with a profile nobody would read. Called first thing in main: what the packages' initialization
+// allocated may have been sampled already, nothing after is.
+func SampleHeapOnlyIfAsked(asked bool) {
+	if !asked {
+		runtime.MemProfileRate = 0
+	}
 }

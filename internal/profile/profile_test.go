@@ -3,6 +3,7 @@ package profile
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 )
@@ -44,5 +45,20 @@ func TestFromEnv(t *testing.T) {
 	FromEnv()()
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Errorf("%d files, want the first two only", len(entries))
+	}
+}
+
+// TestSampleHeapOnlyIfAsked: heap sampling stays as it is when a profile is asked for, and is off otherwise.
+func TestSampleHeapOnlyIfAsked(t *testing.T) {
+	was := runtime.MemProfileRate
+	defer func() { runtime.MemProfileRate = was }()
+	runtime.MemProfileRate = 512 << 10
+	SampleHeapOnlyIfAsked(true)
+	if runtime.MemProfileRate != 512<<10 {
+		t.Errorf("asked for, the sampling rate became %d", runtime.MemProfileRate)
+	}
+	SampleHeapOnlyIfAsked(false)
+	if runtime.MemProfileRate != 0 {
+		t.Errorf("not asked for, the sampling rate is %d, want 0 (off)", runtime.MemProfileRate)
 	}
 }
