@@ -19,7 +19,7 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
-	irsprofile.SampleHeapOnlyIfAsked(os.Getenv("IRS_MEMPROFILE") != "")
+	irsprofile.SampleHeapOnlyIfAsked()
 	// The Go runtime's tuning for workers is read from GODEBUG only at process start (workercmd.ReexecEnv).
 	if self, err := os.Executable(); err == nil {
 		if env, ok := workercmd.ReexecEnv(os.Environ()); ok {

@@ -20,7 +20,7 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
-	irsprofile.SampleHeapOnlyIfAsked(os.Getenv("IRS_MEMPROFILE") != "" || os.Getenv(kube.EnvProfileEngine) != "")
+	irsprofile.SampleHeapOnlyIfAsked(kube.EnvProfileEngine)
 	self, _ := os.Executable()
 	// Workers tune the Go runtime through GODEBUG, which is read only at process start (see cli.ReexecEnv).
 	if env, ok := cli.ReexecEnv(os.Args[1:], os.Environ()); ok && self != "" {

@@ -47,16 +47,23 @@ func FromEnv() (stop func()) {
 	path := func(env string) string {
 		return strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
 	}
-	return Start(path("IRS_CPUPROFILE"), path("IRS_MEMPROFILE"))
+	return Start(path("IRS_CPUPROFILE"), path(EnvMemProfile))
 }
 
-// SampleHeapOnlyIfAsked turns the runtime's heap sampling off unless a heap profile is asked for. Left on (a
-// sample every 512 KiB allocated), the runtime keeps a record for every distinct stack it samples, in a
-// 1.4 MB table whose pages are touched as records land in them: a long-running process's resident memory
-// climbed with a profile nobody would read. Called first thing in main: what the packages' initialization
-// allocated may have been sampled already, nothing after is.
-func SampleHeapOnlyIfAsked(asked bool) {
-	if !asked {
-		runtime.MemProfileRate = 0
+// EnvMemProfile names the file FromEnv writes the heap profile into.
+const EnvMemProfile = "IRS_MEMPROFILE"
+
+// SampleHeapOnlyIfAsked turns the runtime's heap sampling off unless a heap profile is asked for: by
+// EnvMemProfile, or by one of the variables alsoAskedBy names. Left on (a sample every 512 KiB allocated), the
+// runtime keeps a record for every distinct stack it samples, in a 1.4 MB table whose pages are touched as
+// records land in them: a long-running process's resident memory climbed with a profile nobody would read.
+// Called first thing in main: what the packages' initialization allocated may have been sampled already,
+// nothing after is.
+func SampleHeapOnlyIfAsked(alsoAskedBy ...string) {
+	for _, env := range append([]string{EnvMemProfile}, alsoAskedBy...) {
+		if os.Getenv(env) != "" {
+			return
+		}
 	}
+	runtime.MemProfileRate = 0
 }

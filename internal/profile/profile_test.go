@@ -48,17 +48,21 @@ func TestFromEnv(t *testing.T) {
 	}
 }
 
-// TestSampleHeapOnlyIfAsked: heap sampling stays as it is when a profile is asked for, and is off otherwise.
+// TestSampleHeapOnlyIfAsked: heap sampling stays as it is when a profile is asked for (by IRS_MEMPROFILE or
+// another variable named), and is off otherwise.
 func TestSampleHeapOnlyIfAsked(t *testing.T) {
 	was := runtime.MemProfileRate
 	defer func() { runtime.MemProfileRate = was }()
-	runtime.MemProfileRate = 512 << 10
-	SampleHeapOnlyIfAsked(true)
-	if runtime.MemProfileRate != 512<<10 {
-		t.Errorf("asked for, the sampling rate became %d", runtime.MemProfileRate)
-	}
-	SampleHeapOnlyIfAsked(false)
-	if runtime.MemProfileRate != 0 {
-		t.Errorf("not asked for, the sampling rate is %d, want 0 (off)", runtime.MemProfileRate)
+	for _, c := range []struct {
+		mem, engine string
+		want        int
+	}{{"heap.prof", "", 512 << 10}, {"", "1", 512 << 10}, {"", "", 0}} {
+		t.Setenv(EnvMemProfile, c.mem)
+		t.Setenv("IRS_PROFILE_ENGINE", c.engine)
+		runtime.MemProfileRate = 512 << 10
+		SampleHeapOnlyIfAsked("IRS_PROFILE_ENGINE")
+		if runtime.MemProfileRate != c.want {
+			t.Errorf("IRS_MEMPROFILE %q, IRS_PROFILE_ENGINE %q: the sampling rate is %d, want %d", c.mem, c.engine, runtime.MemProfileRate, c.want)
+		}
 	}
 }

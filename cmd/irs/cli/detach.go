@@ -701,12 +701,7 @@ func runtimeLine(rest string) string {
 		{Name: "/memory/classes/heap/released:bytes"}, {Name: "/sched/goroutines:goroutines"}, {Name: "/gc/gomemlimit:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
 	metrics.Read(samples)
-	mb := func(i int) float64 {
-		if samples[i].Value.Kind() != metrics.KindUint64 {
-			return -1
-		}
-		return float64(samples[i].Value.Uint64()) / (1 << 20)
-	}
+	mb := func(i int) float64 { return mib(samples[i]) }
 	goroutines := int64(-1)
 	if samples[3].Value.Kind() == metrics.KindUint64 {
 		goroutines = int64(samples[3].Value.Uint64())
@@ -727,11 +722,17 @@ func restLine() string {
 	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(samples)
-	for _, s := range samples {
-		if s.Value.Kind() != metrics.KindUint64 {
-			return ""
-		}
+	mb := func(i int) float64 { return mib(samples[i]) }
+	if min(mb(0), mb(1), mb(2), mb(3)) < 0 {
+		return ""
 	}
-	mb := func(i int) float64 { return float64(samples[i].Value.Uint64()) / (1 << 20) }
 	return fmt.Sprintf("rest_objects_mb=%.2f rest_unused_mb=%.2f rest_in_use_mb=%.2f", mb(0), mb(1), mb(2)-mb(3))
+}
+
+// mib is a runtime metric of bytes in MiB, or -1 where the runtime has no such metric.
+func mib(s metrics.Sample) float64 {
+	if s.Value.Kind() != metrics.KindUint64 {
+		return -1
+	}
+	return float64(s.Value.Uint64()) / (1 << 20)
 }
