@@ -9,6 +9,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: watch-engine.sh OUT [SECONDS]}
 limit=${2:-7200}
+[[ $limit =~ ^[1-9][0-9]*$ ]] || { echo "watch-engine.sh: SECONDS is a whole number of seconds, not '$limit'" >&2; exit 2; }
 
 # The engine's container id, once its pod has one (up to 5 minutes).
 id=""
@@ -54,7 +55,7 @@ while [ "$SECONDS" -lt "$end" ] && [ -d "$cg" ] && [ -r "/proc/$pid/smaps" ]; do
       /^Rss:/ { rss = $2 }
       /^Anonymous:/ { an = $2 }
       END { if (m != "") print m " rss=" rss " anon=" an }' "/proc/$pid/smaps" |
-      awk '{ split($NF, a, "="); split($(NF-1), r, "=") } r[2] > 64' >> "$out-smaps.txt"
+      awk '{ split($(NF-1), rss, "=") } rss[2] > 64' >> "$out-smaps.txt"
   fi
   n=$((n + 1))
   sleep 30
