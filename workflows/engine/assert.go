@@ -57,22 +57,21 @@ func (e *engine) assertionKey(a *irsv1.Assertion) key {
 
 // measure returns the metric's value in its unit (ratio, count, req/s, seconds, millicores, MB).
 func (e *engine) measure(k key, a *irsv1.Assertion, m workflows.Metric) (float64, error) {
-	accs := e.totalAccs
 	start, end, ran := e.span(a.GetPhase())
 	if !ran {
 		return 0, fmt.Errorf("phase %s did not run (the run ended at %.1fs)", a.GetPhase(), e.end.Seconds())
 	}
 	seconds := (end - start).Seconds()
-	if a.GetPhase() != "" {
-		accs = e.phaseAccs[a.GetPhase()]
-	}
 	if m == workflows.MetricRecoveryTime {
 		return e.recovery(k, a)
 	}
 	if c := e.coverageOf(a.GetPhase(), k.service); c.GetIntervalsExcused() > 0 && c.GetIntervalsMeasured() == 0 {
 		return 0, fmt.Errorf("no data: every replica of %s was on a node the run had lost", k.service)
 	}
-	ac := accs[k]
+	ac := e.phaseAccs[a.GetPhase()][k]
+	if a.GetPhase() == "" {
+		ac = e.runAcc(k)
+	}
 	if ac == nil {
 		ac = newAcc()
 	}

@@ -170,7 +170,9 @@ func (e *engine) fullSeries() {
 	e.res.Series = ticks
 }
 
-// addToAggregates adds an interval's accumulators to its phase's and the run's. Callers hold e.mu.
+// addToAggregates adds an interval's accumulators to its phase's. The run's are those merged when asked for
+// (runAcc): kept beside the phases', they were a second copy of every histogram for the whole run, and the
+// largest part of what a long run's engine held more of as it went. Callers hold e.mu.
 func (e *engine) addToAggregates(phase string, b map[key]*acc) {
 	pa, ok := e.phaseAccs[phase]
 	if !ok {
@@ -178,16 +180,72 @@ func (e *engine) addToAggregates(phase string, b map[key]*acc) {
 		e.phaseAccs[phase] = pa
 	}
 	for k, a := range b {
-		for _, into := range []map[key]*acc{pa, e.totalAccs} {
-			t, ok := into[k]
-			if !ok {
-				t = newAcc()
-				into[k] = t
-			}
-			t.merge(a)
-			t.addUsage(a)
+		t, ok := pa[k]
+		if !ok {
+			t = newAcc()
+			pa[k] = t
+		}
+		t.merge(a)
+		t.addUsage(a)
+	}
+}
+
+// phaseOrder is the names of the phases with accumulators, in the order they ran: the timeline's, then any
+// other (none: every interval falls in a phase of the timeline, or in "" when it has none). Callers hold e.mu.
+func (e *engine) phaseOrder() []string {
+	names := make([]string, 0, len(e.phaseAccs))
+	seen := map[string]bool{}
+	for _, p := range e.o.Timeline.Phases {
+		if _, ok := e.phaseAccs[p.Name]; ok && !seen[p.Name] {
+			names, seen[p.Name] = append(names, p.Name), true
 		}
 	}
+	var rest []string
+	for name := range e.phaseAccs {
+		if !seen[name] {
+			rest = append(rest, name)
+		}
+	}
+	sort.Strings(rest)
+	return append(names, rest...)
+}
+
+// runAcc is what k measured over the whole run: its phases' accumulators merged in the order they ran (a
+// target rate is the last one set). Measured in one phase only, it is that phase's accumulator itself, which
+// callers read and never change; never measured, it is nil. Callers hold e.mu.
+func (e *engine) runAcc(k key) *acc {
+	var only, merged *acc
+	for _, name := range e.phaseOrder() {
+		a, ok := e.phaseAccs[name][k]
+		switch {
+		case !ok:
+		case only == nil:
+			only = a
+		default:
+			if merged == nil {
+				merged = newAcc()
+				merged.merge(only)
+				merged.addUsage(only)
+			}
+			merged.merge(a)
+			merged.addUsage(a)
+		}
+	}
+	if merged != nil {
+		return merged
+	}
+	return only
+}
+
+// runKeys is every key measured in the run, in sortedKeys' order. Callers hold e.mu.
+func (e *engine) runKeys() []key {
+	all := map[key]*acc{}
+	for _, pa := range e.phaseAccs {
+		for k, a := range pa {
+			all[k] = a
+		}
+	}
+	return sortedKeys(all)
 }
 
 // slots are where the points of a tick or a phase go.

@@ -82,9 +82,8 @@ type engine struct {
 	res        *irsv1.WorkflowResult
 	t0         time.Time
 	buckets    map[int]map[key]*acc
-	closed     int // the last interval closed into the series
-	phaseAccs  map[string]map[key]*acc
-	totalAccs  map[key]*acc
+	closed     int                     // the last interval closed into the series
+	phaseAccs  map[string]map[key]*acc // the run's are these merged (runAcc)
 	primary    map[string]string       // service → the kind of its main point (load or served)
 	procs      map[string]*procHistory // usageID → recent CPU samples
 	lastSample time.Time
@@ -256,7 +255,7 @@ func newEngine(o Options) *engine {
 		interval = min(max(interval, 100*time.Millisecond), time.Second)
 	}
 	e := &engine{o: o, interval: interval, logger: o.Logger,
-		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{}, totalAccs: map[key]*acc{},
+		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{},
 		primary: map[string]string{}, procs: map[string]*procHistory{}, loads: map[string]*irsv1.Load{},
 		end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{}, reports: map[string]*replicaReports{}, machine: map[int]*irsv1.Machine{},
 		book: replicaBook{byID: map[string]*irsv1.ReplicaRecord{}, guessed: map[string]bool{}, omitted: map[string]bool{}},
@@ -428,8 +427,8 @@ func (e *engine) summarize(status string) {
 		e.res.Phases = append(e.res.Phases, pr)
 	}
 	total := &irsv1.PhaseResult{Name: "total", End: e.end.Seconds()}
-	for _, k := range sortedKeys(e.totalAccs) {
-		place(k, e.totalAccs[k].point(k, e.end.Seconds(), true), phaseSlots(total))
+	for _, k := range e.runKeys() {
+		place(k, e.runAcc(k).point(k, e.end.Seconds(), true), phaseSlots(total))
 	}
 	total.Coverage = e.coverage(total, 0, e.end.Seconds())
 	e.res.Total = total
