@@ -23,22 +23,9 @@ type replicaWindow struct {
 type callWindow struct {
 	callee   string
 	outcomes *irsv1.Outcomes
-	// latency is kept only for the callees faults hit: their callers' p50 and p99 before and after. In a
-	// book not sealed yet (windowBook), it is merged, decoded.
+	// latency is kept only for the callees faults hit: their callers' p50 and p99 before and after. A book
+	// (windowBook) keeps it per caller service instead, and its windows have none.
 	latency *irsv1.Histogram
-	merged  *hist
-}
-
-// addLatency merges the calls' latency into *h (creating it).
-func (c callWindow) addLatency(h **hist) {
-	if c.merged == nil {
-		addHist(h, c.latency)
-		return
-	}
-	if *h == nil {
-		*h = newHist()
-	}
-	(*h).Merge(c.merged)
 }
 
 // fileWindow keeps a replica's window of interval k, when the run has faults. Callers hold e.mu.
@@ -109,7 +96,7 @@ func (e *engine) bookWindow(f *irsv1.FaultRecord, b *windowBook, ks []int, edges
 		set := e.windowSet(b, ks)
 		var w *irsv1.FaultWindow
 		if f.GetService() != "" {
-			w = e.faultWindow(f, ks, set)
+			w = e.faultWindow(f, ks, set, b)
 		}
 		var d []*irsv1.EdgeDamage
 		if edges {
@@ -149,8 +136,8 @@ func (e *engine) intervals(in func(end float64) bool) []int {
 }
 
 // faultWindow sums a fault's service's inbound requests, those of the replicas it hit, and its callers' view of
-// it, over intervals ks (nil for none), whose windows are set.
-func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWindow) *irsv1.FaultWindow {
+// it, over intervals ks (nil for none), whose windows are set, with the latency of book (whose windows have none).
+func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWindow, book *windowBook) *irsv1.FaultWindow {
 	if len(ks) == 0 {
 		return nil
 	}
@@ -183,9 +170,12 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWind
 					callers[rw.service] = a
 				}
 				a.addOutcomes(c.outcomes)
-				c.addLatency(&a.latency)
+				addHist(&a.latency, c.latency)
 			}
 		}
+	}
+	for caller, a := range callers { // the book's windows' latency, kept per caller
+		book.addLatency(caller, f.GetService(), &a.latency)
 	}
 	if w.Requests > 0 {
 		w.HitShare = float64(w.HitRequests) / float64(w.Requests)

@@ -25,16 +25,28 @@ type faultBooks struct {
 	before, after windowBook
 }
 
-// windowBook sums the windows of settled intervals per replica. While intervals may still join it, its
-// callers' latency stays decoded (merging into it is cheap); once its span is settled it is sealed: encoded
-// (a few kilobytes), and decoded again only if a late window joins it.
+// windowBook sums the windows of settled intervals per replica, and their calls' latency per caller service and
+// callee: a fault's window reads its callers' latency by service (faultWindow), so a book holds one histogram
+// for all of a caller's replicas. While intervals may still join it, that latency stays decoded (merging into
+// it is cheap); once its span is settled it is sealed: encoded (a few kilobytes), and decoded again only if a
+// late window joins it.
 type windowBook struct {
-	replicas map[string]*replicaWindow // by service and replica
+	replicas map[string]*replicaWindow // by service and replica, their calls without latency
+	latency  map[callEdge]*bookLatency
 	sealed   bool
 	// What a sealed book sums to, computed once (faultDamage): its span no longer changes.
 	window *irsv1.FaultWindow
 	edges  []*irsv1.EdgeDamage
 	cached bool
+}
+
+// callEdge is a caller service's calls to a callee.
+type callEdge struct{ caller, callee string }
+
+// bookLatency is a book's latency of one edge: decoded while the book is open, encoded once it is sealed.
+type bookLatency struct {
+	merged  *hist
+	encoded *irsv1.Histogram
 }
 
 // add folds a replica's window into the book.
@@ -60,30 +72,50 @@ func (b *windowBook) add(rw replicaWindow) {
 		if i == len(sum.calls) {
 			sum.calls = append(sum.calls, callWindow{callee: c.callee, outcomes: &irsv1.Outcomes{}})
 		}
-		into := &sum.calls[i]
-		addOutcomes(into.outcomes, c.outcomes)
+		addOutcomes(sum.calls[i].outcomes, c.outcomes)
 		if c.latency.GetCount() == 0 || c.latency.GetHdr() == "" {
 			continue
 		}
-		if into.latency != nil { // sealed before: decoded again to take the late window
-			addHist(&into.merged, into.latency)
-			into.latency = nil
+		if b.latency == nil {
+			b.latency = map[callEdge]*bookLatency{}
 		}
-		addHist(&into.merged, c.latency)
+		edge := callEdge{rw.service, c.callee}
+		l := b.latency[edge]
+		if l == nil {
+			l = &bookLatency{}
+			b.latency[edge] = l
+		}
+		if l.encoded != nil { // sealed before: decoded again to take the late window
+			addHist(&l.merged, l.encoded)
+			l.encoded = nil
+		}
+		addHist(&l.merged, c.latency)
 	}
 }
 
 // seal encodes the book's decoded histograms: its span is settled.
 func (b *windowBook) seal() {
 	b.sealed = true
-	for _, rw := range b.replicas {
-		for i := range rw.calls {
-			c := &rw.calls[i]
-			if c.merged == nil {
-				continue
-			}
-			c.latency, c.merged = &irsv1.Histogram{Hdr: string(hdrwire.Encode(c.merged)), Count: c.merged.TotalCount()}, nil
+	for _, l := range b.latency {
+		if l.merged == nil {
+			continue
 		}
+		l.encoded, l.merged = &irsv1.Histogram{Hdr: string(hdrwire.Encode(l.merged)), Count: l.merged.TotalCount()}, nil
+	}
+}
+
+// addLatency merges the book's latency of calls from caller to callee into *h (creating it).
+func (b *windowBook) addLatency(caller, callee string, h **hist) {
+	l := b.latency[callEdge{caller, callee}]
+	switch {
+	case l == nil:
+	case l.merged != nil:
+		if *h == nil {
+			*h = newHist()
+		}
+		(*h).Merge(l.merged)
+	default:
+		addHist(h, l.encoded)
 	}
 }
 
