@@ -193,13 +193,12 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWind
 // edgeDamage sums, over a set of windows, every edge's calls whose failures are in them, split by who failed
 // them and by the caller's replica; edges without failures are left out, the worst first.
 func edgeDamage(set [][]replicaWindow) []*irsv1.EdgeDamage {
-	type edge struct{ caller, callee string }
-	edges := map[edge]*irsv1.EdgeDamage{}
-	replicas := map[edge]map[string]*irsv1.ReplicaErrors{}
+	edges := map[callEdge]*irsv1.EdgeDamage{}
+	replicas := map[callEdge]map[string]*irsv1.ReplicaErrors{}
 	for _, windows := range set {
 		for _, rw := range windows {
 			for _, c := range rw.calls {
-				id := edge{rw.service, c.callee}
+				id := callEdge{rw.service, c.callee}
 				d := edges[id]
 				if d == nil {
 					d = &irsv1.EdgeDamage{Caller: rw.service, Callee: c.callee}

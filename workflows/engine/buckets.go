@@ -171,7 +171,7 @@ func (e *engine) fullSeries() {
 }
 
 // addToAggregates adds an interval's accumulators to its phase's. The run's are those merged when asked for
-// (runAcc): kept beside the phases', they were a second copy of every histogram for the whole run, and the
+// (runAccs): kept beside the phases', they were a second copy of every histogram for the whole run, and the
 // largest part of what a long run's engine held more of as it went. Callers hold e.mu.
 func (e *engine) addToAggregates(phase string, b map[key]*acc) {
 	pa, ok := e.phaseAccs[phase]
@@ -190,19 +190,21 @@ func (e *engine) addToAggregates(phase string, b map[key]*acc) {
 	}
 }
 
-// phaseOrder is the names of the phases with accumulators, in the order they ran: the timeline's, then any
-// other (none: every interval falls in a phase of the timeline, or in "" when it has none). Callers hold e.mu.
+// phaseOrder is the names of the phases with accumulators, in the order they ran: the timeline's (its names are
+// unique), then any other (none: every interval falls in a phase of the timeline, or in "" when it has none).
+// Callers hold e.mu.
 func (e *engine) phaseOrder() []string {
 	names := make([]string, 0, len(e.phaseAccs))
-	seen := map[string]bool{}
+	inTimeline := map[string]bool{}
 	for _, p := range e.o.Timeline.Phases {
-		if _, ok := e.phaseAccs[p.Name]; ok && !seen[p.Name] {
-			names, seen[p.Name] = append(names, p.Name), true
+		inTimeline[p.Name] = true
+		if _, ok := e.phaseAccs[p.Name]; ok {
+			names = append(names, p.Name)
 		}
 	}
 	var rest []string
 	for name := range e.phaseAccs {
-		if !seen[name] {
+		if !inTimeline[name] {
 			rest = append(rest, name)
 		}
 	}
@@ -210,12 +212,31 @@ func (e *engine) phaseOrder() []string {
 	return append(names, rest...)
 }
 
-// runAcc is what k measured over the whole run: its phases' accumulators merged in the order they ran (a
-// target rate is the last one set). Measured in one phase only, it is that phase's accumulator itself, which
-// callers read and never change; never measured, it is nil. Callers hold e.mu.
-func (e *engine) runAcc(k key) *acc {
+// runAcc is what k measured over the whole run (see mergePhases); nil if it was never measured. Callers hold
+// e.mu.
+func (e *engine) runAcc(k key) *acc { return e.mergePhases(e.phaseOrder(), k) }
+
+// runAccs is the run's accumulators by key (see mergePhases), for a summary that reads them all. Callers hold
+// e.mu.
+func (e *engine) runAccs() map[key]*acc {
+	order := e.phaseOrder()
+	accs := map[key]*acc{}
+	for _, pa := range e.phaseAccs {
+		for k := range pa {
+			if _, ok := accs[k]; !ok {
+				accs[k] = e.mergePhases(order, k)
+			}
+		}
+	}
+	return accs
+}
+
+// mergePhases is k's accumulators of the phases in order, merged in that order (a target rate is the last one
+// set). Measured in one phase only, it is that phase's accumulator itself, which callers read and never change;
+// never measured, it is nil. Callers hold e.mu.
+func (e *engine) mergePhases(order []string, k key) *acc {
 	var only, merged *acc
-	for _, name := range e.phaseOrder() {
+	for _, name := range order {
 		a, ok := e.phaseAccs[name][k]
 		switch {
 		case !ok:
@@ -235,17 +256,6 @@ func (e *engine) runAcc(k key) *acc {
 		return merged
 	}
 	return only
-}
-
-// runKeys is every key measured in the run, in sortedKeys' order. Callers hold e.mu.
-func (e *engine) runKeys() []key {
-	all := map[key]*acc{}
-	for _, pa := range e.phaseAccs {
-		for k, a := range pa {
-			all[k] = a
-		}
-	}
-	return sortedKeys(all)
 }
 
 // slots are where the points of a tick or a phase go.

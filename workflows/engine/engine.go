@@ -83,7 +83,7 @@ type engine struct {
 	t0         time.Time
 	buckets    map[int]map[key]*acc
 	closed     int                     // the last interval closed into the series
-	phaseAccs  map[string]map[key]*acc // the run's are these merged (runAcc)
+	phaseAccs  map[string]map[key]*acc // the run's are these merged (runAccs)
 	primary    map[string]string       // service → the kind of its main point (load or served)
 	procs      map[string]*procHistory // usageID → recent CPU samples
 	lastSample time.Time
@@ -427,8 +427,9 @@ func (e *engine) summarize(status string) {
 		e.res.Phases = append(e.res.Phases, pr)
 	}
 	total := &irsv1.PhaseResult{Name: "total", End: e.end.Seconds()}
-	for _, k := range e.runKeys() {
-		place(k, e.runAcc(k).point(k, e.end.Seconds(), true), phaseSlots(total))
+	runAccs := e.runAccs()
+	for _, k := range sortedKeys(runAccs) {
+		place(k, runAccs[k].point(k, e.end.Seconds(), true), phaseSlots(total))
 	}
 	total.Coverage = e.coverage(total, 0, e.end.Seconds())
 	e.res.Total = total

@@ -398,7 +398,7 @@ func TestCloseBuckets(t *testing.T) {
 	}{
 		{"warm-up", e.phaseAccs["warm-up"], 800, 8, 250, 240, 4, 800, 200},
 		{"spike", e.phaseAccs["spike"], 800, 8, 650, 480, 8, 800, 400},
-		{"total", runAccs(e), 1600, 16, 450, 480, 8, 1600, 400},
+		{"total", e.runAccs(), 1600, 16, 450, 480, 8, 1600, 400},
 	}
 	for _, s := range scopes {
 		t.Run(s.name, func(t *testing.T) {
@@ -504,7 +504,7 @@ func TestTickLoop(t *testing.T) {
 		}{
 			{"warm-up", e.phaseAccs["warm-up"], 200, 100},
 			{"spike", e.phaseAccs["spike"], 600, 300},
-			{"total", runAccs(e), 400, 300},
+			{"total", e.runAccs(), 400, 300},
 		} {
 			p := s.accs[served].point(served, 1, false)
 			if math.Abs(p.GetCpuMcores()-s.cpu) > 1e-6 || math.Abs(p.GetCpuMcoresMax()-s.cpuMax) > 1e-6 {
@@ -536,7 +536,7 @@ func TestCloseBucketsLateWindow(t *testing.T) {
 		t.Errorf("tick times %v, want %v (one per interval)", ts, want)
 	}
 	served := key{service: "storefront", kind: kindServed}
-	if got := runAccs(e)[served].requests; got != 407 {
+	if got := e.runAccs()[served].requests; got != 407 {
 		t.Errorf("run total: %d requests, want 407 (the late window counts)", got)
 	}
 }
@@ -690,13 +690,4 @@ func TestUsageOfAProcessBackAfterAGap(t *testing.T) {
 	if len(e.procs) != 0 {
 		t.Errorf("tracked %v after it was missing for longer than %s, want it forgotten", slices.Collect(maps.Keys(e.procs)), forgetAfter)
 	}
-}
-
-// runAccs is the run's accumulators by key, as the result's total and the run's assertions read them.
-func runAccs(e *engine) map[key]*acc {
-	accs := map[key]*acc{}
-	for _, k := range e.runKeys() {
-		accs[k] = e.runAcc(k)
-	}
-	return accs
 }
