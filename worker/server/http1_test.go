@@ -3,9 +3,11 @@ package server
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/irs-sim/irs/worker/stats"
 	"github.com/irs-sim/irs/worker/upstream"
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
 )
 
 // loopbackPair returns both ends of a TCP connection on 127.0.0.1, closed when the test ends.
@@ -245,5 +248,147 @@ func TestPeerGonePastReadDeadline(t *testing.T) {
 			t.Fatal("peerGone still false 10 s after the caller closed, past the read deadline")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readCounter reads through the connection's raw descriptor and counts the read system calls, failed ones too
+// (net.Conn's Read hides a read that fails with EAGAIN and the wait after it).
+type readCounter struct {
+	*net.TCPConn
+	reads int
+}
+
+func (c *readCounter) Read(b []byte) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		c.reads++
+		n, rerr = unix.Read(int(fd), b)
+		return rerr != unix.EAGAIN
+	})
+	if err != nil {
+		return n, err
+	}
+	return n, rerr
+}
+
+// TestDeadlineConnYieldsBeforeTheReadAfterAResponse: with one processor, the read after a response lets a
+// goroutine that is ready run first, here the caller sending its next request, and then finds the request in one
+// read system call. A connection that does not yield reads first, fails, and waits for the poller: two. Counted
+// over rounds, since the scheduler runs the yielding goroutine first once in 61 schedules, for fairness.
+func TestDeadlineConnYieldsBeforeTheReadAfterAResponse(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const rounds = 10
+	for _, tc := range []struct {
+		yield bool
+		reads int // the read system calls the next request takes, in at least 8 of the rounds
+	}{{yield: true, reads: 1}, {yield: false, reads: 2}} {
+		client, server := loopbackPair(t)
+		counted := &readCounter{TCPConn: server.(*net.TCPConn)}
+		c := &deadlineConn{Conn: counted, keep: time.Minute, yield: tc.yield}
+		var took []int
+		for range rounds {
+			if _, err := c.Write([]byte("response")); err != nil {
+				t.Fatal(err)
+			}
+			counted.reads = 0
+			// Ready, not yet run: this goroutine holds the only processor until it yields or waits.
+			sent := make(chan error, 1)
+			go func() { sent <- sendAndLand(client, server.(*net.TCPConn), []byte("next")) }()
+			var b [16]byte
+			n, err := c.Read(b[:])
+			if err != nil || string(b[:n]) != "next" {
+				t.Fatalf("yield %v: read %q, %v; want the next request", tc.yield, b[:n], err)
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, counted.reads)
+		}
+		if as := countOf(took, tc.reads); as < rounds-2 {
+			t.Errorf("yield %v: read system calls per request %v, want %d in at least %d rounds", tc.yield, took, tc.reads, rounds-2)
+		}
+	}
+}
+
+func countOf(xs []int, x int) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
+}
+
+// sendAndLand writes b on from and returns once it is in to's receive queue (loopback delivers it in a soft
+// interrupt that a busy machine may defer), bounded to 10 s.
+func sendAndLand(from net.Conn, to *net.TCPConn, b []byte) error {
+	if _, err := from.Write(b); err != nil {
+		return err
+	}
+	rc, err := to.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		var queued int
+		var qerr error
+		if err := rc.Control(func(fd uintptr) { queued, qerr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+			return err
+		}
+		if qerr != nil {
+			return qerr
+		}
+		if queued >= len(b) {
+			return nil
+		}
+	}
+	return errors.New("sent bytes not in the receive queue after 10 s")
+}
+
+// TestHTTP1OneProcessorServesKeepAliveAndPipelined: with one processor (connections that yield before reading),
+// keep-alive requests one after another and pipelined ones are all answered, in order.
+func TestHTTP1OneProcessorServesKeepAliveAndPipelined(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	addr, _ := startServer(t, State{Name: "svc", Seed: 1})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	get := func(id string) string { return "GET / HTTP/1.1\r\nHost: x\r\nX-Request-Id: " + id + "\r\n\r\n" }
+	expect := func(id string) {
+		t.Helper()
+		var resp fasthttp.Response
+		if err := resp.Read(br); err != nil {
+			t.Fatalf("response to %s: %v", id, err)
+		}
+		if resp.StatusCode() != 200 || string(resp.Header.Peek(upstream.HeaderRequestID)) != id {
+			t.Fatalf("response to %s: status %d, request id %q", id, resp.StatusCode(), resp.Header.Peek(upstream.HeaderRequestID))
+		}
+	}
+	for i := range 50 {
+		id := fmt.Sprintf("one-%d", i)
+		if _, err := c.Write([]byte(get(id))); err != nil {
+			t.Fatal(err)
+		}
+		expect(id)
+	}
+	var batch []byte
+	for i := range 20 {
+		batch = append(batch, get(fmt.Sprintf("piped-%d", i))...)
+	}
+	if _, err := c.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		expect(fmt.Sprintf("piped-%d", i))
 	}
 }
