@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irs-sim/irs/internal/sockprobe"
 	"github.com/irs-sim/irs/worker/behavior"
 	"github.com/irs-sim/irs/worker/stats"
 	"github.com/irs-sim/irs/worker/upstream"
 	"github.com/valyala/fasthttp"
-	"golang.org/x/sys/unix"
 )
 
 // loopbackPair returns both ends of a TCP connection on 127.0.0.1, closed when the test ends.
@@ -251,31 +251,6 @@ func TestPeerGonePastReadDeadline(t *testing.T) {
 	}
 }
 
-// readCounter reads through the connection's raw descriptor and counts the read system calls, failed ones too
-// (net.Conn's Read hides a read that fails with EAGAIN and the wait after it).
-type readCounter struct {
-	*net.TCPConn
-	reads int
-}
-
-func (c *readCounter) Read(b []byte) (int, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var n int
-	var rerr error
-	err = rc.Read(func(fd uintptr) bool {
-		c.reads++
-		n, rerr = unix.Read(int(fd), b)
-		return rerr != unix.EAGAIN
-	})
-	if err != nil {
-		return n, err
-	}
-	return n, rerr
-}
-
 // TestDeadlineConnYieldsBeforeTheReadAfterAResponse: with one processor, the read after a response lets a
 // goroutine that is ready run first, here the caller sending its next request, and then finds the request in one
 // read system call. A connection that does not yield reads first, fails, and waits for the poller: two. Counted
@@ -288,17 +263,23 @@ func TestDeadlineConnYieldsBeforeTheReadAfterAResponse(t *testing.T) {
 		reads int // the read system calls the next request takes, in at least 8 of the rounds
 	}{{yield: true, reads: 1}, {yield: false, reads: 2}} {
 		client, server := loopbackPair(t)
-		counted := &readCounter{TCPConn: server.(*net.TCPConn)}
+		counted := &sockprobe.ReadCounter{TCPConn: server.(*net.TCPConn)}
 		c := &deadlineConn{Conn: counted, keep: time.Minute, yield: tc.yield}
 		var took []int
 		for range rounds {
 			if _, err := c.Write([]byte("response")); err != nil {
 				t.Fatal(err)
 			}
-			counted.reads = 0
+			counted.Reads = 0
 			// Ready, not yet run: this goroutine holds the only processor until it yields or waits.
 			sent := make(chan error, 1)
-			go func() { sent <- sendAndLand(client, server.(*net.TCPConn), []byte("next")) }()
+			go func() {
+				if _, err := client.Write([]byte("next")); err != nil {
+					sent <- err
+					return
+				}
+				sent <- sockprobe.WaitQueued(server.(*net.TCPConn), len("next"), 10*time.Second)
+			}()
 			var b [16]byte
 			n, err := c.Read(b[:])
 			if err != nil || string(b[:n]) != "next" {
@@ -307,7 +288,7 @@ func TestDeadlineConnYieldsBeforeTheReadAfterAResponse(t *testing.T) {
 			if err := <-sent; err != nil {
 				t.Fatal(err)
 			}
-			took = append(took, counted.reads)
+			took = append(took, counted.Reads)
 		}
 		if as := countOf(took, tc.reads); as < rounds-2 {
 			t.Errorf("yield %v: read system calls per request %v, want %d in at least %d rounds", tc.yield, took, tc.reads, rounds-2)
@@ -323,32 +304,6 @@ func countOf(xs []int, x int) int {
 		}
 	}
 	return n
-}
-
-// sendAndLand writes b on from and returns once it is in to's receive queue (loopback delivers it in a soft
-// interrupt that a busy machine may defer), bounded to 10 s.
-func sendAndLand(from net.Conn, to *net.TCPConn, b []byte) error {
-	if _, err := from.Write(b); err != nil {
-		return err
-	}
-	rc, err := to.SyscallConn()
-	if err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		var queued int
-		var qerr error
-		if err := rc.Control(func(fd uintptr) { queued, qerr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
-			return err
-		}
-		if qerr != nil {
-			return qerr
-		}
-		if queued >= len(b) {
-			return nil
-		}
-	}
-	return errors.New("sent bytes not in the receive queue after 10 s")
 }
 
 // TestHTTP1OneProcessorServesKeepAliveAndPipelined: with one processor (connections that yield before reading),

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -57,6 +58,7 @@ type h1conn struct {
 	wb []byte
 	// armed is the deadline set on c; lastUse is when the last response on c ended.
 	armed, lastUse time.Time
+	yield          bool // the process has one processor: yield between a request and its response's read
 }
 
 func (c *http1Client) do(ctx context.Context, deadline time.Time, r *Request, prop *Propagation) Response {
@@ -198,7 +200,8 @@ func (c *http1Client) dial(deadline time.Time) (*h1conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &h1conn{c: conn, br: bufio.NewReaderSize(conn, h1ReadBuffer), wb: make([]byte, 0, 512)}, nil
+	return &h1conn{c: conn, br: bufio.NewReaderSize(conn, h1ReadBuffer), wb: make([]byte, 0, 512),
+		yield: runtime.GOMAXPROCS(0) == 1}, nil
 }
 
 // roundTrip writes the request and reads the response on hc. reusable says whether hc may carry another
@@ -219,6 +222,13 @@ func (c *http1Client) roundTrip(hc *h1conn, now, deadline time.Time, r *Request,
 	}
 	if err != nil {
 		return Response{Err: classifyHTTP1(err, deadline), Cause: err}, false
+	}
+	if hc.yield {
+		// The response cannot be there yet, so the read would fail and park this goroutine until the poller
+		// wakes it. With one processor, letting the other ready goroutines run first gives the server time to
+		// answer, and the read then finds the response (the worker's server does the same; see its
+		// deadlineConn). With more, yielding wakes an idle processor, which costs more than the failed read.
+		runtime.Gosched()
 	}
 	resp, reusable, err = readResponse(hc.br)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irs-sim/irs/internal/sockprobe"
 	"github.com/irs-sim/irs/worker/stats"
 )
 
@@ -847,5 +849,78 @@ func TestHTTP1NetHTTPServer(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("server saw %d connections for 50 sequential calls, want 1", n)
+	}
+}
+
+// TestHTTP1YieldsBeforeReadingTheResponse: with one processor, a round trip lets a goroutine that is ready run
+// between writing the request and reading the response, here the server answering it, and then reads the
+// response in one read system call. A connection that does not yield reads first, fails, and waits for the
+// poller: two. Counted over rounds, since the scheduler runs a yielding goroutine first once in 61 schedules.
+func TestHTTP1YieldsBeforeReadingTheResponse(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := newHTTP1Client(ln.Addr().String(), 1, true)
+	const rounds = 10
+	for _, tc := range []struct {
+		yield bool
+		reads int // the read system calls the response takes, in at least 8 of the rounds
+	}{{yield: true, reads: 1}, {yield: false, reads: 2}} {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		peer, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer peer.Close()
+		counted := &sockprobe.ReadCounter{TCPConn: conn.(*net.TCPConn)}
+		hc := &h1conn{c: counted, br: bufio.NewReaderSize(counted, h1ReadBuffer), yield: tc.yield}
+		peerBr := bufio.NewReader(peer)
+		const answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+		var took []int
+		for range rounds {
+			counted.Reads = 0
+			// Ready, not yet run: this goroutine holds the only processor until it yields or waits.
+			answered := make(chan error, 1)
+			go func() {
+				if err := sockprobe.WaitQueued(peer.(*net.TCPConn), 1, 10*time.Second); err != nil {
+					answered <- err
+					return
+				}
+				if _, err := readH1Request(peerBr); err != nil {
+					answered <- err
+					return
+				}
+				if _, err := peer.Write([]byte(answer)); err != nil {
+					answered <- err
+					return
+				}
+				answered <- sockprobe.WaitQueued(conn.(*net.TCPConn), len(answer), 10*time.Second)
+			}()
+			now := time.Now()
+			resp, reusable := c.roundTrip(hc, now, now.Add(10*time.Second), &Request{Service: "svc", Path: "/"}, nil)
+			if err := <-answered; err != nil {
+				t.Fatal(err)
+			}
+			if resp.Status != 200 || !reusable {
+				t.Fatalf("yield %v: status %d, reusable %v, error %v", tc.yield, resp.Status, reusable, resp.Cause)
+			}
+			took = append(took, counted.Reads)
+		}
+		n := 0
+		for _, r := range took {
+			if r == tc.reads {
+				n++
+			}
+		}
+		if n < rounds-2 {
+			t.Errorf("yield %v: read system calls per response %v, want %d in at least %d rounds", tc.yield, took, tc.reads, rounds-2)
+		}
 	}
 }
