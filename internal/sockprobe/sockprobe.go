@@ -43,9 +43,11 @@ func (c *ReadCounter) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// WaitQueued returns once c's receive queue holds at least n bytes, or an error after bound. It spins without
-// yielding: a test that holds the only processor keeps it.
-func WaitQueued(c *net.TCPConn, n int, bound time.Duration) error {
+// WaitQueued returns once c's receive queue holds at least n bytes, or once read says they were read already,
+// or with an error after bound. It spins without yielding, so that a goroutine holding the only processor
+// usually keeps it; the runtime may still hand the processor to the reader meanwhile (preemption, or a
+// system call it deems long), which read covers.
+func WaitQueued(c *net.TCPConn, n int, read func() bool, bound time.Duration) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err
@@ -59,7 +61,7 @@ func WaitQueued(c *net.TCPConn, n int, bound time.Duration) error {
 		if qerr != nil {
 			return fmt.Errorf("SIOCINQ: %w", qerr)
 		}
-		if queued >= n {
+		if queued >= n || read() {
 			return nil
 		}
 		if time.Now().After(deadline) {

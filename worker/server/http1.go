@@ -104,8 +104,9 @@ func (c *deadlineConn) Write(b []byte) (int, error) {
 // there yet when the response has just been written, so Go's poller's read fails, and the connection's goroutine
 // parks until the poller wakes it: two reads a request. With one processor, other connections' goroutines are
 // usually ready to run under load; running them first gives the caller time to send, and the read then finds
-// its request (docs/performance.md: 1.1-1.25 reads a request instead of 2 under wrk, +18 % throughput). With more
-// processors, yielding wakes an idle one, which costs more than the failed read (+14 % CPU at 5000 req/s).
+// its request (docs/performance.md: 1.1-1.25 reads a request instead of 2 under wrk, and 0.98x nginx's
+// throughput instead of 0.87x). With more processors, yielding wakes an idle one, which costs more than the
+// failed read (+14 % CPU at 5000 req/s). A connection keeps the choice made when it was accepted.
 func (c *deadlineConn) Read(b []byte) (int, error) {
 	if c.wrote {
 		c.wrote = false

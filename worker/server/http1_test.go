@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,15 +274,17 @@ func TestDeadlineConnYieldsBeforeTheReadAfterAResponse(t *testing.T) {
 			counted.Reads = 0
 			// Ready, not yet run: this goroutine holds the only processor until it yields or waits.
 			sent := make(chan error, 1)
+			var read atomic.Bool
 			go func() {
 				if _, err := client.Write([]byte("next")); err != nil {
 					sent <- err
 					return
 				}
-				sent <- sockprobe.WaitQueued(server.(*net.TCPConn), len("next"), 10*time.Second)
+				sent <- sockprobe.WaitQueued(server.(*net.TCPConn), len("next"), read.Load, 10*time.Second)
 			}()
 			var b [16]byte
 			n, err := c.Read(b[:])
+			read.Store(true)
 			if err != nil || string(b[:n]) != "next" {
 				t.Fatalf("yield %v: read %q, %v; want the next request", tc.yield, b[:n], err)
 			}
@@ -345,5 +348,33 @@ func TestHTTP1OneProcessorServesKeepAliveAndPipelined(t *testing.T) {
 	}
 	for i := range 20 {
 		expect(fmt.Sprintf("piped-%d", i))
+	}
+}
+
+// TestAcceptYieldsOnlyWithOneProcessor: connections accepted while the process has one processor yield before
+// reading after a response; with two, yielding would wake the idle one, and they do not.
+func TestAcceptYieldsOnlyWithOneProcessor(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := deadlineListener{Listener: ln, keep: time.Minute}
+	defer dl.Close()
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		c, err := dl.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if got := c.(*deadlineConn).yield; got != (procs == 1) {
+			t.Errorf("GOMAXPROCS %d: the accepted connection yields %v, want %v", procs, got, procs == 1)
+		}
 	}
 }

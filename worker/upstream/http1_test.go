@@ -888,8 +888,10 @@ func TestHTTP1YieldsBeforeReadingTheResponse(t *testing.T) {
 			counted.Reads = 0
 			// Ready, not yet run: this goroutine holds the only processor until it yields or waits.
 			answered := make(chan error, 1)
+			var read atomic.Bool
 			go func() {
-				if err := sockprobe.WaitQueued(peer.(*net.TCPConn), 1, 10*time.Second); err != nil {
+				// Nothing else reads the peer's side: the request stays queued until read here.
+				if err := sockprobe.WaitQueued(peer.(*net.TCPConn), 1, func() bool { return false }, 10*time.Second); err != nil {
 					answered <- err
 					return
 				}
@@ -901,10 +903,11 @@ func TestHTTP1YieldsBeforeReadingTheResponse(t *testing.T) {
 					answered <- err
 					return
 				}
-				answered <- sockprobe.WaitQueued(conn.(*net.TCPConn), len(answer), 10*time.Second)
+				answered <- sockprobe.WaitQueued(conn.(*net.TCPConn), len(answer), read.Load, 10*time.Second)
 			}()
 			now := time.Now()
 			resp, reusable := c.roundTrip(hc, now, now.Add(10*time.Second), &Request{Service: "svc", Path: "/"}, nil)
+			read.Store(true)
 			if err := <-answered; err != nil {
 				t.Fatal(err)
 			}
@@ -921,6 +924,29 @@ func TestHTTP1YieldsBeforeReadingTheResponse(t *testing.T) {
 		}
 		if n < rounds-2 {
 			t.Errorf("yield %v: read system calls per response %v, want %d in at least %d rounds", tc.yield, took, tc.reads, rounds-2)
+		}
+	}
+}
+
+// TestDialYieldsOnlyWithOneProcessor: connections dialled while the process has one processor yield between a
+// request and its response; with two, yielding would wake the idle one, and they do not.
+func TestDialYieldsOnlyWithOneProcessor(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := newHTTP1Client(ln.Addr().String(), 1, true)
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		hc, err := c.dial(time.Now().Add(10 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hc.c.Close()
+		if hc.yield != (procs == 1) {
+			t.Errorf("GOMAXPROCS %d: the dialled connection yields %v, want %v", procs, hc.yield, procs == 1)
 		}
 	}
 }
