@@ -132,8 +132,16 @@ type Usage struct {
 	Kind string
 	// At is when it was measured (a cluster's counters may be some seconds old); zero: now.
 	At time.Time
+	// Started is when the process or container started: with Kind and Replica its identity, so that a counter
+	// read from a process that died (a zombie's, lower than its last reading) is never taken for a new process,
+	// and a new process under an old name (a sidecar restarted in place, a reused pid) is one. Zero: unknown,
+	// and a process first seen counts from its next reading.
+	Started time.Time
 	// CPUSeconds is its CPU time since it started.
 	CPUSeconds float64
+	// Cores is how many CPUs it could use (the machine's, or its node's): no window of its counter may hold more
+	// CPU time than that many cores for that long. Zero: unknown (not bounded).
+	Cores float64
 	// RSSBytes is its memory: resident set (a process), working set (a container).
 	RSSBytes int64
 }

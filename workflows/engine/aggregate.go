@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"math"
-
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/irs-sim/irs/internal/hdrwire"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -45,44 +43,20 @@ type acc struct {
 	due, sent, unsent, blocked, late int64
 	retries                          int64
 	lagMs                            float64
-	// Resource samples, one per tick: CPU and memory summed over the service's replicas, and its busiest and
-	// largest replica's.
-	cpu, cpuMax, rss, rssMax samples
-	// cpuMaxFresh, scCPUMaxFresh: the busiest values measured in an interval (not held from an earlier one).
-	cpuMaxFresh, scCPUMaxFresh samples
-	replicas                   int
-	// The same for the service's sidecars, one per tick.
-	scCPU, scCPUMax, scRSS, scRSSMax samples
-	sidecars                         int
+	// Resource use: a tick's as sampled at its end; a phase's and the run's from the usage ledger, set when its
+	// point is made (withUsage). usage is the workers' (or the control plane's, the node proxies'), sidecar the
+	// service's sidecars'.
+	usage, sidecar resourceUse
+	// The most replicas and sidecars seen in one tick.
+	replicas, sidecars int
 }
 
-// samples is a resource's samples as the figures read them, their count, sum and largest: kept one by one,
-// every service's four or five a tick in a phase's and the run's accumulators grew a long run's engine by a
-// megabyte or two an hour.
-type samples struct {
-	n        int
-	sum, max float64
-}
-
-// samplesOf returns the samples xs.
-func samplesOf(xs ...float64) samples {
-	var s samples
-	for _, x := range xs {
-		s.add(x)
-	}
-	return s
-}
-
-func (s *samples) add(x float64) { s.n, s.sum, s.max = s.n+1, s.sum+x, math.Max(s.max, x) }
-
-func (s *samples) merge(o samples) { s.n, s.sum, s.max = s.n+o.n, s.sum+o.sum, math.Max(s.max, o.max) }
-
-// mean is the samples' mean, 0 without any.
-func (s samples) mean() float64 {
-	if s.n == 0 {
-		return 0
-	}
-	return s.sum / float64(s.n)
+// resourceUse is a point's CPU and memory: CPU summed over replicas (mean over the span) and its busiest
+// replica's busiest second, memory summed over replicas and its largest replica's (the highest seen).
+type resourceUse struct {
+	mcores, mcoresMax, rssMB, rssMBMax float64
+	// measured says any of it was.
+	measured bool
 }
 
 func newAcc() *acc {
@@ -164,13 +138,12 @@ func (a *acc) merge(b *acc) {
 	a.sidecars = max(a.sidecars, b.sidecars)
 }
 
-// addUsage adds another accumulator's resource samples.
-func (a *acc) addUsage(b *acc) {
-	for _, m := range [][2]*samples{{&a.cpu, &b.cpu}, {&a.cpuMax, &b.cpuMax}, {&a.cpuMaxFresh, &b.cpuMaxFresh},
-		{&a.rss, &b.rss}, {&a.rssMax, &b.rssMax}, {&a.scCPU, &b.scCPU}, {&a.scCPUMax, &b.scCPUMax},
-		{&a.scCPUMaxFresh, &b.scCPUMaxFresh}, {&a.scRSS, &b.scRSS}, {&a.scRSSMax, &b.scRSSMax}} {
-		m[0].merge(*m[1])
-	}
+// withUsage returns the accumulator with a span's resource use (a shallow copy: the point reads it, never
+// changes it).
+func (a *acc) withUsage(usage, sidecar resourceUse) *acc {
+	c := *a
+	c.usage, c.sidecar = usage, sidecar
+	return &c
 }
 
 // point renders an accumulator over seconds of time (for rates).
@@ -224,10 +197,10 @@ func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 				P99Ms: p.LatenessP99Ms, P999Ms: p.LatenessP999Ms, MaxMs: ms(h.Max()), MeanMs: h.Mean() / 1000, MinMs: ms(h.Min())}
 		}
 	}
-	p.CpuMcores, p.CpuMcoresMax, p.RssMb, p.RssMbMax = a.cpu.mean(), busiest(a.cpuMax, a.cpuMaxFresh), a.rss.max, a.rssMax.max
-	if a.scCPU.n > 0 {
-		p.SidecarCpuMcores, p.SidecarCpuMcoresMax = a.scCPU.mean(), busiest(a.scCPUMax, a.scCPUMaxFresh)
-		p.SidecarRssMb, p.SidecarRssMbMax, p.Sidecars = a.scRSS.max, a.scRSSMax.max, int32(a.sidecars)
+	p.CpuMcores, p.CpuMcoresMax, p.RssMb, p.RssMbMax = a.usage.mcores, a.usage.mcoresMax, a.usage.rssMB, a.usage.rssMBMax
+	if a.sidecar.measured {
+		p.SidecarCpuMcores, p.SidecarCpuMcoresMax = a.sidecar.mcores, a.sidecar.mcoresMax
+		p.SidecarRssMb, p.SidecarRssMbMax, p.Sidecars = a.sidecar.rssMB, a.sidecar.rssMBMax, int32(a.sidecars)
 		if p.Rps > 0 {
 			p.SidecarMcoresPerKrps = p.SidecarCpuMcores / (p.Rps / 1000)
 		}
@@ -288,13 +261,4 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 		addHist(&a.latency, u.GetLatency())
 		addHist(&a.hop, u.GetHop())
 	}
-}
-
-// busiest is the most CPU measured in a span: over the measurements made in it when there were any; otherwise
-// (a span shorter than the counters' refresh) the values held from the last one.
-func busiest(held, fresh samples) float64 {
-	if fresh.n > 0 {
-		return fresh.max
-	}
-	return held.max
 }

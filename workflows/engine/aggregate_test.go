@@ -389,54 +389,37 @@ func TestPointHistogram(t *testing.T) {
 	}
 }
 
-// TestPointUsage: CPU is the mean of the per-tick sums and its max the busiest replica's sample; memory is the
-// highest sample, summed and per replica.
+// TestPointUsage: a point shows the resource use its accumulator carries: a tick's as sampled, a span's as the
+// ledger gives it (withUsage), the sidecars' only where they were measured.
 func TestPointUsage(t *testing.T) {
-	tick := func(cpu, cpuMax, rss, rssMax float64) *acc {
-		a := newAcc()
-		a.cpu, a.cpuMax, a.rss, a.rssMax = samplesOf(cpu), samplesOf(cpuMax), samplesOf(rss), samplesOf(rssMax)
-		return a
+	a := newAcc()
+	a.usage = resourceUse{mcores: 120, mcoresMax: 80, rssMB: 64, rssMBMax: 32, measured: true}
+	p := a.point(key{service: "storefront", kind: kindServed}, 1, true)
+	if got := [4]float64{p.GetCpuMcores(), p.GetCpuMcoresMax(), p.GetRssMb(), p.GetRssMbMax()}; got != [4]float64{120, 80, 64, 32} {
+		t.Errorf("cpu_mcores, cpu_mcores_max, rss_mb, rss_mb_max = %v, want [120 80 64 32]", got)
 	}
-	tests := []struct {
-		name  string
-		ticks []*acc
-		want  [4]float64 // cpu_mcores, cpu_mcores_max, rss_mb, rss_mb_max
-	}{
-		{"no samples", nil, [4]float64{0, 0, 0, 0}},
-		{"one tick", []*acc{tick(120, 80, 64, 32)}, [4]float64{120, 80, 64, 32}},
-		{
-			name:  "three ticks",
-			ticks: []*acc{tick(100, 150, 50, 30), tick(200, 400, 80, 45), tick(300, 250, 70, 40)},
-			want:  [4]float64{200, 400, 80, 45},
-		},
-		{
-			name:  "a tick without CPU lowers the mean",
-			ticks: []*acc{tick(300, 300, 100, 100), tick(0, 0, 100, 100)},
-			want:  [4]float64{150, 300, 100, 100},
-		},
+	if p.GetSidecars() != 0 || p.GetSidecarCpuMcores() != 0 {
+		t.Errorf("sidecars %d at %vm without any measured, want none", p.GetSidecars(), p.GetSidecarCpuMcores())
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			total := newAcc()
-			for _, b := range tt.ticks {
-				total.merge(b)
-				total.addUsage(b)
-			}
-			p := total.point(key{service: "storefront", kind: kindServed}, 1, true)
-			got := [4]float64{p.GetCpuMcores(), p.GetCpuMcoresMax(), p.GetRssMb(), p.GetRssMbMax()}
-			if got != tt.want {
-				t.Errorf("cpu_mcores, cpu_mcores_max, rss_mb, rss_mb_max = %v, want %v", got, tt.want)
-			}
-		})
+	a.sidecars = 2
+	b := a.withUsage(resourceUse{mcores: 10, measured: true}, resourceUse{mcores: 40, mcoresMax: 25, rssMB: 30, rssMBMax: 15, measured: true})
+	p = b.point(key{service: "storefront", kind: kindServed}, 1, true)
+	if p.GetCpuMcores() != 10 || p.GetSidecarCpuMcores() != 40 || p.GetSidecarCpuMcoresMax() != 25 || p.GetSidecarRssMb() != 30 || p.GetSidecars() != 2 {
+		t.Errorf("with a span's use: cpu %vm, sidecars %d at %vm (max %vm, %v MiB); want 10m, 2 at 40m (25m, 30 MiB)",
+			p.GetCpuMcores(), p.GetSidecars(), p.GetSidecarCpuMcores(), p.GetSidecarCpuMcoresMax(), p.GetSidecarRssMb())
+	}
+	if a.usage.mcores != 120 {
+		t.Errorf("withUsage changed the accumulator it copied: %vm, want 120m", a.usage.mcores)
 	}
 }
 
-// TestMergeKeepsResourcesApart: merge adds counts and histograms but not resource samples (addUsage does).
+// TestMergeKeepsResourcesApart: merge adds counts and histograms but not resource use (a span's comes from the
+// ledger).
 func TestMergeKeepsResourcesApart(t *testing.T) {
 	b := newAcc()
 	addSnapshot(map[key]*acc{{service: "x", kind: kindServed}: b}, "x", &irsv1.StatsSnapshot{Inbound: []*irsv1.RouteStats{{
 		Route: "/", Outcomes: outcomes(map[int32]int64{200: 5, 500: 1}, map[string]int64{"reset": 1}), Latency: wireHist(t, rec{time.Millisecond, 7})}}})
-	b.cpu, b.cpuMax, b.rss, b.rssMax, b.replicas = samplesOf(100), samplesOf(60), samplesOf(30), samplesOf(15), 2
+	b.usage, b.replicas = resourceUse{mcores: 100, mcoresMax: 60, rssMB: 30, rssMBMax: 15, measured: true}, 2
 
 	a := newAcc()
 	a.merge(b)
@@ -445,8 +428,8 @@ func TestMergeKeepsResourcesApart(t *testing.T) {
 		t.Errorf("after two merges: requests %d, failures %d, histogram %d, 500s %d, resets %d; want 14, 4, 14, 2, 2",
 			a.requests, a.failures, a.latency.TotalCount(), a.statuses[500], a.errors["reset"])
 	}
-	if a.cpu.n+a.cpuMax.n+a.rss.n+a.rssMax.n != 0 {
-		t.Errorf("merge copied resource samples: cpu %v, cpuMax %v, rss %v, rssMax %v; want none", a.cpu, a.cpuMax, a.rss, a.rssMax)
+	if a.usage != (resourceUse{}) {
+		t.Errorf("merge copied resource use %+v, want none", a.usage)
 	}
 	if a.replicas != 2 {
 		t.Errorf("replicas = %d, want 2 (the most seen)", a.replicas)

@@ -75,7 +75,7 @@ func (e *engine) measure(k key, a *irsv1.Assertion, m workflows.Metric) (float64
 	if ac == nil {
 		ac = newAcc()
 	}
-	p := ac.point(k, seconds, false)
+	p := e.spanAcc(a.GetPhase(), k, ac).point(k, seconds, false)
 	if needsAnswers[m] && p.GetRequests() > 0 && completed(p) == 0 {
 		// Refused, reset and timed-out requests are quick or capped: their latency and rate say nothing of
 		// the system, and an assertion over them would hold over nothing.

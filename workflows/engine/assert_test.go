@@ -45,9 +45,10 @@ func TestMeasure(t *testing.T) {
 	// p50 10ms, p90 20ms, p99 50ms, p99.9 100ms, max 400ms; mean 18.8ms.
 	spike.latency = latencyHist(t, rec{10 * time.Millisecond, 5000}, rec{20 * time.Millisecond, 4000},
 		rec{50 * time.Millisecond, 900}, rec{100 * time.Millisecond, 90}, rec{400 * time.Millisecond, 10})
-	spike.cpu, spike.cpuMax, spike.rss, spike.rssMax = samplesOf(100, 300), samplesOf(250, 500), samplesOf(64, 96), samplesOf(40, 50)
-	warm := newAcc() // resource samples, but no request served
-	warm.cpu, warm.cpuMax, warm.rss, warm.rssMax = samplesOf(50), samplesOf(30), samplesOf(32), samplesOf(16)
+	fileUse(e, "spike", ledgerKey{k: served}, resourceUse{mcores: 200, mcoresMax: 500, rssMB: 96, rssMBMax: 50})
+	warm := newAcc() // resources measured, but no request served
+	fileUse(e, "warm-up", ledgerKey{k: served}, resourceUse{mcores: 50, mcoresMax: 30, rssMB: 32, rssMBMax: 16})
+	fileUse(e, "", ledgerKey{k: served}, resourceUse{mcores: 150, mcoresMax: 500, rssMB: 96, rssMBMax: 50})
 	e.phaseAccs["spike"] = map[key]*acc{served: spike}
 	e.phaseAccs["warm-up"] = map[key]*acc{served: warm}
 
@@ -68,7 +69,7 @@ func TestMeasure(t *testing.T) {
 		{"", served, workflows.MetricP999, 0.100, nil},
 		{"", served, workflows.MetricMax, 0.400, nil},
 		{"", served, workflows.MetricMean, 0.0188, nil},
-		{"", served, workflows.MetricCPU, 150, nil}, // the mean of both phases' samples
+		{"", served, workflows.MetricCPU, 150, nil}, // the run's own, from the ledger
 		{"", served, workflows.MetricCPUMax, 500, nil},
 		{"", served, workflows.MetricRSS, 96, nil},
 		{"", served, workflows.MetricRSSMax, 50, nil},
@@ -372,9 +373,8 @@ func shopRun(t *testing.T, resultPath string) *engine {
 		})})
 	}
 	feed(e, samples...)
-	for k := 1; k <= 12; k++ { // as tickLoop samples: storefront at 300m
-		a := e.buckets[k][key{service: "storefront", kind: kindServed}]
-		a.cpu, a.cpuMax, a.rss, a.rssMax = samplesOf(300), samplesOf(200), samplesOf(100), samplesOf(60)
+	for _, span := range []string{"", "warm-up", "spike"} { // as the samples would have filed it: storefront at 300m
+		fileUse(e, span, ledgerKey{k: key{service: "storefront", kind: kindServed}}, resourceUse{mcores: 300, mcoresMax: 200, rssMB: 100, rssMBMax: 60})
 	}
 	e.event(t0.Add(1600*time.Millisecond), "kill", "inventory", "inventory-2", "SIGKILL")
 	e.closeBuckets(12)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
-	"github.com/irs-sim/irs/workflows"
 )
 
 // consumeSamples files each window in the interval that holds its middle: the streams cut their windows at
@@ -75,37 +74,18 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 				e.buckets[k] = b
 			}
 			for uk, u := range usage {
-				k := key{service: uk.service, kind: e.primary[uk.service]}
-				switch uk.kind {
-				case workflows.UsageControlPlane:
-					k = key{kind: kindControlPlane}
-				case workflows.UsageNodeProxy:
-					k = key{kind: kindNodeProxy}
-				}
-				a, ok := b[k]
+				lk := e.usage.ledgerKey(uk)
+				a, ok := b[lk.k]
 				if !ok {
 					a = newAcc()
-					b[k] = a
+					b[lk.k] = a
 				}
-				if uk.kind == workflows.UsageSidecar {
-					a.scCPU.add(u.mcores)
-					a.scCPUMax.add(u.mcoresMax)
-					if u.fresh {
-						a.scCPUMaxFresh.add(u.freshMax)
-					}
-					a.scRSS.add(u.rssMB)
-					a.scRSSMax.add(u.rssMBMax)
-					a.sidecars = u.replicas
-					continue
+				use := resourceUse{mcores: u.mcores, mcoresMax: u.mcoresMax, rssMB: u.rssMB, rssMBMax: u.rssMBMax, measured: true}
+				if lk.sidecar {
+					a.sidecar, a.sidecars = use, u.replicas
+				} else {
+					a.usage, a.replicas = use, u.replicas
 				}
-				a.cpu.add(u.mcores)
-				a.cpuMax.add(u.mcoresMax)
-				if u.fresh {
-					a.cpuMaxFresh.add(u.freshMax)
-				}
-				a.rss.add(u.rssMB)
-				a.rssMax.add(u.rssMBMax)
-				a.replicas = u.replicas
 			}
 		}
 		e.mu.Unlock()
@@ -186,8 +166,13 @@ func (e *engine) addToAggregates(phase string, b map[key]*acc) {
 			pa[k] = t
 		}
 		t.merge(a)
-		t.addUsage(a)
 	}
+}
+
+// spanAcc is a phase's (or, for "", the run's) accumulator of k with its resource use from the ledger.
+// Callers hold e.mu.
+func (e *engine) spanAcc(span string, k key, a *acc) *acc {
+	return a.withUsage(e.usage.ledger.use(span, ledgerKey{k: k}), e.usage.ledger.use(span, ledgerKey{k: k, sidecar: true}))
 }
 
 // phaseOrder is the names of the phases with accumulators, in the order they ran: the timeline's (its names are
@@ -246,10 +231,8 @@ func (e *engine) mergePhases(order []string, k key) *acc {
 			if merged == nil {
 				merged = newAcc()
 				merged.merge(only)
-				merged.addUsage(only)
 			}
 			merged.merge(a)
-			merged.addUsage(a)
 		}
 	}
 	if merged != nil {

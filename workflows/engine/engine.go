@@ -78,24 +78,23 @@ type engine struct {
 	interval time.Duration
 	logger   *slog.Logger
 
-	mu         sync.Mutex
-	res        *irsv1.WorkflowResult
-	t0         time.Time
-	buckets    map[int]map[key]*acc
-	closed     int                     // the last interval closed into the series
-	phaseAccs  map[string]map[key]*acc // the run's are these merged (runAccs)
-	primary    map[string]string       // service → the kind of its main point (load or served)
-	procs      map[string]*procHistory // usageID → recent CPU samples
-	lastSample time.Time
-	loads      map[string]*irsv1.Load
-	tags       map[string]map[string]string // service → its own tags (the phase tag apart)
-	phase      string                       // the phase running
-	kills      int
-	lastTick   *irsv1.Tick
-	killed     map[string]*irsv1.KillRecord // replica → the record of its kill
-	reports    map[string]*replicaReports   // replica → the intervals it reported
-	book       replicaBook                  // every replica in service: where and when (the result's replicas)
-	lostNodes  []nodeLoss                   // nodes the run lost: their replicas are not expected to report
+	mu        sync.Mutex
+	res       *irsv1.WorkflowResult
+	t0        time.Time
+	buckets   map[int]map[key]*acc
+	closed    int                     // the last interval closed into the series
+	phaseAccs map[string]map[key]*acc // the run's are these merged (runAccs)
+	primary   map[string]string       // service → the kind of its main point (load or served)
+	usage     usageTracker            // the processes' CPU and memory: the series' rates, the phases' ledger
+	loads     map[string]*irsv1.Load
+	tags      map[string]map[string]string // service → its own tags (the phase tag apart)
+	phase     string                       // the phase running
+	kills     int
+	lastTick  *irsv1.Tick
+	killed    map[string]*irsv1.KillRecord // replica → the record of its kill
+	reports   map[string]*replicaReports   // replica → the intervals it reported
+	book      replicaBook                  // every replica in service: where and when (the result's replicas)
+	lostNodes []nodeLoss                   // nodes the run lost: their replicas are not expected to report
 	// networkFaults: the timeline changes nodes or the network between them, which may hit any call.
 	networkFaults bool
 	frozen        []*irsv1.FaultRecord   // mesh faults frozen and not thawed yet
@@ -256,7 +255,7 @@ func newEngine(o Options) *engine {
 	}
 	e := &engine{o: o, interval: interval, logger: o.Logger,
 		buckets: map[int]map[key]*acc{}, phaseAccs: map[string]map[key]*acc{},
-		primary: map[string]string{}, procs: map[string]*procHistory{}, loads: map[string]*irsv1.Load{},
+		primary: map[string]string{}, loads: map[string]*irsv1.Load{},
 		end: o.Timeline.Total, killed: map[string]*irsv1.KillRecord{}, reports: map[string]*replicaReports{}, machine: map[int]*irsv1.Machine{},
 		book: replicaBook{byID: map[string]*irsv1.ReplicaRecord{}, guessed: map[string]bool{}, omitted: map[string]bool{}},
 	}
@@ -281,6 +280,8 @@ func newEngine(o Options) *engine {
 			e.primary[s.GetName()] = kindLoad
 		}
 	}
+	e.usage = usageTracker{interval: interval, primary: e.primary, procs: map[string]*procHistory{},
+		ledger: newUsageLedger(o.Timeline)}
 	e.res = &irsv1.WorkflowResult{
 		Schema: ResultSchema, Status: StatusRunning, Workflow: o.Workflow, Environment: o.Environment,
 		Seed: o.Workflow.GetSeed(), TimeScale: o.Timeline.Scale, StartedAt: timestamppb.Now(), Notes: o.Notes,
@@ -417,7 +418,7 @@ func (e *engine) summarize(status string) {
 		}
 		pr := &irsv1.PhaseResult{Name: span.Name, Start: start.Seconds(), End: end.Seconds()}
 		for _, k := range sortedKeys(e.phaseAccs[span.Name]) {
-			a := e.phaseAccs[span.Name][k]
+			a := e.spanAcc(span.Name, k, e.phaseAccs[span.Name][k])
 			place(k, a.point(k, (end-start).Seconds(), true), phaseSlots(pr))
 			if sat := saturation(k, a, span.Name, e.lagged(k, start.Seconds(), end.Seconds())); sat != nil {
 				e.res.Saturation = append(e.res.Saturation, sat)
@@ -429,10 +430,14 @@ func (e *engine) summarize(status string) {
 	total := &irsv1.PhaseResult{Name: "total", End: e.end.Seconds()}
 	runAccs := e.runAccs()
 	for _, k := range sortedKeys(runAccs) {
-		place(k, runAccs[k].point(k, e.end.Seconds(), true), phaseSlots(total))
+		place(k, e.spanAcc("", k, runAccs[k]).point(k, e.end.Seconds(), true), phaseSlots(total))
 	}
 	total.Coverage = e.coverage(total, 0, e.end.Seconds())
 	e.res.Total = total
+	e.res.DroppedUsage = nil
+	if d := e.usage.dropped; d.count > 0 {
+		e.res.DroppedUsage = &irsv1.DroppedUsage{Readings: d.count, First: slices.Clone(d.named)}
+	}
 	if e.res.Status != StatusError {
 		e.killDamage()
 		e.faultDamage()

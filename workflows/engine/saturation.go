@@ -74,7 +74,7 @@ func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 	if a.lateness != nil && a.lateness.TotalCount() > 0 {
 		late = float64(a.lateness.ValueAtPercentile(99)) / 1000
 	}
-	cpu := a.cpu.mean() / float64(max(1, a.replicas))
+	cpu := a.usage.mcores / float64(max(1, a.replicas))
 	switch {
 	case d.oversleepMs >= starvedMs:
 		pressure := ""
@@ -84,9 +84,9 @@ func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 		s.Detail = fmt.Sprintf("the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by "+
 			"up to %.0f ms%s. More connections or replicas would not help; run on a quieter machine (or give IRS more CPUs)",
 			d.oversleepMs, pressure)
-	case late >= starvedMs && (a.cpu.n == 0 || cpu < busyGeneratorMcores):
+	case late >= starvedMs && (!a.usage.measured || cpu < busyGeneratorMcores):
 		used := "its CPU is not measured"
-		if a.cpu.n > 0 {
+		if a.usage.measured {
 			used = fmt.Sprintf("its worker used %.0f millicores a replica", cpu)
 		}
 		s.Detail = fmt.Sprintf("its CPU was not its own: the sends it slept for woke up to %.0f ms late (p99) while %s. "+

@@ -208,7 +208,7 @@ func TestSaturationNamesItsCause(t *testing.T) {
 				if tt.lateMs > 0 {
 					a.lateness = newHist()
 					_ = a.lateness.RecordValues(int64(tt.lateMs*1000), 100)
-					a.cpu, a.replicas = samplesOf(2*tt.cpu), 2
+					a.usage, a.replicas = resourceUse{mcores: 2 * tt.cpu, measured: true}, 2
 				}
 				s := saturation(gen, a, "spike", e.lagged(gen, 10, 20))
 				if s == nil || !strings.Contains(s.GetDetail(), tt.want) {

@@ -24,6 +24,8 @@ type nodeFacts struct {
 	count int
 	// loadgen are the schedulable nodes labelled for the load generators that the run's node selector allows.
 	loadgen []string
+	// cores are each node's CPUs (its capacity): what a container on it can use at most (usage's bound).
+	cores map[string]float64
 }
 
 // lookupNodes lists the cluster's nodes, once: how many there are (the result's environment) and which are
@@ -43,6 +45,12 @@ func (b *Backend) lookupNodes(ctx context.Context) error {
 			LabelRole+"="+RoleLoadgen+" (RBAC: list nodes)", "err", err)
 	} else {
 		facts.count = len(list.Items)
+		facts.cores = map[string]float64{}
+		for _, n := range list.Items {
+			if c, ok := n.Status.Capacity[corev1.ResourceCPU]; ok {
+				facts.cores[n.Name] = c.AsApproximateFloat64()
+			}
+		}
 		wanted := labels.SelectorFromSet(b.cfg.Platform.GetNodeSelector())
 		for _, n := range list.Items {
 			if n.Labels[LabelRole] == RoleLoadgen && !n.Spec.Unschedulable && wanted.Matches(labels.Set(n.Labels)) {
@@ -58,6 +66,16 @@ func (b *Backend) lookupNodes(ctx context.Context) error {
 		b.cfg.Logger.Info("load generators on the loadgen nodes", "services", services, "nodes", facts.loadgen)
 	}
 	return nil
+}
+
+// nodeCores is how many CPUs a node has (0: unknown).
+func (b *Backend) nodeCores(node string) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.nodes == nil {
+		return 0
+	}
+	return b.nodes.cores[node]
 }
 
 // Nodes counts the cluster's nodes (0 when this user may not list them).

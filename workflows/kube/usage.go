@@ -131,7 +131,7 @@ func (u *usageReader) readAll() (out []workflows.Usage, complete bool) {
 				mu.Unlock()
 				return
 			}
-			got := u.parse(raw)
+			got := u.parse(raw, b.nodeCores(n))
 			mu.Lock()
 			out = append(out, got...)
 			mu.Unlock()
@@ -205,8 +205,9 @@ func (u *usageReader) unmeasured(got []workflows.Usage) []string {
 	return missing
 }
 
-// parse turns one kubelet's /metrics/resource into usage samples of what the run measures.
-func (u *usageReader) parse(raw []byte) []workflows.Usage {
+// parse turns one kubelet's /metrics/resource into usage samples of what the run measures, on a node of so
+// many cores (0: unknown).
+func (u *usageReader) parse(raw []byte, cores float64) []workflows.Usage {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
 	if err != nil {
@@ -253,6 +254,15 @@ func (u *usageReader) parse(raw []byte) []workflows.Usage {
 			us.At = time.UnixMilli(ms)
 		}
 	})
+	take("container_start_time_seconds", func(us *workflows.Usage, m *dto.Metric) {
+		v := m.GetGauge().GetValue()
+		if m.GetUntyped() != nil {
+			v = m.GetUntyped().GetValue()
+		}
+		if v > 0 {
+			us.Started = time.Unix(0, int64(v*1e9))
+		}
+	})
 	take("container_memory_working_set_bytes", func(us *workflows.Usage, m *dto.Metric) {
 		v := m.GetGauge().GetValue()
 		if m.GetUntyped() != nil {
@@ -263,6 +273,7 @@ func (u *usageReader) parse(raw []byte) []workflows.Usage {
 	out := make([]workflows.Usage, 0, len(samples))
 	for _, s := range samples {
 		if !s.At.IsZero() {
+			s.Cores = cores
 			out = append(out, *s)
 		}
 	}
@@ -279,8 +290,10 @@ func (u *usageReader) classify(ns, pod, container string) *workflows.Usage {
 		switch {
 		case p != nil && container == ContainerWorker:
 			return &workflows.Usage{Service: p.service, Replica: pod, Kind: workflows.UsageWorker}
-		case p != nil: // a worker's pod holds the worker and what its mesh adds: a proxy
+		case p != nil && slices.Contains(p.measured, container): // beside the worker, what its mesh adds: a proxy
 			return &workflows.Usage{Service: p.service, Replica: pod, Kind: workflows.UsageSidecar}
+		case p != nil: // an init container (the mesh's capture set-up), or one the run does not measure
+			return nil
 		case p == nil && strings.HasPrefix(pod, controlPlaneName+"-"): // IRS's own control plane
 			return &workflows.Usage{Replica: pod + "/" + container, Kind: workflows.UsageControlPlane}
 		case p == nil && b.mesh != nil: // the plane's own pods (node proxies)

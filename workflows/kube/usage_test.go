@@ -42,7 +42,7 @@ func TestUsageFromMetricsAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.pods["server-1"] = &pod{name: "server-1", service: "server"}
+	b.pods["server-1"] = &pod{name: "server-1", service: "server", measured: []string{ContainerWorker, "envoy"}}
 	u := newUsageReader(b)
 	u.fallback = true
 	find := func(us []workflows.Usage, kind string) workflows.Usage {
@@ -161,4 +161,49 @@ current-context: c
 		t.Fatal(err)
 	}
 	return kc
+}
+
+// TestParseKubeletResource: a kubelet's /metrics/resource (its real format: counters and gauges with the time
+// they were measured) gives each measured container's CPU, memory, start time (its identity beside its name)
+// and its node's cores; a worker pod's init container (the mesh's capture set-up, running for a moment after
+// each replacement) is no sidecar.
+func TestParseKubeletResource(t *testing.T) {
+	b, err := New(Config{Access: Access{Kubeconfig: kubeconfigFor(t, "http://127.0.0.1:1")}, Namespace: "run",
+		ControlToken: "t", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.pods["server-1"] = &pod{name: "server-1", service: "server", node: "n1", measured: []string{ContainerWorker, "envoy"}}
+	raw := `# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
+# TYPE container_cpu_usage_seconds_total counter
+container_cpu_usage_seconds_total{container="worker",namespace="run",pod="server-1"} 12.5 1764590000123
+container_cpu_usage_seconds_total{container="envoy",namespace="run",pod="server-1"} 3.25 1764590000123
+container_cpu_usage_seconds_total{container="irs-init",namespace="run",pod="server-1"} 0.047 1764590000123
+container_cpu_usage_seconds_total{container="worker",namespace="other",pod="server-1"} 99 1764590000123
+# HELP container_memory_working_set_bytes [STABLE] Current working set of the container in bytes
+# TYPE container_memory_working_set_bytes gauge
+container_memory_working_set_bytes{container="worker",namespace="run",pod="server-1"} 2.097152e+07 1764590000123
+container_memory_working_set_bytes{container="envoy",namespace="run",pod="server-1"} 4.194304e+07 1764590000123
+container_memory_working_set_bytes{container="irs-init",namespace="run",pod="server-1"} 1.048576e+06 1764590000123
+# HELP container_start_time_seconds [STABLE] Start time of the container since unix epoch in seconds
+# TYPE container_start_time_seconds gauge
+container_start_time_seconds{container="worker",namespace="run",pod="server-1"} 1.7645899e+09 1764590000123
+container_start_time_seconds{container="envoy",namespace="run",pod="server-1"} 1.7645899e+09 1764590000123
+container_start_time_seconds{container="irs-init",namespace="run",pod="server-1"} 1.7645899e+09 1764590000123
+`
+	got := newUsageReader(b).parse([]byte(raw), 2)
+	if len(got) != 2 {
+		t.Fatalf("%d samples %+v, want the worker and its sidecar (not the init container, not another namespace's)", len(got), got)
+	}
+	at, started := time.UnixMilli(1764590000123), time.Unix(1764589900, 0)
+	for _, u := range got {
+		want := map[string]workflows.Usage{
+			workflows.UsageWorker:  {Service: "server", Replica: "server-1", Kind: workflows.UsageWorker, At: at, Started: started, CPUSeconds: 12.5, RSSBytes: 20 << 20, Cores: 2},
+			workflows.UsageSidecar: {Service: "server", Replica: "server-1", Kind: workflows.UsageSidecar, At: at, Started: started, CPUSeconds: 3.25, RSSBytes: 40 << 20, Cores: 2},
+		}[u.Kind]
+		if u.Service != want.Service || u.Replica != want.Replica || !u.At.Equal(want.At) || !u.Started.Equal(want.Started) ||
+			u.CPUSeconds != want.CPUSeconds || u.RSSBytes != want.RSSBytes || u.Cores != want.Cores {
+			t.Errorf("%s: %+v, want %+v", u.Kind, u, want)
+		}
+	}
 }

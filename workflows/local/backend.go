@@ -76,6 +76,8 @@ type Backend struct {
 	byID      sync.Map
 
 	wg sync.WaitGroup // replica monitors, replacements, pushes
+
+	boot bootClock // processes' start times count from it (Usage)
 }
 
 var _ workflows.Backend = (*Backend)(nil)

@@ -292,6 +292,10 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 		fmt.Fprintf(w, "; result: %s", resultPath)
 	}
 	fmt.Fprintln(w)
+	if d := res.GetDroppedUsage(); d.GetReadings() > 0 {
+		fmt.Fprintf(w, "%d CPU readings dropped as impossible, left out of every figure: %s\n", d.GetReadings(),
+			strings.Join(d.GetFirst(), "; "))
+	}
 	generatorFloor(w, res)
 	if len(res.GetSaturation()) > 0 {
 		fmt.Fprintln(w, "\nINVALID: load generators fell behind their schedule; their latency is theirs, not the system's:")

@@ -85,7 +85,11 @@ type WorkflowResult struct {
 	Checkpoint *float64 `protobuf:"fixed64,26,opt,name=checkpoint,proto3,oneof" json:"checkpoint,omitempty"`
 	// Spans of the run that nothing measured, in seconds from the start of the first phase: a detached run whose
 	// engine was lost is measured up to its last checkpoint; what followed is a gap.
-	Gaps          []*Gap `protobuf:"bytes,27,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	Gaps []*Gap `protobuf:"bytes,27,rep,name=gaps,proto3" json:"gaps,omitempty"`
+	// CPU readings left out of every figure because they cannot be true: a counter that went back (a process
+	// killed and not reaped yet reads lower than before), or more CPU in a window than the cores the process could
+	// use allow in it. Absent: none.
+	DroppedUsage  *DroppedUsage `protobuf:"bytes,28,opt,name=dropped_usage,json=droppedUsage,proto3" json:"dropped_usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,6 +313,66 @@ func (x *WorkflowResult) GetGaps() []*Gap {
 	return nil
 }
 
+func (x *WorkflowResult) GetDroppedUsage() *DroppedUsage {
+	if x != nil {
+		return x.DroppedUsage
+	}
+	return nil
+}
+
+// DroppedUsage counts the CPU readings a run dropped, and names the first 20 (what, when, why).
+type DroppedUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Readings      int64                  `protobuf:"varint,1,opt,name=readings,proto3" json:"readings,omitempty"`
+	First         []string               `protobuf:"bytes,2,rep,name=first,proto3" json:"first,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DroppedUsage) Reset() {
+	*x = DroppedUsage{}
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DroppedUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DroppedUsage) ProtoMessage() {}
+
+func (x *DroppedUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DroppedUsage.ProtoReflect.Descriptor instead.
+func (*DroppedUsage) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DroppedUsage) GetReadings() int64 {
+	if x != nil {
+		return x.Readings
+	}
+	return 0
+}
+
+func (x *DroppedUsage) GetFirst() []string {
+	if x != nil {
+		return x.First
+	}
+	return nil
+}
+
 // Gap is a span of a run nothing measured, and why.
 type Gap struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -322,7 +386,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +398,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[1]
+	mi := &file_irs_v1_result_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +411,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{1}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Gap) GetStart() float64 {
@@ -391,7 +455,7 @@ type ReplicaRecord struct {
 
 func (x *ReplicaRecord) Reset() {
 	*x = ReplicaRecord{}
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -403,7 +467,7 @@ func (x *ReplicaRecord) String() string {
 func (*ReplicaRecord) ProtoMessage() {}
 
 func (x *ReplicaRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[2]
+	mi := &file_irs_v1_result_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -416,7 +480,7 @@ func (x *ReplicaRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaRecord.ProtoReflect.Descriptor instead.
 func (*ReplicaRecord) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{2}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ReplicaRecord) GetService() string {
@@ -509,7 +573,7 @@ type FaultRecord struct {
 
 func (x *FaultRecord) Reset() {
 	*x = FaultRecord{}
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +585,7 @@ func (x *FaultRecord) String() string {
 func (*FaultRecord) ProtoMessage() {}
 
 func (x *FaultRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[3]
+	mi := &file_irs_v1_result_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +598,7 @@ func (x *FaultRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultRecord.ProtoReflect.Descriptor instead.
 func (*FaultRecord) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{3}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FaultRecord) GetKind() string {
@@ -679,7 +743,7 @@ type EdgeDamage struct {
 
 func (x *EdgeDamage) Reset() {
 	*x = EdgeDamage{}
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +755,7 @@ func (x *EdgeDamage) String() string {
 func (*EdgeDamage) ProtoMessage() {}
 
 func (x *EdgeDamage) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[4]
+	mi := &file_irs_v1_result_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +768,7 @@ func (x *EdgeDamage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EdgeDamage.ProtoReflect.Descriptor instead.
 func (*EdgeDamage) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{4}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EdgeDamage) GetCaller() string {
@@ -782,7 +846,7 @@ type ReplicaErrors struct {
 
 func (x *ReplicaErrors) Reset() {
 	*x = ReplicaErrors{}
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +858,7 @@ func (x *ReplicaErrors) String() string {
 func (*ReplicaErrors) ProtoMessage() {}
 
 func (x *ReplicaErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[5]
+	mi := &file_irs_v1_result_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +871,7 @@ func (x *ReplicaErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaErrors.ProtoReflect.Descriptor instead.
 func (*ReplicaErrors) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{5}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReplicaErrors) GetReplica() string {
@@ -855,7 +919,7 @@ type FaultWindow struct {
 
 func (x *FaultWindow) Reset() {
 	*x = FaultWindow{}
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +931,7 @@ func (x *FaultWindow) String() string {
 func (*FaultWindow) ProtoMessage() {}
 
 func (x *FaultWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[6]
+	mi := &file_irs_v1_result_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +944,7 @@ func (x *FaultWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FaultWindow.ProtoReflect.Descriptor instead.
 func (*FaultWindow) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{6}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FaultWindow) GetStart() float64 {
@@ -962,7 +1026,7 @@ type KillRecord struct {
 
 func (x *KillRecord) Reset() {
 	*x = KillRecord{}
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1038,7 @@ func (x *KillRecord) String() string {
 func (*KillRecord) ProtoMessage() {}
 
 func (x *KillRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[7]
+	mi := &file_irs_v1_result_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1051,7 @@ func (x *KillRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillRecord.ProtoReflect.Descriptor instead.
 func (*KillRecord) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{7}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KillRecord) GetService() string {
@@ -1087,7 +1151,7 @@ type Saturation struct {
 
 func (x *Saturation) Reset() {
 	*x = Saturation{}
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1163,7 @@ func (x *Saturation) String() string {
 func (*Saturation) ProtoMessage() {}
 
 func (x *Saturation) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[8]
+	mi := &file_irs_v1_result_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1176,7 @@ func (x *Saturation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Saturation.ProtoReflect.Descriptor instead.
 func (*Saturation) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{8}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Saturation) GetService() string {
@@ -1207,7 +1271,7 @@ type Environment struct {
 
 func (x *Environment) Reset() {
 	*x = Environment{}
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1283,7 @@ func (x *Environment) String() string {
 func (*Environment) ProtoMessage() {}
 
 func (x *Environment) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[9]
+	mi := &file_irs_v1_result_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1296,7 @@ func (x *Environment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Environment.ProtoReflect.Descriptor instead.
 func (*Environment) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{9}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Environment) GetIrsVersion() string {
@@ -1382,7 +1446,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1458,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[10]
+	mi := &file_irs_v1_result_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1471,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{10}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunEvent) GetT() float64 {
@@ -1479,7 +1543,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1555,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[11]
+	mi := &file_irs_v1_result_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1568,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{11}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Tick) GetT() float64 {
@@ -1571,7 +1635,7 @@ type Machine struct {
 
 func (x *Machine) Reset() {
 	*x = Machine{}
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1647,7 @@ func (x *Machine) String() string {
 func (*Machine) ProtoMessage() {}
 
 func (x *Machine) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[12]
+	mi := &file_irs_v1_result_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1660,7 @@ func (x *Machine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Machine.ProtoReflect.Descriptor instead.
 func (*Machine) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{12}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Machine) GetOversleepMs() float64 {
@@ -1693,7 +1757,7 @@ type Point struct {
 
 func (x *Point) Reset() {
 	*x = Point{}
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1769,7 @@ func (x *Point) String() string {
 func (*Point) ProtoMessage() {}
 
 func (x *Point) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[13]
+	mi := &file_irs_v1_result_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1782,7 @@ func (x *Point) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Point.ProtoReflect.Descriptor instead.
 func (*Point) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{13}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Point) GetService() string {
@@ -2042,7 +2106,7 @@ type PhaseResult struct {
 
 func (x *PhaseResult) Reset() {
 	*x = PhaseResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2118,7 @@ func (x *PhaseResult) String() string {
 func (*PhaseResult) ProtoMessage() {}
 
 func (x *PhaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[14]
+	mi := &file_irs_v1_result_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2131,7 @@ func (x *PhaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseResult.ProtoReflect.Descriptor instead.
 func (*PhaseResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{14}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PhaseResult) GetName() string {
@@ -2154,7 +2218,7 @@ type Coverage struct {
 
 func (x *Coverage) Reset() {
 	*x = Coverage{}
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2230,7 @@ func (x *Coverage) String() string {
 func (*Coverage) ProtoMessage() {}
 
 func (x *Coverage) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[15]
+	mi := &file_irs_v1_result_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2243,7 @@ func (x *Coverage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Coverage.ProtoReflect.Descriptor instead.
 func (*Coverage) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{15}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Coverage) GetService() string {
@@ -2271,7 +2335,7 @@ type AssertionResult struct {
 
 func (x *AssertionResult) Reset() {
 	*x = AssertionResult{}
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2347,7 @@ func (x *AssertionResult) String() string {
 func (*AssertionResult) ProtoMessage() {}
 
 func (x *AssertionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[16]
+	mi := &file_irs_v1_result_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2360,7 @@ func (x *AssertionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssertionResult.ProtoReflect.Descriptor instead.
 func (*AssertionResult) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{16}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AssertionResult) GetName() string {
@@ -2404,7 +2468,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2480,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[17]
+	mi := &file_irs_v1_result_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2493,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{17}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Comparison) GetSchema() string {
@@ -2522,7 +2586,7 @@ type SweepParameter struct {
 
 func (x *SweepParameter) Reset() {
 	*x = SweepParameter{}
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2534,7 +2598,7 @@ func (x *SweepParameter) String() string {
 func (*SweepParameter) ProtoMessage() {}
 
 func (x *SweepParameter) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[18]
+	mi := &file_irs_v1_result_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2547,7 +2611,7 @@ func (x *SweepParameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepParameter.ProtoReflect.Descriptor instead.
 func (*SweepParameter) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{18}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SweepParameter) GetName() string {
@@ -2591,7 +2655,7 @@ type Variant struct {
 
 func (x *Variant) Reset() {
 	*x = Variant{}
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2667,7 @@ func (x *Variant) String() string {
 func (*Variant) ProtoMessage() {}
 
 func (x *Variant) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[19]
+	mi := &file_irs_v1_result_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2680,7 @@ func (x *Variant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Variant.ProtoReflect.Descriptor instead.
 func (*Variant) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{19}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Variant) GetName() string {
@@ -2684,7 +2748,7 @@ type Figure struct {
 
 func (x *Figure) Reset() {
 	*x = Figure{}
-	mi := &file_irs_v1_result_proto_msgTypes[20]
+	mi := &file_irs_v1_result_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2760,7 @@ func (x *Figure) String() string {
 func (*Figure) ProtoMessage() {}
 
 func (x *Figure) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[20]
+	mi := &file_irs_v1_result_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2773,7 @@ func (x *Figure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Figure.ProtoReflect.Descriptor instead.
 func (*Figure) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{20}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Figure) GetName() string {
@@ -2776,7 +2840,7 @@ type Regressions struct {
 
 func (x *Regressions) Reset() {
 	*x = Regressions{}
-	mi := &file_irs_v1_result_proto_msgTypes[21]
+	mi := &file_irs_v1_result_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +2852,7 @@ func (x *Regressions) String() string {
 func (*Regressions) ProtoMessage() {}
 
 func (x *Regressions) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[21]
+	mi := &file_irs_v1_result_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +2865,7 @@ func (x *Regressions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Regressions.ProtoReflect.Descriptor instead.
 func (*Regressions) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{21}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Regressions) GetSchema() string {
@@ -2892,7 +2956,7 @@ type RunReference struct {
 
 func (x *RunReference) Reset() {
 	*x = RunReference{}
-	mi := &file_irs_v1_result_proto_msgTypes[22]
+	mi := &file_irs_v1_result_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +2968,7 @@ func (x *RunReference) String() string {
 func (*RunReference) ProtoMessage() {}
 
 func (x *RunReference) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[22]
+	mi := &file_irs_v1_result_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +2981,7 @@ func (x *RunReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReference.ProtoReflect.Descriptor instead.
 func (*RunReference) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{22}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RunReference) GetPath() string {
@@ -2990,7 +3054,7 @@ type RegressionLimit struct {
 
 func (x *RegressionLimit) Reset() {
 	*x = RegressionLimit{}
-	mi := &file_irs_v1_result_proto_msgTypes[23]
+	mi := &file_irs_v1_result_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3002,7 +3066,7 @@ func (x *RegressionLimit) String() string {
 func (*RegressionLimit) ProtoMessage() {}
 
 func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[23]
+	mi := &file_irs_v1_result_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3015,7 +3079,7 @@ func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegressionLimit.ProtoReflect.Descriptor instead.
 func (*RegressionLimit) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{23}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegressionLimit) GetMetric() string {
@@ -3089,7 +3153,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_irs_v1_result_proto_msgTypes[24]
+	mi := &file_irs_v1_result_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3165,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[24]
+	mi := &file_irs_v1_result_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3178,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{24}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Change) GetVariant() string {
@@ -3256,7 +3320,7 @@ type Suite struct {
 
 func (x *Suite) Reset() {
 	*x = Suite{}
-	mi := &file_irs_v1_result_proto_msgTypes[25]
+	mi := &file_irs_v1_result_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3332,7 @@ func (x *Suite) String() string {
 func (*Suite) ProtoMessage() {}
 
 func (x *Suite) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[25]
+	mi := &file_irs_v1_result_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3345,7 @@ func (x *Suite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suite.ProtoReflect.Descriptor instead.
 func (*Suite) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{25}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Suite) GetSchema() string {
@@ -3354,7 +3418,7 @@ type SuiteRun struct {
 
 func (x *SuiteRun) Reset() {
 	*x = SuiteRun{}
-	mi := &file_irs_v1_result_proto_msgTypes[26]
+	mi := &file_irs_v1_result_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3430,7 @@ func (x *SuiteRun) String() string {
 func (*SuiteRun) ProtoMessage() {}
 
 func (x *SuiteRun) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[26]
+	mi := &file_irs_v1_result_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3443,7 @@ func (x *SuiteRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuiteRun.ProtoReflect.Descriptor instead.
 func (*SuiteRun) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{26}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SuiteRun) GetFile() string {
@@ -3435,7 +3499,7 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xa3\t\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xde\t\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -3474,11 +3538,15 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\x1a \x01(\x01H\x00R\n" +
 	"checkpoint\x88\x01\x01\x12\x1f\n" +
-	"\x04gaps\x18\x1b \x03(\v2\v.irs.v1.GapR\x04gaps\x1a=\n" +
+	"\x04gaps\x18\x1b \x03(\v2\v.irs.v1.GapR\x04gaps\x129\n" +
+	"\rdropped_usage\x18\x1c \x01(\v2\x14.irs.v1.DroppedUsageR\fdroppedUsage\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
-	"\v_checkpoint\"L\n" +
+	"\v_checkpoint\"@\n" +
+	"\fDroppedUsage\x12\x1a\n" +
+	"\breadings\x18\x01 \x01(\x03R\breadings\x12\x14\n" +
+	"\x05first\x18\x02 \x03(\tR\x05first\"L\n" +
 	"\x03Gap\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x01R\x05start\x12\x15\n" +
 	"\x03end\x18\x02 \x01(\x01H\x00R\x03end\x88\x01\x01\x12\x10\n" +
@@ -3821,110 +3889,112 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
-	(*Gap)(nil),                   // 1: irs.v1.Gap
-	(*ReplicaRecord)(nil),         // 2: irs.v1.ReplicaRecord
-	(*FaultRecord)(nil),           // 3: irs.v1.FaultRecord
-	(*EdgeDamage)(nil),            // 4: irs.v1.EdgeDamage
-	(*ReplicaErrors)(nil),         // 5: irs.v1.ReplicaErrors
-	(*FaultWindow)(nil),           // 6: irs.v1.FaultWindow
-	(*KillRecord)(nil),            // 7: irs.v1.KillRecord
-	(*Saturation)(nil),            // 8: irs.v1.Saturation
-	(*Environment)(nil),           // 9: irs.v1.Environment
-	(*RunEvent)(nil),              // 10: irs.v1.RunEvent
-	(*Tick)(nil),                  // 11: irs.v1.Tick
-	(*Machine)(nil),               // 12: irs.v1.Machine
-	(*Point)(nil),                 // 13: irs.v1.Point
-	(*PhaseResult)(nil),           // 14: irs.v1.PhaseResult
-	(*Coverage)(nil),              // 15: irs.v1.Coverage
-	(*AssertionResult)(nil),       // 16: irs.v1.AssertionResult
-	(*Comparison)(nil),            // 17: irs.v1.Comparison
-	(*SweepParameter)(nil),        // 18: irs.v1.SweepParameter
-	(*Variant)(nil),               // 19: irs.v1.Variant
-	(*Figure)(nil),                // 20: irs.v1.Figure
-	(*Regressions)(nil),           // 21: irs.v1.Regressions
-	(*RunReference)(nil),          // 22: irs.v1.RunReference
-	(*RegressionLimit)(nil),       // 23: irs.v1.RegressionLimit
-	(*Change)(nil),                // 24: irs.v1.Change
-	(*Suite)(nil),                 // 25: irs.v1.Suite
-	(*SuiteRun)(nil),              // 26: irs.v1.SuiteRun
-	nil,                           // 27: irs.v1.WorkflowResult.ParametersEntry
-	nil,                           // 28: irs.v1.EdgeDamage.ProxyCausesEntry
-	nil,                           // 29: irs.v1.Point.StatusesEntry
-	nil,                           // 30: irs.v1.Point.ErrorsEntry
-	nil,                           // 31: irs.v1.Point.ProxyStatusesEntry
-	nil,                           // 32: irs.v1.Point.ProxyCausesEntry
-	nil,                           // 33: irs.v1.Variant.ParametersEntry
-	(*Workflow)(nil),              // 34: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 36: irs.v1.Histogram
-	(*Mesh)(nil),                  // 37: irs.v1.Mesh
+	(*DroppedUsage)(nil),          // 1: irs.v1.DroppedUsage
+	(*Gap)(nil),                   // 2: irs.v1.Gap
+	(*ReplicaRecord)(nil),         // 3: irs.v1.ReplicaRecord
+	(*FaultRecord)(nil),           // 4: irs.v1.FaultRecord
+	(*EdgeDamage)(nil),            // 5: irs.v1.EdgeDamage
+	(*ReplicaErrors)(nil),         // 6: irs.v1.ReplicaErrors
+	(*FaultWindow)(nil),           // 7: irs.v1.FaultWindow
+	(*KillRecord)(nil),            // 8: irs.v1.KillRecord
+	(*Saturation)(nil),            // 9: irs.v1.Saturation
+	(*Environment)(nil),           // 10: irs.v1.Environment
+	(*RunEvent)(nil),              // 11: irs.v1.RunEvent
+	(*Tick)(nil),                  // 12: irs.v1.Tick
+	(*Machine)(nil),               // 13: irs.v1.Machine
+	(*Point)(nil),                 // 14: irs.v1.Point
+	(*PhaseResult)(nil),           // 15: irs.v1.PhaseResult
+	(*Coverage)(nil),              // 16: irs.v1.Coverage
+	(*AssertionResult)(nil),       // 17: irs.v1.AssertionResult
+	(*Comparison)(nil),            // 18: irs.v1.Comparison
+	(*SweepParameter)(nil),        // 19: irs.v1.SweepParameter
+	(*Variant)(nil),               // 20: irs.v1.Variant
+	(*Figure)(nil),                // 21: irs.v1.Figure
+	(*Regressions)(nil),           // 22: irs.v1.Regressions
+	(*RunReference)(nil),          // 23: irs.v1.RunReference
+	(*RegressionLimit)(nil),       // 24: irs.v1.RegressionLimit
+	(*Change)(nil),                // 25: irs.v1.Change
+	(*Suite)(nil),                 // 26: irs.v1.Suite
+	(*SuiteRun)(nil),              // 27: irs.v1.SuiteRun
+	nil,                           // 28: irs.v1.WorkflowResult.ParametersEntry
+	nil,                           // 29: irs.v1.EdgeDamage.ProxyCausesEntry
+	nil,                           // 30: irs.v1.Point.StatusesEntry
+	nil,                           // 31: irs.v1.Point.ErrorsEntry
+	nil,                           // 32: irs.v1.Point.ProxyStatusesEntry
+	nil,                           // 33: irs.v1.Point.ProxyCausesEntry
+	nil,                           // 34: irs.v1.Variant.ParametersEntry
+	(*Workflow)(nil),              // 35: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 37: irs.v1.Histogram
+	(*Mesh)(nil),                  // 38: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	34, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
-	9,  // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	35, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	35, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
-	14, // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
-	10, // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
-	11, // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
-	16, // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
-	14, // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
-	8,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
-	7,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
-	21, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
-	27, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
-	2,  // 13: irs.v1.WorkflowResult.replicas:type_name -> irs.v1.ReplicaRecord
-	3,  // 14: irs.v1.WorkflowResult.faults:type_name -> irs.v1.FaultRecord
-	1,  // 15: irs.v1.WorkflowResult.gaps:type_name -> irs.v1.Gap
-	4,  // 16: irs.v1.FaultRecord.edges:type_name -> irs.v1.EdgeDamage
-	6,  // 17: irs.v1.FaultRecord.before:type_name -> irs.v1.FaultWindow
-	6,  // 18: irs.v1.FaultRecord.after:type_name -> irs.v1.FaultWindow
-	28, // 19: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
-	5,  // 20: irs.v1.EdgeDamage.caller_replicas:type_name -> irs.v1.ReplicaErrors
-	13, // 21: irs.v1.FaultWindow.callers:type_name -> irs.v1.Point
-	5,  // 22: irs.v1.FaultWindow.replicas:type_name -> irs.v1.ReplicaErrors
-	13, // 23: irs.v1.Tick.services:type_name -> irs.v1.Point
-	13, // 24: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	13, // 25: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	13, // 26: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
-	12, // 27: irs.v1.Tick.machine:type_name -> irs.v1.Machine
-	29, // 28: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	30, // 29: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	36, // 30: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	31, // 31: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	32, // 32: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
-	36, // 33: irs.v1.Point.lateness:type_name -> irs.v1.Histogram
-	13, // 34: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	13, // 35: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	13, // 36: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	13, // 37: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	15, // 38: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	34, // 39: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	9,  // 40: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	19, // 41: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	18, // 42: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	21, // 43: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	37, // 44: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	33, // 45: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 46: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	20, // 47: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	22, // 48: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	22, // 49: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	23, // 50: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	24, // 51: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	35, // 52: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 53: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	35, // 54: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	35, // 55: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	26, // 56: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	35, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	10, // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
+	36, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	36, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	15, // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
+	11, // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
+	12, // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
+	17, // 7: irs.v1.WorkflowResult.assertions:type_name -> irs.v1.AssertionResult
+	15, // 8: irs.v1.WorkflowResult.total:type_name -> irs.v1.PhaseResult
+	9,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
+	8,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
+	22, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
+	28, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
+	3,  // 13: irs.v1.WorkflowResult.replicas:type_name -> irs.v1.ReplicaRecord
+	4,  // 14: irs.v1.WorkflowResult.faults:type_name -> irs.v1.FaultRecord
+	2,  // 15: irs.v1.WorkflowResult.gaps:type_name -> irs.v1.Gap
+	1,  // 16: irs.v1.WorkflowResult.dropped_usage:type_name -> irs.v1.DroppedUsage
+	5,  // 17: irs.v1.FaultRecord.edges:type_name -> irs.v1.EdgeDamage
+	7,  // 18: irs.v1.FaultRecord.before:type_name -> irs.v1.FaultWindow
+	7,  // 19: irs.v1.FaultRecord.after:type_name -> irs.v1.FaultWindow
+	29, // 20: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
+	6,  // 21: irs.v1.EdgeDamage.caller_replicas:type_name -> irs.v1.ReplicaErrors
+	14, // 22: irs.v1.FaultWindow.callers:type_name -> irs.v1.Point
+	6,  // 23: irs.v1.FaultWindow.replicas:type_name -> irs.v1.ReplicaErrors
+	14, // 24: irs.v1.Tick.services:type_name -> irs.v1.Point
+	14, // 25: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	14, // 26: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	14, // 27: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
+	13, // 28: irs.v1.Tick.machine:type_name -> irs.v1.Machine
+	30, // 29: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	31, // 30: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	37, // 31: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	32, // 32: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	33, // 33: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
+	37, // 34: irs.v1.Point.lateness:type_name -> irs.v1.Histogram
+	14, // 35: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	14, // 36: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	14, // 37: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	14, // 38: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	16, // 39: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	35, // 40: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	10, // 41: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	20, // 42: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	19, // 43: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	22, // 44: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	38, // 45: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	34, // 46: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 47: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	21, // 48: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	23, // 49: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	23, // 50: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	24, // 51: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	25, // 52: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	36, // 53: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	10, // 54: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	36, // 55: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	36, // 56: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	27, // 57: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	58, // [58:58] is the sub-list for method output_type
+	58, // [58:58] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -3936,19 +4006,19 @@ func file_irs_v1_result_proto_init() {
 	file_irs_v1_stats_proto_init()
 	file_irs_v1_workflow_proto_init()
 	file_irs_v1_result_proto_msgTypes[0].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[1].OneofWrappers = []any{}
 	file_irs_v1_result_proto_msgTypes[2].OneofWrappers = []any{}
 	file_irs_v1_result_proto_msgTypes[3].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[7].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[10].OneofWrappers = []any{}
-	file_irs_v1_result_proto_msgTypes[16].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[4].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[8].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[11].OneofWrappers = []any{}
+	file_irs_v1_result_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
