@@ -72,32 +72,40 @@ func (e *engine) faultDamage() {
 	load := e.record().load
 	for i, f := range e.res.GetFaults() {
 		t := f.GetT()
-		until, prev := e.faultBounds(t)
-		f.Until = until
-		span := faultSpan{t: t, until: until, interval: interval, runEnd: end}
+		f.Until = e.faultUntil(f)
+		span := faultSpan{t: t, until: f.GetUntil(), interval: interval, runEnd: end}
 		d := recoveryFrom(load, span)
 		f.Recovery, f.Recovered, f.Lost = d.recovery, d.recovered, d.lost
 		after := e.intervals(span.holds)
 		var before []int
-		if f.GetService() != "" {
-			for lo, hi := e.beforeRange(t, prev); lo <= hi; lo++ {
-				before = append(before, lo)
-			}
+		for lo, hi := e.beforeRange(t, e.prevBoundary(t)); lo <= hi; lo++ {
+			before = append(before, lo)
 		}
 		f.Before, _ = e.bookWindow(f, &e.books[i].before, before, false)
 		f.After, f.Edges = e.bookWindow(f, &e.books[i].after, after, true)
 	}
+	faultOverlaps(e.res.GetFaults())
 }
 
-// bookWindow returns a fault's window over intervals ks from its book and the intervals not settled yet (nil
-// for a fault without a service), and with edges, its edges' damage. A sealed book's are computed once.
+// faultOverlaps notes, in every fault, the faults whose windows overlapped its own: each is measured over its
+// own span, and what overlapped shares the figures.
+func faultOverlaps(faults []*irsv1.FaultRecord) {
+	for i, f := range faults {
+		f.Overlaps = nil
+		for j, g := range faults {
+			if i != j && g.GetT() < f.GetUntil() && f.GetT() < g.GetUntil() {
+				f.Overlaps = append(f.Overlaps, int32(j))
+			}
+		}
+	}
+}
+
+// bookWindow returns a fault's window over intervals ks from its book and the intervals not settled yet, and
+// with edges, its edges' damage. A sealed book's are computed once.
 func (e *engine) bookWindow(f *irsv1.FaultRecord, b *windowBook, ks []int, edges bool) (*irsv1.FaultWindow, []*irsv1.EdgeDamage) {
 	if !b.cached {
 		set := e.windowSet(b, ks)
-		var w *irsv1.FaultWindow
-		if f.GetService() != "" {
-			w = e.faultWindow(f, ks, set, b)
-		}
+		w := e.faultWindow(f, ks, set, b)
 		var d []*irsv1.EdgeDamage
 		if edges {
 			d = edgeDamage(set)
@@ -137,6 +145,8 @@ func (e *engine) intervals(in func(end float64) bool) []int {
 
 // faultWindow sums a fault's service's inbound requests, those of the replicas it hit, and its callers' view of
 // it, over intervals ks (nil for none), whose windows are set, with the latency of book (whose windows have none).
+// A fault that hits no one service (a link, a partition, a node) has every edge as its callers: the calls it
+// may have carried.
 func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWindow, book *windowBook) *irsv1.FaultWindow {
 	if len(ks) == 0 {
 		return nil
@@ -144,8 +154,9 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWind
 	interval := e.interval.Seconds()
 	start, stop := float64(ks[0]-1)*interval, min(float64(ks[len(ks)-1])*interval, e.end.Seconds())
 	w := &irsv1.FaultWindow{Start: start, End: stop}
-	callers := map[string]*acc{}
+	callers := map[callEdge]*acc{}
 	replicas := map[string]*irsv1.ReplicaErrors{}
+	anyService := f.GetService() == ""
 	for _, windows := range set {
 		for _, rw := range windows {
 			if rw.service == f.GetService() {
@@ -161,21 +172,22 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWind
 				r.Requests, r.Errors = r.Requests+rw.served, r.Errors+rw.failed
 			}
 			for _, c := range rw.calls {
-				if c.callee != f.GetService() {
+				if c.callee != f.GetService() && !anyService {
 					continue
 				}
-				a := callers[rw.service]
+				edge := callEdge{rw.service, c.callee}
+				a := callers[edge]
 				if a == nil {
 					a = newAcc()
-					callers[rw.service] = a
+					callers[edge] = a
 				}
 				a.addOutcomes(c.outcomes)
 				addHist(&a.latency, c.latency)
 			}
 		}
 	}
-	for caller, a := range callers { // the book's windows' latency, kept per caller
-		book.addLatency(caller, f.GetService(), &a.latency)
+	for edge, a := range callers { // the book's windows' latency, kept per caller
+		book.addLatency(edge.caller, edge.callee, &a.latency)
 	}
 	if w.Requests > 0 {
 		w.HitShare = float64(w.HitRequests) / float64(w.Requests)
@@ -183,9 +195,12 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWind
 	for _, id := range slices.Sorted(maps.Keys(replicas)) {
 		w.Replicas = append(w.Replicas, replicas[id])
 	}
-	for _, caller := range slices.Sorted(maps.Keys(callers)) {
-		k := key{service: caller, callee: f.GetService(), kind: kindEdge}
-		w.Callers = append(w.Callers, callers[caller].point(k, stop-start, false))
+	edges := slices.SortedFunc(maps.Keys(callers), func(a, b callEdge) int {
+		return cmp.Or(cmp.Compare(a.caller, b.caller), cmp.Compare(a.callee, b.callee))
+	})
+	for _, edge := range edges {
+		k := key{service: edge.caller, callee: edge.callee, kind: kindEdge}
+		w.Callers = append(w.Callers, callers[edge].point(k, stop-start, false))
 	}
 	return w
 }

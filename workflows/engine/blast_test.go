@@ -77,8 +77,9 @@ func graySamples(t *testing.T) []sample {
 	return out
 }
 
-// TestFaultDamage computes a gray fault's blast radius from every replica's windows: its window ends with the
-// heal, the load generators' damage is a kill's, the edges that saw errors come with their split and their
+// TestFaultDamage computes a gray fault's blast radius from every replica's windows: its window ends at the
+// clients' first clean interval after the heal (their recovery after it is measured), the load generators'
+// damage is a kill's, the edges that saw errors come with their split and their
 // caller replicas, and the hit replica's share of the traffic and the callers' view before and after.
 func TestFaultDamage(t *testing.T) {
 	e := testEngine(t, grayYAML, 1, time.Second, nil)
@@ -98,21 +99,21 @@ func TestFaultDamage(t *testing.T) {
 		t.Fatalf("%d faults, want 1", len(e.res.GetFaults()))
 	}
 	f := e.res.GetFaults()[0]
-	if f.GetKind() != FaultGray || f.GetT() != 4 || f.GetHealed() != 8 || f.GetUntil() != 8 || f.GetPhase() != "gray" ||
+	if f.GetKind() != FaultGray || f.GetT() != 4 || f.GetHealed() != 8 || f.GetUntil() != 9 || f.GetPhase() != "gray" ||
 		!slices.Equal(f.GetReplicas(), []string{"server-0"}) {
-		t.Errorf("fault %s at %v healed %v until %v in %q on %v; want gray at 4 healed at 8, until 8, in gray, on server-0",
+		t.Errorf("fault %s at %v healed %v until %v in %q on %v; want gray at 4 healed at 8, until 9, in gray, on server-0",
 			f.GetKind(), f.GetT(), f.GetHealed(), f.GetUntil(), f.GetPhase(), f.GetReplicas())
 	}
-	if f.GetRecovery() != 4 || f.GetRecovered() || f.GetLost() != 120 {
-		t.Errorf("recovery %v s (recovered %v), %d lost; want 4 s, not recovered before the heal, 120 lost",
+	if f.GetRecovery() != 4 || !f.GetRecovered() || f.GetLost() != 120 {
+		t.Errorf("recovery %v s (recovered %v), %d lost; want 4 s, recovered after the heal, 120 lost",
 			f.GetRecovery(), f.GetRecovered(), f.GetLost())
 	}
 	want := []*irsv1.EdgeDamage{
-		{Caller: "client", Callee: "server", Requests: 401, Errors: 121, AppErrors: 118, ProxyErrors: 2, TransportErrors: 1,
+		{Caller: "client", Callee: "server", Requests: 501, Errors: 121, AppErrors: 118, ProxyErrors: 2, TransportErrors: 1,
 			ProxyCauses: map[string]int64{"UF": 2}, CallerReplicas: []*irsv1.ReplicaErrors{
-				{Replica: "client-1", Requests: 201, Errors: 61}, {Replica: "client-0", Requests: 200, Errors: 60}}},
-		{Caller: "loadgen", Callee: "client", Requests: 400, Errors: 120, AppErrors: 120,
-			CallerReplicas: []*irsv1.ReplicaErrors{{Replica: "loadgen-0", Requests: 400, Errors: 120}}},
+				{Replica: "client-1", Requests: 251, Errors: 61}, {Replica: "client-0", Requests: 250, Errors: 60}}},
+		{Caller: "loadgen", Callee: "client", Requests: 500, Errors: 120, AppErrors: 120,
+			CallerReplicas: []*irsv1.ReplicaErrors{{Replica: "loadgen-0", Requests: 500, Errors: 120}}},
 	}
 	if len(f.GetEdges()) != len(want) {
 		t.Fatalf("edges %v, want %v", f.GetEdges(), want)
@@ -126,8 +127,8 @@ func TestFaultDamage(t *testing.T) {
 	if before.GetStart() != 0 || before.GetEnd() != 4 || before.GetRequests() != 400 || before.GetHitRequests() != 132 || !approx(before.GetHitShare(), 0.33) {
 		t.Errorf("before: %v; want 0-4s, server-0 132 of 400 (33%%)", before)
 	}
-	if after.GetStart() != 4 || after.GetEnd() != 8 || after.GetRequests() != 400 || after.GetHitRequests() != 132 {
-		t.Errorf("after: %v; want 4-8s, server-0 still 132 of 400", after)
+	if after.GetStart() != 4 || after.GetEnd() != 9 || after.GetRequests() != 500 || after.GetHitRequests() != 165 {
+		t.Errorf("after: %v; want 4-9s, server-0 still 165 of 500", after)
 	}
 	for _, w := range []*irsv1.FaultWindow{before, after} {
 		if len(w.GetCallers()) != 1 || w.GetCallers()[0].GetService() != "client" || !approx(w.GetCallers()[0].GetP50Ms(), 5) {
@@ -138,52 +139,106 @@ func TestFaultDamage(t *testing.T) {
 		name   string
 		window *irsv1.FaultWindow
 		failed int64
-	}{{"before", before, 0}, {"after", after, 132}} {
-		want := []*irsv1.ReplicaErrors{{Replica: "server-0", Requests: 132, Errors: w.failed},
-			{Replica: "server-1", Requests: 132}, {Replica: "server-2", Requests: 136}}
+		requests       [3]int64
+	}{{"before", before, 0, [3]int64{132, 132, 136}}, {"after", after, 132, [3]int64{165, 165, 170}}} {
+		want := []*irsv1.ReplicaErrors{{Replica: "server-0", Requests: w.requests[0], Errors: w.failed},
+			{Replica: "server-1", Requests: w.requests[1]}, {Replica: "server-2", Requests: w.requests[2]}}
 		if got := w.window.GetReplicas(); len(got) != 3 || !proto.Equal(got[0], want[0]) || !proto.Equal(got[1], want[1]) || !proto.Equal(got[2], want[2]) {
 			t.Errorf("replicas %s: %v, want %v", w.name, got, want)
 		}
 	}
-	if c := after.GetCallers()[0]; c.GetRequests() != 401 || c.GetFailures() != 121 || before.GetCallers()[0].GetFailures() != 0 {
-		t.Errorf("client's calls after: %d, %d failed (before: %d failed); want 401, 121 (0)", c.GetRequests(), c.GetFailures(),
+	if c := after.GetCallers()[0]; c.GetRequests() != 501 || c.GetFailures() != 121 || before.GetCallers()[0].GetFailures() != 0 {
+		t.Errorf("client's calls after: %d, %d failed (before: %d failed); want 501, 121 (0)", c.GetRequests(), c.GetFailures(),
 			before.GetCallers()[0].GetFailures())
 	}
 }
 
-// TestFaultWindows: the window before a fault holds at most 10 intervals and none before the previous fault;
-// faults at the same time share their window, which ends at the next one (whose interval is the next one's); a kill is healed when its
-// replacements are ready, which does not end its window.
+// TestFaultWindows: the window before a fault holds at most 10 intervals and none before the previous fault; a
+// fault's own window runs to its clients' first clean interval after its heal (a kill's: its replacements
+// ready), whatever other faults do, or to the end of the run when it is not healed; the faults whose windows
+// overlap are named. A gray failure once read harmless, "measured" over 3 ms, because a kill of another
+// service at the same moment ended its window.
 func TestFaultWindows(t *testing.T) {
 	e := testEngine(t, grayYAML, 1, time.Second, nil)
 	e.t0, e.end = t0, 30*time.Second
 	e.res.Faults = []*irsv1.FaultRecord{
 		{Kind: FaultKill, Service: "server", T: 14, Replicas: []string{"server-1"}},
-		{Kind: FaultGray, Service: "server", T: 14, Replicas: []string{"server-0"}},
+		{Kind: FaultGray, Service: "server", T: 14.003, Replicas: []string{"server-0"}, Healed: proto.Float64(24)},
 		{Kind: FaultKill, Service: "server", T: 20.5, Replicas: []string{"server-2"}},
 	}
-	e.boundaries = []float64{14, 14, 20.5}
+	e.boundaries = []float64{14, 14.003, 20.5, 24}
 	e.res.Kills = []*irsv1.KillRecord{{Service: "server", Replica: "server-1", Killed: 14, ReplacementReady: proto.Float64(16.5)},
 		{Service: "server", Replica: "server-2", Killed: 20.5}}
 	for k := 1; k <= 30; k++ {
 		e.windows[k] = []replicaWindow{{service: "server", replica: "server-0", served: 10}, {service: "server", replica: "server-1", served: 30}}
+		failures := int64(0)
+		if k >= 15 && k <= 18 || k >= 24 && k <= 26 { // the kill's errors until 18 s; the gray failure's after its heal
+			failures = 20
+		}
+		e.rec.load = append(e.rec.load, loadTick{t: float64(k), requests: 100, failures: failures})
 	}
 	e.faultDamage()
 	first, gray, last := e.res.GetFaults()[0], e.res.GetFaults()[1], e.res.GetFaults()[2]
-	if first.GetUntil() != 20.5 || gray.GetUntil() != 20.5 || last.GetUntil() != 30 {
-		t.Errorf("windows end at %v, %v, %v; want 20.5, 20.5 (the next fault), 30 (the end)", first.GetUntil(), gray.GetUntil(), last.GetUntil())
+	if first.GetUntil() != 19 || gray.GetUntil() != 27 || last.GetUntil() != 30 {
+		t.Errorf("windows end at %v, %v, %v; want 19 (the first clean interval after the replacement), 27 (after the heal), 30 (not healed)",
+			first.GetUntil(), gray.GetUntil(), last.GetUntil())
 	}
-	if b := gray.GetBefore(); b.GetStart() != 4 || b.GetEnd() != 14 || !approx(b.GetHitShare(), 0.25) {
-		t.Errorf("before the first faults: %v; want the 10 intervals 4-14s, server-0 25%%", b)
+	if !first.GetRecovered() || first.GetRecovery() != 4 || gray.GetRecovery() != 26-14.003 || !gray.GetRecovered() {
+		t.Errorf("recovery %v (%v), %v (%v); want 4 s (recovered), 11.997 s (recovered after the heal)",
+			first.GetRecovery(), first.GetRecovered(), gray.GetRecovery(), gray.GetRecovered())
 	}
-	if b := last.GetBefore(); b.GetStart() != 14 || b.GetEnd() != 20 {
-		t.Errorf("before the last fault: %v; want 14-20s (the whole intervals since the previous fault)", b)
+	if b := first.GetBefore(); b.GetStart() != 4 || b.GetEnd() != 14 || !approx(b.GetHitShare(), 0.75) {
+		t.Errorf("before the first fault: %v; want the 10 intervals 4-14s, server-1 75%%", b)
 	}
-	if a := gray.GetAfter(); a.GetStart() != 14 || a.GetEnd() != 20 {
-		t.Errorf("after: %v; want 14-20s (the interval the next fault fell in is that one's)", a)
+	if gray.GetBefore() != nil {
+		t.Errorf("before the gray failure, 3 ms after the kill: %v; want none (no interval since the kill)", gray.GetBefore())
 	}
-	if first.GetHealed() != 16.5 || last.Healed != nil || gray.Healed != nil {
-		t.Errorf("healed %v, %v, %v; want the kill at its replacement (16.5), the others not", first.Healed, gray.Healed, last.Healed)
+	if b := last.GetBefore(); b.GetStart() != 15 || b.GetEnd() != 20 {
+		t.Errorf("before the last fault: %v; want 15-20s (the whole intervals since the previous fault)", b)
+	}
+	if a := gray.GetAfter(); a.GetStart() != 14 || a.GetEnd() != 27 {
+		t.Errorf("the gray failure's window: %v; want 14-27s, its own, whatever the kills did", a)
+	}
+	if first.GetHealed() != 16.5 || last.Healed != nil || gray.GetHealed() != 24 {
+		t.Errorf("healed %v, %v, %v; want the kill at its replacement (16.5), the gray failure at 24, the last not", first.Healed, gray.Healed, last.Healed)
+	}
+	if !slices.Equal(first.GetOverlaps(), []int32{1}) || !slices.Equal(gray.GetOverlaps(), []int32{0, 2}) || !slices.Equal(last.GetOverlaps(), []int32{1}) {
+		t.Errorf("overlaps %v, %v, %v; want [1], [0 2], [1]", first.GetOverlaps(), gray.GetOverlaps(), last.GetOverlaps())
+	}
+}
+
+// TestNetworkFaultWindow: a fault that hits no one service (a partition, a slowed link) has every edge as its
+// callers, before and after, so that what it did to each call (its errors, its added latency) is in its record;
+// it had no figures at all, and the side-by-side table read 0 errors beside records that held hundreds.
+func TestNetworkFaultWindow(t *testing.T) {
+	e := testEngine(t, grayYAML, 1, time.Second, nil)
+	e.t0, e.networkFaults = t0, true
+	feed(e, graySamples(t)...)
+	e.closeBuckets(10)
+	e.mu.Lock()
+	e.addFault(4, workflows.Step{Phase: "gray", Path: "phases[1].actions[0]", At: 4 * time.Second},
+		&irsv1.FaultRecord{Kind: FaultPartition, Target: "node-1 | node-2", Healed: proto.Float64(8)})
+	e.boundaries = append(e.boundaries, 8)
+	e.mu.Unlock()
+	if err := e.finish(StatusPassed); err != nil {
+		t.Fatal(err)
+	}
+	f := e.res.GetFaults()[0]
+	var names []string
+	for _, c := range f.GetAfter().GetCallers() {
+		names = append(names, c.GetService()+"->"+c.GetCallee())
+	}
+	if !slices.Equal(names, []string{"client->server", "loadgen->client"}) {
+		t.Fatalf("after: callers %v, want every edge", names)
+	}
+	if lg := f.GetAfter().GetCallers()[1]; lg.GetFailures() != 120 || !approx(lg.GetP50Ms(), 12) {
+		t.Errorf("loadgen->client after: %d failed, p50 %v ms; want 120, 12 ms", lg.GetFailures(), lg.GetP50Ms())
+	}
+	if lg := f.GetBefore().GetCallers()[1]; lg.GetFailures() != 0 || !approx(lg.GetP50Ms(), 10) {
+		t.Errorf("loadgen->client before: %d failed, p50 %v ms; want 0, 10 ms", lg.GetFailures(), lg.GetP50Ms())
+	}
+	if f.GetUntil() != 9 || !f.GetRecovered() {
+		t.Errorf("until %v, recovered %v; want 9 (the first clean interval after the heal), true", f.GetUntil(), f.GetRecovered())
 	}
 }
 

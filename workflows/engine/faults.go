@@ -126,23 +126,28 @@ func (e *engine) killsHealed() {
 		if f.GetKind() != FaultKill {
 			continue
 		}
-		healed, all := 0.0, true
-		for _, id := range f.GetReplicas() {
-			var k *irsv1.KillRecord
-			for _, r := range e.res.GetKills() {
-				if r.GetReplica() == id && r.GetService() == f.GetService() && r.GetKilled() <= f.GetT()+0.05 &&
-					r.GetKilled() >= f.GetT()-0.05 {
-					k = r
-				}
-			}
-			if k == nil || k.ReplacementReady == nil {
-				all = false
-				break
-			}
-			healed = max(healed, k.GetReplacementReady())
-		}
-		if all && len(f.GetReplicas()) > 0 {
+		if healed, ok := e.killHealed(f); ok {
 			f.Healed = proto.Float64(healed)
 		}
 	}
+}
+
+// killHealed returns when every replica a kill fault killed had a ready replacement, if they all had. Callers
+// hold e.mu.
+func (e *engine) killHealed(f *irsv1.FaultRecord) (float64, bool) {
+	healed := 0.0
+	for _, id := range f.GetReplicas() {
+		var k *irsv1.KillRecord
+		for _, r := range e.res.GetKills() {
+			if r.GetReplica() == id && r.GetService() == f.GetService() && r.GetKilled() <= f.GetT()+0.05 &&
+				r.GetKilled() >= f.GetT()-0.05 {
+				k = r
+			}
+		}
+		if k == nil || k.ReplacementReady == nil {
+			return 0, false
+		}
+		healed = max(healed, k.GetReplacementReady())
+	}
+	return healed, len(f.GetReplicas()) > 0
 }

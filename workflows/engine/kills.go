@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"math"
+	"slices"
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -72,32 +74,30 @@ func (e *engine) followKill(ev workflows.Event, t float64) {
 	}
 }
 
-// killDamage records, for every kill, what the load generators saw: how long until their 5xx rate stayed under
-// 1 % (until the next kill or the end of the run), and how many of their requests failed until then. Callers
-// hold e.mu.
+// killDamage records, for every kill, what the load generators saw over its fault's window (faultUntil: to the
+// clients' recovery after its replacement was ready, whatever other faults did meanwhile): how long until their
+// 5xx rate stayed under 1 %, and how many of their requests failed until then. Callers hold e.mu.
 func (e *engine) killDamage() {
 	load := e.record().load
-	times := workflows.Kills(e.res.GetEvents(), 0, e.end.Seconds())
-	byKill := make([]damage, len(times))
-	for i, kt := range times {
-		until := e.end.Seconds()
-		if i+1 < len(times) {
-			until = times[i+1]
-		}
-		byKill[i] = recoveryFrom(load, faultSpan{t: kt, until: until, interval: e.interval.Seconds(), runEnd: e.end.Seconds()})
-	}
 	for _, r := range e.res.GetKills() {
-		// A record's kill is the last kill event at or before it was recorded (the same moment, give or take).
-		i := -1
-		for j, kt := range times {
-			if kt <= r.GetKilled()+0.05 {
-				i = j
-			}
+		t, until := r.GetKilled(), e.end.Seconds()
+		if f := e.faultOfKill(r); f != nil {
+			t, until = f.GetT(), e.faultUntil(f)
 		}
-		if i >= 0 {
-			r.Recovery, r.Errors = proto.Float64(byKill[i].recovery), proto.Int64(byKill[i].lost) // run seconds, as the record's other times
+		d := recoveryFrom(load, faultSpan{t: t, until: until, interval: e.interval.Seconds(), runEnd: e.end.Seconds()})
+		r.Recovery, r.Errors = proto.Float64(d.recovery), proto.Int64(d.lost) // run seconds, as the record's other times
+	}
+}
+
+// faultOfKill is the kill fault recorded with a kill record (nil: none). Callers hold e.mu.
+func (e *engine) faultOfKill(r *irsv1.KillRecord) *irsv1.FaultRecord {
+	for _, f := range e.res.GetFaults() {
+		if f.GetKind() == FaultKill && f.GetService() == r.GetService() && slices.Contains(f.GetReplicas(), r.GetReplica()) &&
+			math.Abs(f.GetT()-r.GetKilled()) <= 0.05 {
+			return f
 		}
 	}
+	return nil
 }
 
 // recoveredBelow is the 5xx rate under which the load generators count as recovered from a kill or a fault.

@@ -207,6 +207,7 @@ func (e *engine) healNetwork(at time.Time, kind string, nodes ...string) {
 // node proxy of a node (named, or a replica's), the control plane; or thaws what the run froze.
 func (e *engine) meshStep(ctx context.Context, mf workflows.MeshFaults, st workflows.Step, now time.Time) error {
 	a := proto.CloneOf(st.Mesh)
+	of := a.GetOf() // a node proxy of one of the service's replicas' node: the fault is that service's
 	var hit []workflows.Replica
 	switch {
 	case a.GetHeal():
@@ -249,8 +250,13 @@ func (e *engine) meshStep(ctx context.Context, mf workflows.MeshFaults, st workf
 	if a.GetNode() != "" {
 		r.Nodes = []string{a.GetNode()}
 	}
-	if len(carried) > 0 && e.sameService(carried, a.GetService()) {
+	switch {
+	case len(carried) > 0 && e.sameService(carried, a.GetService()):
 		r.Service = a.GetService() // only the service's replicas were hit: their share says how callers coped
+	case of != "":
+		// The proxy of the node one of its replicas was on: its share says how the service's callers coped
+		// (the node's other replicas are among those hit too).
+		r.Service = of
 	}
 	e.recordFault(now, st, r)
 	if a.GetMode() == "freeze" {

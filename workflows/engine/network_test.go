@@ -133,7 +133,7 @@ func TestNetworkSteps(t *testing.T) {
 }
 
 // TestMeshSteps: a sidecar action hits the chosen replicas' sidecars, a node proxy action the node of a
-// replica, with every replica on it hit; heal thaws and ends the frozen fault.
+// replica, with every replica on it hit (the fault its of's service's); heal thaws and ends the frozen fault.
 func TestMeshSteps(t *testing.T) {
 	b := &nodeBackend{live: []workflows.Replica{
 		{Service: "storefront", ID: "storefront-a", Node: "n2"},
@@ -178,8 +178,8 @@ func TestMeshSteps(t *testing.T) {
 	}
 	f = f[:min(len(f), 2)]
 	if len(f) != 2 || f[0].GetKind() != FaultMesh || f[0].GetService() != "storefront" || math.Round(f[0].GetHealed()) != 3 ||
-		strings.Join(f[1].GetNodes(), ",") != "n3" || f[1].GetService() != "" || f[1].Healed != nil {
-		t.Errorf("faults %v", f)
+		strings.Join(f[1].GetNodes(), ",") != "n3" || f[1].GetService() != "checkout" || f[1].Healed != nil {
+		t.Errorf("faults %v; want the node proxy's fault to be checkout's (its of): its callers' view and hit share", f)
 	}
 }
 

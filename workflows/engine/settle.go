@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/irs-sim/irs/internal/hdrwire"
@@ -184,11 +185,11 @@ func (e *engine) settle() {
 	interval := e.interval.Seconds()
 	for i, f := range e.res.GetFaults() {
 		b := e.books[i]
-		until, prev := e.faultBounds(f.GetT())
+		until, prev := e.faultUntil(f), e.prevBoundary(f.GetT())
 		if !b.after.sealed && until < e.end.Seconds() && float64(e.settled)*interval > until+interval {
 			b.after.seal()
 		}
-		if _, hi := e.beforeRange(f.GetT(), prev); !b.before.sealed && f.GetService() != "" && e.settled >= hi {
+		if _, hi := e.beforeRange(f.GetT(), prev); !b.before.sealed && e.settled >= hi {
 			b.before.seal()
 		}
 	}
@@ -204,12 +205,12 @@ func (e *engine) fold(k int, windows []replicaWindow) {
 	end := float64(k) * interval
 	for i, f := range e.res.GetFaults() {
 		t := f.GetT()
-		until, prev := e.faultBounds(t)
+		until, prev := e.faultUntil(f), e.prevBoundary(t)
 		var into []*windowBook
 		if (faultSpan{t: t, until: until, interval: interval, runEnd: e.end.Seconds()}).holds(end) {
 			into = append(into, &e.books[i].after)
 		}
-		if lo, hi := e.beforeRange(t, prev); f.GetService() != "" && k >= lo && k <= hi {
+		if lo, hi := e.beforeRange(t, prev); k >= lo && k <= hi {
 			into = append(into, &e.books[i].before)
 		}
 		for _, b := range into {
@@ -227,19 +228,62 @@ func (e *engine) growBooks() {
 	}
 }
 
-// faultBounds returns where the window of a fault at t ends (the next fault or heal, or the end of the run)
-// and where the previous one was (0: none). Callers hold e.mu.
-func (e *engine) faultBounds(t float64) (until, prev float64) {
-	until = e.end.Seconds()
+// prevBoundary returns when the last fault or heal before t was (0: none): the window before a fault starts
+// no earlier, so that it measures the fault's eve, not another fault. Callers hold e.mu.
+func (e *engine) prevBoundary(t float64) float64 {
+	prev := 0.0
 	for _, b := range e.boundaries {
-		if b > t && b < until {
-			until = b
-		}
 		if b < t {
 			prev = max(prev, b)
 		}
 	}
-	return until, prev
+	return prev
+}
+
+// effectAfter is how long a fault that has no heal of its own (a mesh component killed, which restarts by
+// itself) is taken to last at least, in timeline seconds: then its window runs on until the clients recovered.
+const effectAfter = 2.0
+
+// maxTail bounds how long after its heal a fault's window waits for the clients to recover, in timeline
+// seconds: a fault whose clients still fail then is not recovered.
+const maxTail = 30.0
+
+// faultUntil returns where a fault's window ends: whatever other faults do, at the end of the first interval
+// after its own heal (a kill's: every victim's replacement ready) in which the load generators' 5xx rate was
+// under recoveredBelow, or maxTail after the heal, or the end of the run. A fault not healed (yet) runs to the
+// end of the run, and so does one whose clients' recovery is not in yet (the series goes on). Callers hold e.mu.
+func (e *engine) faultUntil(f *irsv1.FaultRecord) float64 {
+	end := e.end.Seconds()
+	heal, ok := e.healOf(f)
+	if !ok {
+		return end
+	}
+	scale := e.o.Timeline.Scale
+	for _, lt := range e.rec.load {
+		switch {
+		case lt.t <= heal:
+		case lt.t > heal+maxTail*scale:
+			return min(lt.t-e.interval.Seconds(), end)
+		case lt.requests > 0 && float64(lt.failures)/float64(lt.requests) < recoveredBelow:
+			return min(lt.t, end)
+		}
+	}
+	return end
+}
+
+// healOf returns when a fault was undone: its heal (a gray fault's restore, a network fault's heal, a thaw), a
+// kill's last victim's replacement ready, or for a killed mesh component (restarted by itself)
+// effectAfter after it. Callers hold e.mu.
+func (e *engine) healOf(f *irsv1.FaultRecord) (float64, bool) {
+	switch {
+	case f.Healed != nil:
+		return f.GetHealed(), true
+	case f.GetKind() == FaultKill:
+		return e.killHealed(f)
+	case f.GetKind() == FaultMesh && !slices.Contains(e.frozen, f):
+		return f.GetT() + effectAfter*e.o.Timeline.Scale, true
+	}
+	return 0, false
 }
 
 // beforeRange returns the intervals of the window before a fault at t (lo > hi: none): the whole intervals

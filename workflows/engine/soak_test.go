@@ -150,7 +150,7 @@ func TestSettledAsReported(t *testing.T) {
 		t.Fatalf("settled up to %d with %d intervals as reported, and held %d with %d; want all but the last %d settled, and none",
 			settled.settled, len(settled.windows), kept.settled, len(kept.windows), settleKeep)
 	}
-	late := window(129*time.Second, 130*time.Second, 0, 0)
+	late := window(120*time.Second, 121*time.Second, 0, 0) // in the first kill's window: to 122 s, its clients' first clean interval after its replacement was ready
 	late.Inbound = nil
 	late.Upstreams = []*irsv1.UpstreamStats{{Service: "server", Outcomes: soakOutcomes(40, 30),
 		Latency: soakHist(rand.New(rand.NewPCG(3, 4)), 40, 900)}}

@@ -28,17 +28,17 @@ type Fault struct {
 	// Served says what each replica of the service served after the fault, and failed: "server-0 132 (132
 	// failed), server-1 132" ("" without).
 	Served string
+	// Overlaps names the faults whose windows overlapped this one's ("" for none): what its window measured,
+	// they may have caused too.
+	Overlaps string
 }
 
 // Faults says what every fault of a run did.
 func Faults(fs []*irsv1.FaultRecord) []Fault {
 	var out []Fault
 	for _, f := range fs {
-		v := Fault{Title: f.GetKind() + " " + strings.Join(f.GetReplicas(), ", "), Target: f.GetTarget(),
+		v := Fault{Title: faultTitle(f), Target: f.GetTarget(),
 			At: fmt.Sprintf("%.2fs", f.GetT()), Healed: "-", Share: "-", Recovery: Recovery(f), Lost: fmt.Sprint(f.GetLost())}
-		if len(f.GetNodes()) > 0 {
-			v.Title += " on " + strings.Join(f.GetNodes(), ", ")
-		}
 		if f.Healed != nil {
 			v.Healed = fmt.Sprintf("%.2fs", f.GetHealed())
 		}
@@ -58,9 +58,25 @@ func Faults(fs []*irsv1.FaultRecord) []Fault {
 			served = append(served, s)
 		}
 		v.Served = strings.Join(served, ", ")
+		var overlaps []string
+		for _, i := range f.GetOverlaps() {
+			if i >= 0 && int(i) < len(fs) {
+				overlaps = append(overlaps, fmt.Sprintf("%s at %.2fs", faultTitle(fs[i]), fs[i].GetT()))
+			}
+		}
+		v.Overlaps = strings.Join(overlaps, ", ")
 		out = append(out, v)
 	}
 	return out
+}
+
+// faultTitle names a fault in a few words: its kind and what it hit.
+func faultTitle(f *irsv1.FaultRecord) string {
+	title := f.GetKind() + " " + strings.Join(f.GetReplicas(), ", ")
+	if len(f.GetNodes()) > 0 {
+		title += " on " + strings.Join(f.GetNodes(), ", ")
+	}
+	return strings.TrimSpace(title)
 }
 
 // Recovery says how long a fault took the load generators to get back under 1 % 5xx within its window.
@@ -108,7 +124,7 @@ func describeEdge(e *irsv1.EdgeDamage) string {
 func describeCallers(f *irsv1.FaultRecord) []string {
 	var out []string
 	for _, after := range f.GetAfter().GetCallers() {
-		before := callerPoint(f.GetBefore(), after.GetService())
+		before := callerPoint(f.GetBefore(), after.GetService(), after.GetCallee())
 		out = append(out, fmt.Sprintf("%s->%s p50 %s → %s ms, p99 %s → %s ms, 5xx %s → %s", after.GetService(),
 			after.GetCallee(), msOf(before, before.GetP50Ms()), msOf(after, after.GetP50Ms()), msOf(before, before.GetP99Ms()),
 			msOf(after, after.GetP99Ms()), rateOf(before), rateOf(after)))
@@ -116,10 +132,10 @@ func describeCallers(f *irsv1.FaultRecord) []string {
 	return out
 }
 
-// callerPoint is a caller's view of a fault's service over a window (nil for none).
-func callerPoint(w *irsv1.FaultWindow, caller string) *irsv1.Point {
+// callerPoint is a caller's view of a callee over a fault's window (nil for none).
+func callerPoint(w *irsv1.FaultWindow, caller, callee string) *irsv1.Point {
 	for _, p := range w.GetCallers() {
-		if p.GetService() == caller {
+		if p.GetService() == caller && p.GetCallee() == callee {
 			return p
 		}
 	}
@@ -166,9 +182,13 @@ func faultTables(w io.Writer, fs []*irsv1.FaultRecord) {
 		for _, e := range v.Edges {
 			fmt.Fprintf(w, "    errors %s\n", e)
 		}
+		if v.Overlaps != "" {
+			fmt.Fprintf(w, "    overlapped %s: its window's figures are theirs too\n", v.Overlaps)
+		}
 	}
-	fmt.Fprintln(w, "  (HIT SHARE: the hit replicas' share of their service's requests, in the 10 intervals before and from the")
-	fmt.Fprintln(w, "   fault to the next fault or heal; errors by who made them: the app's worker, a proxy, no response at all)")
+	fmt.Fprintln(w, "  (HIT SHARE: the hit replicas' share of their service's requests, in the 10 intervals before and over the")
+	fmt.Fprintln(w, "   fault's own window: to its clients' first clean interval after its heal; errors by who made them: the")
+	fmt.Fprintln(w, "   app's worker, a proxy, no response at all)")
 }
 
 // FaultComparison is a comparison's faults side by side: a row per fault and figure, a column per variant, each
@@ -204,7 +224,11 @@ func CompareFaults(c *irsv1.Comparison) *FaultComparison {
 				if _, ok := byVariant[k]; !ok {
 					byVariant[k] = make([][]*irsv1.FaultRecord, len(c.GetVariants()))
 					order = append(order, k)
-					labels[k] = fmt.Sprintf("%s %s at %.2fs (%s)", f.GetKind(), f.GetService(), f.GetScheduled(), f.GetAction())
+					what := f.GetService()
+					if what == "" {
+						what = strings.Join(f.GetNodes(), ", ") // a fault of no one service: the nodes it hit
+					}
+					labels[k] = fmt.Sprintf("%s %s at %.2fs (%s)", f.GetKind(), what, f.GetScheduled(), f.GetAction())
 				}
 				byVariant[k][vi] = append(byVariant[k][vi], f)
 			}
@@ -272,7 +296,8 @@ func faultFigures(perVariant [][]*irsv1.FaultRecord) []faultFigure {
 			return f.GetAfter().GetHitShare(), f.GetAfter().GetRequests() > 0
 		}, pct),
 	}
-	// The errors the fault's service's callers met, by who made them, and their latency after.
+	// The errors the fault's service's callers met (a fault of no one service: every caller's), by who made
+	// them, and their latency after.
 	for _, split := range []struct {
 		name string
 		get  func(*irsv1.EdgeDamage) int64
@@ -281,7 +306,7 @@ func faultFigures(perVariant [][]*irsv1.FaultRecord) []faultFigure {
 		figs = append(figs, figure("callers' "+split.name, always(func(f *irsv1.FaultRecord) float64 {
 			var n int64
 			for _, e := range f.GetEdges() {
-				if e.GetCallee() == f.GetService() {
+				if e.GetCallee() == f.GetService() || f.GetService() == "" {
 					n += split.get(e)
 				}
 			}
@@ -289,7 +314,7 @@ func faultFigures(perVariant [][]*irsv1.FaultRecord) []faultFigure {
 		}), count))
 	}
 	for _, edge := range callersOf(perVariant) {
-		caller, _, _ := strings.Cut(edge, "->")
+		caller, callee, _ := strings.Cut(edge, "->")
 		for _, q := range []struct {
 			name string
 			get  func(*irsv1.Point) float64
@@ -299,7 +324,7 @@ func faultFigures(perVariant [][]*irsv1.FaultRecord) []faultFigure {
 				get  func(*irsv1.FaultRecord) *irsv1.FaultWindow
 			}{{"before", (*irsv1.FaultRecord).GetBefore}, {"after", (*irsv1.FaultRecord).GetAfter}} {
 				figs = append(figs, figure(fmt.Sprintf("%s %s %s", edge, q.name, w.name), func(f *irsv1.FaultRecord) (float64, bool) {
-					p := callerPoint(w.get(f), caller)
+					p := callerPoint(w.get(f), caller, callee)
 					return q.get(p), p.GetRequests() > 0
 				}, func(v float64) string { return fmt.Sprintf("%.2f ms", v) }))
 			}

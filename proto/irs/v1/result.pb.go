@@ -24,7 +24,9 @@ const (
 
 // WorkflowResult is what `irs workflow run` writes: the run's resolved workflow, its environment, a time series,
 // events, per-phase aggregates and assertion results. It is rewritten as the run goes (status "running"), so an
-// interrupted run still leaves a usable file. Times are seconds from the start of the first phase.
+// interrupted run still leaves a usable file. Times are seconds from the start of the first phase, in the
+// timeline's time (clock "timeline": wall seconds ÷ time_scale, the frame the workflow's durations are written
+// in); rates and latencies are in wall time (a 100 ms server is a 100 ms server at any scale).
 type WorkflowResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "irs.workflow.result/v1".
@@ -89,7 +91,10 @@ type WorkflowResult struct {
 	// CPU readings left out of every figure because they cannot be true: a counter that went back (a process
 	// killed and not reaped yet reads lower than before), or more CPU in a window than the cores the process could
 	// use allow in it. Absent: none.
-	DroppedUsage  *DroppedUsage `protobuf:"bytes,28,opt,name=dropped_usage,json=droppedUsage,proto3" json:"dropped_usage,omitempty"`
+	DroppedUsage *DroppedUsage `protobuf:"bytes,28,opt,name=dropped_usage,json=droppedUsage,proto3" json:"dropped_usage,omitempty"`
+	// "timeline": the result's times are in the timeline's seconds (see above). Absent (results written before
+	// 2026-12-02): wall seconds, which readers convert.
+	Clock         string `protobuf:"bytes,29,opt,name=clock,proto3" json:"clock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -320,6 +325,13 @@ func (x *WorkflowResult) GetDroppedUsage() *DroppedUsage {
 	return nil
 }
 
+func (x *WorkflowResult) GetClock() string {
+	if x != nil {
+		return x.Clock
+	}
+	return ""
+}
+
 // DroppedUsage counts the CPU readings a run dropped, and names the first 20 (what, when, why).
 type DroppedUsage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -522,17 +534,18 @@ func (x *ReplicaRecord) GetEnded() float64 {
 // phase. One record shape serves every kind of fault: kinds to come (a node lost, a partition, a link made
 // slow, a mesh component killed) fill what applies to them.
 //
-// Its window runs from the fault (t) to the next fault or heal the timeline does, or the end of the run,
-// whichever is first: faults at the same time share it. Phase ends do not close it: what a fault sets off (a
-// replacement starting, callers learning of it) runs on across them. The window is cut into the collection
-// intervals (interval): an interval counts as after the fault when it ends after t and no later than the
-// window's end (at the end of the run: when it starts before it). The interval the fault fell in counts; the
-// one the next fault or heal fell in is that one's (it would count a heal's relief as this fault's recovery).
+// Its window is its own, whatever other faults do: from the fault (t) to the end of its effect (until: the
+// clients' first clean interval after its heal), faults that overlap it named in overlaps. Phase ends do not
+// close it: what a fault sets off (a replacement starting, callers learning of it) runs on across them. The
+// window is cut into the collection intervals (interval): an interval counts as after the fault when it ends
+// after t and no later than the window's end (at the end of the run: when it starts before it); the interval
+// the fault fell in counts.
 type FaultRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "kill" (replicas killed), "gray" (a configure with a selector: the chosen replicas changed, the others
 	// not), "link" (links between nodes made slow or lossy), "partition" (nodes cut off from each other) or "node"
-	// (a node lost: cut off, or drained). A network fault hits no one service, and has no before and after.
+	// (a node lost: cut off, or drained). A network fault hits no one service: its before and after are every
+	// edge's.
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The service the fault hit ("" for one that hits no one service, such as a node).
 	Service string `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
@@ -549,15 +562,18 @@ type FaultRecord struct {
 	Scheduled float64 `protobuf:"fixed64,8,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
 	T         float64 `protobuf:"fixed64,9,opt,name=t,proto3" json:"t,omitempty"`
 	// When it was undone: a gray fault when later configures cleared or restored every replica it hit (or those
-	// had exited), a kill when every replica killed had a ready replacement. Absent: not before the run ended.
+	// had exited), a kill when every replica killed had a ready replacement, a network fault at its heal, a frozen
+	// mesh component when thawed. Absent: not before the run ended (a killed mesh component restarts by itself).
 	Healed *float64 `protobuf:"fixed64,10,opt,name=healed,proto3,oneof" json:"healed,omitempty"`
-	// The end of its window (see above).
+	// The end of its window, which is its own whatever other faults do: from the fault to the end of the first
+	// interval after its heal in which the load generators' 5xx rate was under 1 % (the clients recovered), at most
+	// 30 s (timeline) after the heal; a killed mesh component's heal is taken as 2 s (timeline) after the kill; a
+	// fault not healed runs to the end of the run.
 	Until float64 `protobuf:"fixed64,11,opt,name=until,proto3" json:"until,omitempty"`
 	// The damage the load generators saw, as a kill's (KillRecord): seconds from the fault to the end of the last
 	// interval of its window in which their 5xx rate was 1 % or more (0: never), whether it was under 1 % again
-	// before the window's end (false: still failing when the next fault or heal came, or the run ended), and the
-	// requests that failed from the fault until it recovered (until the end of the first interval, when it never
-	// reached 1 %).
+	// before the window's end (false: still failing at the window's end), and the requests that failed from the
+	// fault until it recovered (until the end of the first interval, when it never reached 1 %).
 	Recovery  float64 `protobuf:"fixed64,12,opt,name=recovery,proto3" json:"recovery,omitempty"`
 	Recovered bool    `protobuf:"varint,13,opt,name=recovered,proto3" json:"recovered,omitempty"`
 	Lost      int64   `protobuf:"varint,14,opt,name=lost,proto3" json:"lost,omitempty"`
@@ -565,8 +581,11 @@ type FaultRecord struct {
 	Edges []*EdgeDamage `protobuf:"bytes,15,rep,name=edges,proto3" json:"edges,omitempty"`
 	// The fault's service's inbound requests and its callers' view of it, over the window before the fault and
 	// the window after (for a fault with a service).
-	Before        *FaultWindow `protobuf:"bytes,16,opt,name=before,proto3" json:"before,omitempty"`
-	After         *FaultWindow `protobuf:"bytes,17,opt,name=after,proto3" json:"after,omitempty"`
+	Before *FaultWindow `protobuf:"bytes,16,opt,name=before,proto3" json:"before,omitempty"`
+	After  *FaultWindow `protobuf:"bytes,17,opt,name=after,proto3" json:"after,omitempty"`
+	// The faults (by their index in faults) whose windows overlapped this one's: what each window measured, the
+	// others may have caused too.
+	Overlaps      []int32 `protobuf:"varint,18,rep,packed,name=overlaps,proto3" json:"overlaps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -716,6 +735,13 @@ func (x *FaultRecord) GetBefore() *FaultWindow {
 func (x *FaultRecord) GetAfter() *FaultWindow {
 	if x != nil {
 		return x.After
+	}
+	return nil
+}
+
+func (x *FaultRecord) GetOverlaps() []int32 {
+	if x != nil {
+		return x.Overlaps
 	}
 	return nil
 }
@@ -895,10 +921,10 @@ func (x *ReplicaErrors) GetErrors() int64 {
 	return 0
 }
 
-// FaultWindow is what a fault's service served, and how its callers saw it, over one window. before: the
-// intervals that end at or before the fault, at most 10 of them (10 s at time scale 1), none starting before
-// the previous fault or heal or the start of the first phase; absent when there is no such interval. after: the
-// fault's window.
+// FaultWindow is what a fault's service served, and how its callers saw it, over one window (a fault that hits no
+// one service, such as a link or a partition: every edge, as its callers saw it). before: the intervals that end
+// at or before the fault, at most 10 of them (10 s at time scale 1), none starting before the previous fault or
+// heal or the start of the first phase; absent when there is no such interval. after: the fault's window.
 type FaultWindow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Start float64                `protobuf:"fixed64,1,opt,name=start,proto3" json:"start,omitempty"`
@@ -2324,8 +2350,12 @@ type AssertionResult struct {
 	MeasuredText string `protobuf:"bytes,7,opt,name=measured_text,json=measuredText,proto3" json:"measured_text,omitempty"`
 	// Why it could not be evaluated (e.g. no requests in scope): then it fails.
 	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
-	// Not evaluated, and not failed: an assertion relative to a baseline when the run has none.
+	// Not evaluated, and not failed: an assertion relative to a baseline when the run has none, or one that does not
+	// apply to the run (not_applicable).
 	Skipped bool `protobuf:"varint,9,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The assertion does not apply to the run (skipped too): a sidecar figure where the run has no sidecars (a
+	// variant with no mesh), a node proxy's where it has none. Never a pass.
+	NotApplicable bool `protobuf:"varint,12,opt,name=not_applicable,json=notApplicable,proto3" json:"not_applicable,omitempty"`
 	// For an assertion relative to the baseline: the baseline's value and the bound it gave.
 	Baseline      *float64 `protobuf:"fixed64,10,opt,name=baseline,proto3,oneof" json:"baseline,omitempty"`
 	Bound         *float64 `protobuf:"fixed64,11,opt,name=bound,proto3,oneof" json:"bound,omitempty"`
@@ -2422,6 +2452,13 @@ func (x *AssertionResult) GetError() string {
 func (x *AssertionResult) GetSkipped() bool {
 	if x != nil {
 		return x.Skipped
+	}
+	return false
+}
+
+func (x *AssertionResult) GetNotApplicable() bool {
+	if x != nil {
+		return x.NotApplicable
 	}
 	return false
 }
@@ -3499,7 +3536,7 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xde\t\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xf4\t\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -3539,7 +3576,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"checkpoint\x18\x1a \x01(\x01H\x00R\n" +
 	"checkpoint\x88\x01\x01\x12\x1f\n" +
 	"\x04gaps\x18\x1b \x03(\v2\v.irs.v1.GapR\x04gaps\x129\n" +
-	"\rdropped_usage\x18\x1c \x01(\v2\x14.irs.v1.DroppedUsageR\fdroppedUsage\x1a=\n" +
+	"\rdropped_usage\x18\x1c \x01(\v2\x14.irs.v1.DroppedUsageR\fdroppedUsage\x12\x14\n" +
+	"\x05clock\x18\x1d \x01(\tR\x05clock\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
@@ -3558,7 +3596,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x18\n" +
 	"\astarted\x18\x04 \x01(\x01R\astarted\x12\x19\n" +
 	"\x05ended\x18\x05 \x01(\x01H\x00R\x05ended\x88\x01\x01B\b\n" +
-	"\x06_ended\"\xed\x03\n" +
+	"\x06_ended\"\x89\x04\n" +
 	"\vFaultRecord\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x16\n" +
@@ -3577,7 +3615,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x04lost\x18\x0e \x01(\x03R\x04lost\x12(\n" +
 	"\x05edges\x18\x0f \x03(\v2\x12.irs.v1.EdgeDamageR\x05edges\x12+\n" +
 	"\x06before\x18\x10 \x01(\v2\x13.irs.v1.FaultWindowR\x06before\x12)\n" +
-	"\x05after\x18\x11 \x01(\v2\x13.irs.v1.FaultWindowR\x05afterB\t\n" +
+	"\x05after\x18\x11 \x01(\v2\x13.irs.v1.FaultWindowR\x05after\x12\x1a\n" +
+	"\boverlaps\x18\x12 \x03(\x05R\boverlapsB\t\n" +
 	"\a_healed\"\xa5\x03\n" +
 	"\n" +
 	"EdgeDamage\x12\x16\n" +
@@ -3759,7 +3798,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\tcompleted\x18\x06 \x01(\x03R\tcompleted\x12\x1a\n" +
 	"\brequests\x18\a \x01(\x03R\brequests\x12\x18\n" +
 	"\amissing\x18\b \x03(\tR\amissing\x12+\n" +
-	"\x11intervals_excused\x18\t \x01(\x03R\x10intervalsExcused\"\xc5\x02\n" +
+	"\x11intervals_excused\x18\t \x01(\x03R\x10intervalsExcused\"\xec\x02\n" +
 	"\x0fAssertionResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06expect\x18\x02 \x01(\tR\x06expect\x12\x14\n" +
@@ -3769,7 +3808,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\bmeasured\x18\x06 \x01(\x01R\bmeasured\x12#\n" +
 	"\rmeasured_text\x18\a \x01(\tR\fmeasuredText\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x12\x18\n" +
-	"\askipped\x18\t \x01(\bR\askipped\x12\x1f\n" +
+	"\askipped\x18\t \x01(\bR\askipped\x12%\n" +
+	"\x0enot_applicable\x18\f \x01(\bR\rnotApplicable\x12\x1f\n" +
 	"\bbaseline\x18\n" +
 	" \x01(\x01H\x00R\bbaseline\x88\x01\x01\x12\x19\n" +
 	"\x05bound\x18\v \x01(\x01H\x01R\x05bound\x88\x01\x01B\v\n" +

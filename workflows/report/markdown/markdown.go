@@ -198,6 +198,9 @@ func faults(w io.Writer, fs []*irsv1.FaultRecord) {
 		for _, e := range v.Edges {
 			fmt.Fprintf(w, "  - errors %s\n", md(e))
 		}
+		if v.Overlaps != "" {
+			fmt.Fprintf(w, "  - overlapped %s: its window's figures are theirs too\n", md(v.Overlaps))
+		}
 	}
 	fmt.Fprintln(w)
 }
