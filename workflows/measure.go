@@ -227,11 +227,8 @@ func MeasureResult(res *irsv1.WorkflowResult, a *irsv1.Assertion, m Metric) (flo
 		if len(kills) == 0 {
 			return 0, ErrNoKills
 		}
-		scale := res.GetTimeScale()
-		if scale <= 0 {
-			scale = 1
-		}
-		return RecoveryTime(kills, res.GetSeries(), s, pr.GetEnd(), SeriesInterval(res), bound) / scale, nil
+		// The result's times are the timeline's (resultfile.ToTimeline), as recovery_time is.
+		return RecoveryTime(kills, res.GetSeries(), s, pr.GetEnd(), SeriesInterval(res), bound), nil
 	}
 	for _, p := range append(pr.GetServices(), pr.GetEdges()...) {
 		if s.Matches(p) {

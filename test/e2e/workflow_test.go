@@ -214,11 +214,13 @@ func TestWorkflowKills(t *testing.T) {
 	if res.GetStatus() != "passed" {
 		t.Errorf("status %q, want passed", res.GetStatus())
 	}
-	const tolerance = 0.1 // seconds
-	restart, discovery := 1*scale, 1*scale
+	// The result's times are the timeline's (wall ÷ scale): the workflow's own 1 s delays read 1 s; the
+	// tolerance is a tenth of a second of the machine's, in the timeline's frame.
+	tolerance := 0.1 / scale
+	restart, discovery := 1.0, 1.0
 
 	kills := events(res, "kill", "bar")
-	wantKills := []float64{3.2 * scale, 6.2 * scale}
+	wantKills := []float64{3.2, 6.2}
 	if len(kills) != len(wantKills) {
 		t.Fatalf("%d kills, want %d: %v", len(kills), len(wantKills), kills)
 	}
@@ -261,8 +263,8 @@ func TestWorkflowKills(t *testing.T) {
 				ready = e
 			}
 		}
-		if ready == nil || ready.GetT()-replace.GetT() > 1 {
-			t.Errorf("kill %d: replacement %s ready event %v, want within 1s of its start", i, replace.GetReplica(), ready)
+		if ready == nil || ready.GetT()-replace.GetT() > 1/scale {
+			t.Errorf("kill %d: replacement %s ready event %v, want within 1s (wall) of its start", i, replace.GetReplica(), ready)
 		}
 	}
 	// Endpoint pushes: the dead replica dropped a discovery delay after each exit, the replacement added a
@@ -284,7 +286,7 @@ func TestWorkflowKills(t *testing.T) {
 	}
 
 	// 5xx at the client: some in each kill's discovery window, none from then until the next kill.
-	interval := 0.5 // a second scaled, as the engine samples
+	interval := 1.0 // a second of the timeline (half a second of the machine's, as the engine samples)
 	for i, k := range kills {
 		next := math.Inf(1)
 		if i+1 < len(kills) {

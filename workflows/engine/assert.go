@@ -59,7 +59,7 @@ func (e *engine) assertionKey(a *irsv1.Assertion) key {
 func (e *engine) measure(k key, a *irsv1.Assertion, m workflows.Metric) (float64, error) {
 	start, end, ran := e.span(a.GetPhase())
 	if !ran {
-		return 0, fmt.Errorf("phase %s did not run (the run ended at %.1fs)", a.GetPhase(), e.end.Seconds())
+		return 0, fmt.Errorf("phase %s did not run (the run ended at %.1fs)", a.GetPhase(), e.end.Seconds()/e.o.Timeline.Scale)
 	}
 	seconds := (end - start).Seconds()
 	if m == workflows.MetricRecoveryTime {

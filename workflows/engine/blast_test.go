@@ -136,10 +136,10 @@ func TestFaultDamage(t *testing.T) {
 		}
 	}
 	for _, w := range []struct {
-		name   string
-		window *irsv1.FaultWindow
-		failed int64
-		requests       [3]int64
+		name     string
+		window   *irsv1.FaultWindow
+		failed   int64
+		requests [3]int64
 	}{{"before", before, 0, [3]int64{132, 132, 136}}, {"after", after, 132, [3]int64{165, 165, 170}}} {
 		want := []*irsv1.ReplicaErrors{{Replica: "server-0", Requests: w.requests[0], Errors: w.failed},
 			{Replica: "server-1", Requests: w.requests[1]}, {Replica: "server-2", Requests: w.requests[2]}}

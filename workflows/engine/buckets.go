@@ -131,8 +131,9 @@ func (e *engine) closeBuckets(k int) {
 				reqs, fails = reqs+p.GetRequests(), fails+p.GetFailures()
 			}
 		}
+		e.rec.add(tick, e.watches)   // the engine's own record is in wall seconds, as its clock
+		tick.T /= e.o.Timeline.Scale // what users read is in the timeline's (resultfile.ToTimeline)
 		e.errs.add(phase, tick.GetT(), reqs, fails)
-		e.rec.add(tick, e.watches)
 		if err := e.ticks.Append(tick); err != nil { // a tick is ours and always encodes: this is for the impossible case
 			e.logger.Error("encode a tick of the series: the written result leaves it out", "t", tick.GetT(), "err", err)
 		}

@@ -137,7 +137,7 @@ func (e *engine) coverage(pr *irsv1.PhaseResult, start, end float64) []*irsv1.Co
 			missing = append(missing, k)
 		}
 		if len(missing) > 0 {
-			c.Missing = append(c.Missing, fmt.Sprintf("%s: %s", replica, spans(missing, step)))
+			c.Missing = append(c.Missing, fmt.Sprintf("%s: %s", replica, spans(missing, step/e.o.Timeline.Scale))) // the timeline's seconds
 		}
 	}
 	for _, rep := range e.reports {

@@ -394,6 +394,7 @@ func (e *engine) fail(err error) {
 func (e *engine) finish(status string) error {
 	e.mu.Lock()
 	e.summarize(status)
+	resultfile.ToTimeline(e.res) // the run is over: its result in the frame users read (its series is already)
 	e.fullSeries()
 	e.mu.Unlock()
 	return e.save()
@@ -482,9 +483,16 @@ func (e *engine) maybeCheckpoint() {
 	})
 }
 
-// snapshot returns the result's head (a copy of everything but the series) and its encoded series. Callers
-// hold e.mu.
+// snapshot returns the result's head (a copy of everything but the series) and its encoded series, its times
+// the timeline's as users read them (the engine keeps its own in wall seconds, its clock). Callers hold e.mu.
 func (e *engine) snapshot() Snapshot {
+	snap := e.rawSnapshot()
+	resultfile.ToTimeline(snap.Head)
+	return snap
+}
+
+// rawSnapshot is snapshot with the engine's own times (wall seconds). Callers hold e.mu.
+func (e *engine) rawSnapshot() Snapshot {
 	series := e.res.Series
 	e.res.Series = nil
 	head := proto.CloneOf(e.res)
@@ -500,7 +508,8 @@ func (e *engine) checkpoint() Snapshot {
 	defer e.mu.Unlock()
 	saved, savedEnd := e.res, e.end
 	defer func() { e.res, e.end = saved, savedEnd }()
-	snap := e.snapshot()
+	snap := e.rawSnapshot() // summarized in the engine's clock, then put in the users'
+	defer resultfile.ToTimeline(snap.Head)
 	// The summary reads the series (the damage of kills and faults, saturation); it never changes a tick, so
 	// the run's own serve.
 	e.res, snap.Head.Series = snap.Head, saved.Series

@@ -18,11 +18,13 @@ func TestKillDamage(t *testing.T) {
 		}}
 	}
 	e := &engine{interval: time.Second, end: 10 * time.Second, o: Options{Timeline: &workflows.Timeline{Scale: 1}}, res: &irsv1.WorkflowResult{
-		Series: []*irsv1.Tick{tick(1, 100, 0), tick(2, 100, 0), tick(3, 100, 30), tick(4, 100, 8), tick(5, 100, 0),
-			tick(6, 100, 0), tick(7, 100, 0), tick(8, 100, 0), tick(9, 100, 0), tick(10, 100, 0)},
 		Events: []*irsv1.RunEvent{{T: 2.4, Kind: "kill", Service: "api", Replica: "api-0"}, {T: 7.2, Kind: "kill", Service: "api", Replica: "api-1"}},
 		Kills:  []*irsv1.KillRecord{{Service: "api", Replica: "api-0", Killed: 2.4}, {Service: "api", Replica: "api-1", Killed: 7.2}},
 	}}
+	for _, tk := range []*irsv1.Tick{tick(1, 100, 0), tick(2, 100, 0), tick(3, 100, 30), tick(4, 100, 8), tick(5, 100, 0),
+		tick(6, 100, 0), tick(7, 100, 0), tick(8, 100, 0), tick(9, 100, 0), tick(10, 100, 0)} {
+		e.rec.add(tk, func(key) bool { return false })
+	}
 	e.killDamage()
 	first, second := e.res.GetKills()[0], e.res.GetKills()[1]
 	if first.Recovery == nil || first.GetRecovery() < 1.59 || first.GetRecovery() > 1.61 || first.GetErrors() != 38 {

@@ -64,11 +64,12 @@ func (e *engine) progress() {
 		}
 	}
 	every := max(1, int(5*time.Second/e.interval))
-	n := int(tick.GetT()/e.interval.Seconds() + 0.5)
+	scale := e.o.Timeline.Scale // the tick's time is the timeline's, as every time a user reads
+	n := int(tick.GetT()*scale/e.interval.Seconds() + 0.5)
 	if !e.o.Interactive && n%every != 0 {
 		return
 	}
-	total := e.o.Timeline.Total.Seconds()
+	total := e.o.Timeline.Total.Seconds() / scale
 	line := fmt.Sprintf("[%s] %5.1fs/%.0fs  %8.1f req/s  p99 %8.2fms  %s  kills %d",
 		tick.GetPhase(), tick.GetT(), total, rps, p99, errs, kills)
 	if e.o.Interactive {

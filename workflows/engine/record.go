@@ -128,24 +128,10 @@ func (e *engine) watches(k key) bool {
 	return w
 }
 
-// watchedSeries returns the series a recovery assertion reads: the result's own when it has one (the run's
-// end), else the watched points kept as the run went. Callers hold e.mu.
-func (e *engine) watchedSeries() []*irsv1.Tick {
-	if len(e.res.GetSeries()) > 0 {
-		return e.res.GetSeries()
-	}
-	return e.rec.watchedSeries()
-}
+// watchedSeries returns the series a recovery assertion reads: the watched points kept as the run went (in the
+// engine's clock). Callers hold e.mu.
+func (e *engine) watchedSeries() []*irsv1.Tick { return e.rec.watchedSeries() }
 
-// record returns the record the summary reads: the one kept as the run went, or one of the result's own series
-// when it has one (the run's end). Callers hold e.mu.
-func (e *engine) record() *runRecord {
-	if len(e.res.GetSeries()) == 0 {
-		return &e.rec
-	}
-	r := &runRecord{}
-	for _, t := range e.res.GetSeries() {
-		r.add(t, e.watches)
-	}
-	return r
-}
+// record returns the record the summary reads: the one kept as the run went, in the engine's clock (the
+// result's series is in the timeline's). Callers hold e.mu.
+func (e *engine) record() *runRecord { return &e.rec }

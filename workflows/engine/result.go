@@ -6,6 +6,7 @@ import (
 
 	"github.com/irs-sim/irs/internal/inputfile"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/resultfile"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -25,5 +26,6 @@ func ReadResult(path string) (*irsv1.WorkflowResult, error) {
 	if res.GetSchema() != ResultSchema {
 		return nil, fmt.Errorf("%s: schema %q, want %q", path, res.GetSchema(), ResultSchema)
 	}
+	resultfile.ToTimeline(res) // one written before results said their clock: wall seconds
 	return res, nil
 }

@@ -28,11 +28,12 @@ type lagDiagnosis struct {
 	pressure    float64 // and the most CPU pressure (-1: unknown)
 	intervals   int     // how many intervals were beyond maxLagMs
 	sentBefore  bool    // the generator sent requests before the phase: its start was not cold
+	scale       float64 // the time scale: seconds said to users are the timeline's
 }
 
 // lagged reads a generator's lag and the machine from the phase's ticks. Callers hold e.mu.
 func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
-	d := lagDiagnosis{first: -1, last: -1, pressure: -1}
+	d := lagDiagnosis{first: -1, last: -1, pressure: -1, scale: e.o.Timeline.Scale}
 	if k.kind != kindLoad {
 		return d
 	}
@@ -94,7 +95,7 @@ func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 			"machine or node", late, used)
 	case d.intervals > 0 && d.last <= coldStart && !d.sentBefore:
 		s.Detail = fmt.Sprintf("a cold start: it was behind only in the phase's first %.0f s (connections opening, proxies "+
-			"warming up). Put a warm-up phase before it", d.last)
+			"warming up). Put a warm-up phase before it", d.last/max(d.scale, 1e-9))
 	case a.blocked > 0:
 		s.Detail = fmt.Sprintf("%d requests became due while every connection was busy: the latency needs more "+
 			"connections than load.connections gives", a.blocked)

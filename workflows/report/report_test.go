@@ -13,6 +13,7 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/engine"
+	"github.com/irs-sim/irs/workflows/resultfile"
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/report/junit"
 	"github.com/irs-sim/irs/workflows/report/markdown"
@@ -249,7 +250,7 @@ func flashResult() *irsv1.WorkflowResult {
 	shStorefront.Statuses = map[int32]int64{200: 12000}
 	return &irsv1.WorkflowResult{
 		Schema: engine.ResultSchema, Status: engine.StatusFailed, Workflow: &irsv1.Workflow{Name: "flash-sale", Seed: 20261121},
-		Seed: 20261121, TimeScale: 0.25,
+		Seed: 20261121, TimeScale: 0.25, Clock: resultfile.ClockTimeline,
 		Phases: []*irsv1.PhaseResult{
 			{Name: "warm-up", End: 5, Services: []*irsv1.Point{
 				point("shoppers", "", "load", 500, 25, 0, 4.2, 18.75, 40.5),

@@ -91,6 +91,7 @@ func Read(ctx context.Context, path string) (*File, error) {
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	f.normalize()
 	return f, nil
 }
 

@@ -20,7 +20,7 @@ import (
 // TestWriteReadBack: each kind of file written is read back as that kind, whole, ending in a newline; a
 // comparison and a suite make their directory, a result does not (its run made it before it began).
 func TestWriteReadBack(t *testing.T) {
-	res := &irsv1.WorkflowResult{Schema: resultfile.ResultSchema, Status: "passed", Seed: 7}
+	res := &irsv1.WorkflowResult{Schema: resultfile.ResultSchema, Status: "passed", Seed: 7, Clock: resultfile.ClockTimeline}
 	cmp := &irsv1.Comparison{Schema: compare.Schema, Status: "failed", Repeat: 3}
 	suite := &irsv1.Suite{Schema: resultfile.SuiteSchema, Status: "interrupted", ExitCode: 130}
 	tests := []struct {
@@ -89,7 +89,7 @@ func TestWriteOnlyOverRegularFiles(t *testing.T) {
 // own series, if any, is not written twice. A snapshot taken before more ticks are appended keeps what it held.
 func TestWriteResultSeries(t *testing.T) {
 	for _, n := range []int{0, 1, 3, 64, 64*2 + 5} {
-		whole := &irsv1.WorkflowResult{Schema: resultfile.ResultSchema, Status: "running", Seed: 7,
+		whole := &irsv1.WorkflowResult{Schema: resultfile.ResultSchema, Status: "running", Seed: 7, Clock: resultfile.ClockTimeline,
 			Events: []*irsv1.RunEvent{{T: 1.5, Kind: "kill"}}}
 		var encoded resultfile.Series
 		var early resultfile.Series

@@ -28,6 +28,8 @@ type data struct {
 	// The time axis of the time charts (seconds from the first phase), and the seconds each point stands for.
 	T      Values  `json:"t,omitempty"`
 	Bucket float64 `json:"bucket,omitempty"`
+	// TimeScale is the run's (times are the timeline's: at 0.1, a second on the axis is a tenth of the machine's).
+	TimeScale float64 `json:"timeScale,omitempty"`
 	Events []event `json:"events,omitempty"`
 	Phases []span  `json:"phases,omitempty"`
 	Charts []chart `json:"charts"`
@@ -130,6 +132,7 @@ func runData(res *irsv1.WorkflowResult) data {
 		t[i] = tick.GetT()
 	}
 	d.T, d.Bucket = downsample(t, k, mean), float64(k)*workflows.SeriesInterval(res)
+	d.TimeScale = res.GetTimeScale()
 	charts := map[string]*chart{}
 	var chartOrder []string
 	for _, def := range timeCharts {

@@ -208,7 +208,11 @@
     baseNote = "One time axis for every chart: phases shaded, events marked (✕ kill, ↓ exit, ✓ ready, + replacement, ⇄ endpoints, " +
       "⚙ configuration, ↗ load, ± scale). Drag across a chart to zoom in; double-click to zoom out.";
     if (D.bucket > 1.001) {
-      baseNote += " Each point is " + fmt(D.bucket) + " s of the run: the worst second of it for latency and 5xx, the mean for the rest.";
+      baseNote += " Each point is " + fmt(D.bucket) + " s of the run: the worst interval of it for latency and 5xx, the mean for the rest.";
+    }
+    if (D.timeScale && Math.abs(D.timeScale - 1) > 1e-9) {
+      baseNote += " Times are the timeline's, as the workflow writes them (time scale " + fmt(D.timeScale) + ": a second on the axis is " +
+        fmt(D.timeScale) + " s of the machine's); latencies and rates are the machine's.";
     }
   } else if (D.kind === "comparison") {
     baseNote = "Each bar is a variant's median over its runs, the whisker ± one standard deviation.";
