@@ -2,7 +2,9 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/irs-sim/irs/internal/units"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -55,4 +57,57 @@ func MergeLoad(base, change *irsv1.Load) *irsv1.Load {
 		return true
 	})
 	return out
+}
+
+// Senders says, per phase, which load generators the timeline has sending in it for at least part of it: a
+// configured load from the first phase (or a load action starting one) until a load action stops it or its
+// duration ends. A generator the timeline has sending in a phase that completed no request there measured
+// nothing: its run's figures stand on what it does not have.
+func Senders(tl *Timeline) map[string]map[string]bool {
+	state := map[string]sending{}
+	kept := map[string]*irsv1.Load{}
+	for name, l := range tl.InitialLoads {
+		state[name], kept[name] = sending{load: l}, l
+	}
+	out := map[string]map[string]bool{}
+	mark := func(phase, service string) {
+		if out[phase] == nil {
+			out[phase] = map[string]bool{}
+		}
+		out[phase][service] = true
+	}
+	i := 0
+	for _, p := range tl.Phases {
+		for ; i < len(tl.Steps) && tl.Steps[i].At < p.Start; i++ { // the steps before the phase: what runs at its start
+			if a := tl.Steps[i].Load; a != nil {
+				next, keep := ApplyLoad(kept[a.GetService()], a)
+				state[a.GetService()], kept[a.GetService()] = sending{load: next, since: tl.Steps[i].At}, keep
+			}
+		}
+		for name, s := range state {
+			if s.load != nil && s.until(tl.Total) > p.Start {
+				mark(p.Name, name)
+			}
+		}
+		for j := i; j < len(tl.Steps) && tl.Steps[j].At < p.End; j++ {
+			if a := tl.Steps[j].Load; a != nil && !a.GetStop() {
+				mark(p.Name, a.GetService())
+			}
+		}
+	}
+	return out
+}
+
+// sending is a generator's load since it was set (nil: stopped).
+type sending struct {
+	load  *irsv1.Load
+	since time.Duration
+}
+
+// until is when the load stops by itself (its duration), or past the run's end.
+func (s sending) until(total time.Duration) time.Duration {
+	if d, err := units.ParseDuration(s.load.GetDuration()); err == nil && d > 0 {
+		return s.since + d
+	}
+	return total + 1
 }

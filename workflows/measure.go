@@ -235,7 +235,7 @@ func MeasureResult(res *irsv1.WorkflowResult, a *irsv1.Assertion, m Metric) (flo
 			return PointValue(p, m)
 		}
 	}
-	if m == MetricRequests || m == MetricErrors {
+	if m == MetricRequests { // a count of nothing is 0; errors over nothing hold over nothing
 		return 0, nil
 	}
 	return 0, ErrNoRequests

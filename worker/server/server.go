@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"log/slog"
@@ -190,10 +191,29 @@ func (s *Server) propagate(req *request, st *compiled) {
 	if len(req.hops) > 0 {
 		h = append(append(h, req.hops...), ',')
 	}
-	h = append(h, st.name...)
+	h = trimHops(append(h, st.name...))
 	req.hopsBuf = h
 	req.prop.RequestID, req.prop.Hops = id, h
 	req.prop.TraceID, req.prop.Sampled, _ = upstream.ParseTraceParent(req.traceParent)
+}
+
+// maxHops bounds the hops path a request carries on, in bytes: past it the oldest hops are dropped (the path
+// starts with "…,"). Carried whole, a 78-deep chain's path outgrew the next worker's header limit, which then
+// refused every request (431) and the rest of the chain got no traffic.
+const maxHops = 512
+
+// trimHops drops the oldest hops of a path longer than maxHops.
+func trimHops(h []byte) []byte {
+	if len(h) <= maxHops {
+		return h
+	}
+	const mark = "…,"
+	cut := len(h) - (maxHops - len(mark))
+	if i := bytes.IndexByte(h[cut:], ','); i >= 0 {
+		cut += i + 1
+	}
+	out := append(h[:0:0], mark...)
+	return append(out, h[cut:]...)
 }
 
 // mix scrambles a sequence number (splitmix64) so that consecutive requests get unrelated random streams.

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -118,5 +120,28 @@ func TestThreeProtocolsOnOneListener(t *testing.T) {
 	}
 	if got[RouteHTTP1] != 3 || got[RouteHTTP2] != 1 || got[RouteGRPC] != 2 {
 		t.Errorf("requests per route = %v, want http1 3, http2 1, grpc 2", got)
+	}
+}
+
+// TestTrimHops: a hops path longer than maxHops keeps its latest hops, whole, behind "…,": however deep a
+// chain, the header a request carries on stays bounded (a 78-deep chain's whole path passed the next worker's
+// header limit, and everything after got a 431).
+func TestTrimHops(t *testing.T) {
+	var path []byte
+	for i := range 1000 {
+		if i > 0 {
+			path = append(path, ',')
+		}
+		path = fmt.Appendf(path, "service-%d", i)
+		path = trimHops(path)
+		if len(path) > maxHops {
+			t.Fatalf("after %d hops the path is %d bytes, want at most %d", i+1, len(path), maxHops)
+		}
+	}
+	if !bytes.HasPrefix(path, []byte("…,")) || !bytes.HasSuffix(path, []byte(",service-998,service-999")) {
+		t.Errorf("path %q: want the latest hops behind …,", path)
+	}
+	if short := []byte("loadgen,client"); !bytes.Equal(trimHops(short), short) {
+		t.Errorf("a short path changed: %q", trimHops(short))
 	}
 }

@@ -143,7 +143,7 @@ func (c *outcomeCounts) since(prev *outcomeCounts) *irsv1.Outcomes {
 		code := int32(i + 100)
 		out.Statuses[code] = n
 		out.Requests += n
-		if code >= 500 {
+		if code >= 400 { // no success: 4xx and 5xx alike are failed requests (each of its class in statuses)
 			out.Failures += n
 		}
 	}

@@ -176,9 +176,9 @@ func TestOutcomes(t *testing.T) {
 	if got.Requests != 16 {
 		t.Errorf("requests = %d, want 16", got.Requests)
 	}
-	// 5xx: 503 ×2, 599, and the four out-of-range codes counted as 500; plus the four errors.
-	if got.Failures != 11 {
-		t.Errorf("failures = %d, want 11", got.Failures)
+	// No success: the 404, 503 ×2, 599, and the four out-of-range codes counted as 500; plus the four errors.
+	if got.Failures != 12 {
+		t.Errorf("failures = %d, want 12", got.Failures)
 	}
 
 	if since := c.since(&c); since.Requests != 0 || since.Failures != 0 || since.Statuses != nil || since.Errors != nil {
@@ -209,8 +209,8 @@ func TestProxyStatus(t *testing.T) {
 	if want := map[int32]int64{503: 2, 500: 1}; !maps.Equal(got.ProxyStatuses, want) {
 		t.Errorf("proxy statuses = %v, want %v", got.ProxyStatuses, want)
 	}
-	if got.Failures != 4 || got.Requests != 5 {
-		t.Errorf("failures %d of %d requests, want 4 of 5", got.Failures, got.Requests)
+	if got.Failures != 5 || got.Requests != 5 {
+		t.Errorf("failures %d of %d requests, want 5 of 5 (the 404 too: no success)", got.Failures, got.Requests)
 	}
 	o.ProxyStatus(502)
 	var later outcomeCounts

@@ -66,8 +66,9 @@ type Response struct {
 	Endpoint string
 }
 
-// Failed reports whether the try failed: an error or a 5xx.
-func (r Response) Failed() bool { return r.Status == 0 || r.Status >= 500 }
+// Failed reports whether the try failed: an error, or a status that is no success (4xx and 5xx: a 431 from a
+// next hop whose header limit the request passed is a failure, not an answer).
+func (r Response) Failed() bool { return r.Status == 0 || r.Status >= 400 }
 
 // client sends requests to one endpoint. prop, when set, is what this request propagates.
 type client interface {

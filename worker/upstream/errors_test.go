@@ -233,9 +233,19 @@ func TestFailureStatus(t *testing.T) {
 			}
 		})
 	}
-	for _, ok := range []upstream.Response{{Status: 200}, {Status: 404}, {Status: 429}} {
+	for _, ok := range []upstream.Response{{Status: 200}, {Status: 204}, {Status: 304}} {
 		if ok.Failed() {
 			t.Errorf("%+v counts as failed, want not", ok)
+		}
+	}
+	// No success is a failure: a 431 from a next hop whose header limit the request passed once read as a
+	// success, and the rest of a 1,000-deep chain silently got no traffic at 0 % 5xx.
+	for _, failed := range []upstream.Response{{Status: 404}, {Status: 429}, {Status: 431}} {
+		if !failed.Failed() {
+			t.Errorf("%+v counts as a success, want failed", failed)
+		}
+		if got := upstream.FailureStatus(failed); got != 502 {
+			t.Errorf("FailureStatus(%+v) = %d, want 502", failed, got)
 		}
 	}
 }

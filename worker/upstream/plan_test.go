@@ -57,7 +57,7 @@ func TestPlanFailureStatus(t *testing.T) {
 		{name: "upstream 503 is 502", want: 502, wantOutcome: "5xx", endpoints: func(t *testing.T) []string {
 			return []string{startIRS(t, "sick", failing(t, "503"), nil).addr}
 		}},
-		{name: "upstream 404 is no failure", want: 0, wantOutcome: "4xx", endpoints: func(t *testing.T) []string {
+		{name: "upstream 404 is 502: no success is a failure", want: 502, wantOutcome: "4xx", endpoints: func(t *testing.T) []string {
 			return []string{startIRS(t, "missing", failing(t, "404"), nil).addr}
 		}},
 		{name: "refused is 503", want: 503, wantOutcome: "refused", endpoints: func(t *testing.T) []string {

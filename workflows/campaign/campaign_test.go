@@ -179,7 +179,7 @@ func TestRunDryRun(t *testing.T) {
 		t.Errorf("dry run: %v, file %v, status %q; want nothing run, passed", o.Err, o.File, o.Status())
 	}
 	for _, want := range []string{"workflow tiny", "variants: none, envoy, 3 run(s) each, interleaved",
-		"plan: 1 points × 2 variants × 3 repetitions = 6 runs of 20ms: 120ms of phases in all"} {
+		"plan: 1 points × 2 variants × 3 repetitions = 6 runs of 400ms: 2.4s of phases in all"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the plan lacks %q:\n%s", want, stdout.String())
 		}
@@ -244,7 +244,7 @@ func TestForceStopsTheCurrentRun(t *testing.T) {
 	backends := &fakeBackends{}
 	c := testCampaign(backends, &bytes.Buffer{}, &bytes.Buffer{})
 	opts := testOptions(filepath.Join(dir, "run"))
-	opts.TimeScale = 10 // 20 s: ended by the interrupt
+	opts.TimeScale = 10 // 400 s: ended by the interrupt
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	backends.newErr = func(*irsv1.Workflow) error { close(started); return nil }

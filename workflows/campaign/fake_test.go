@@ -150,9 +150,9 @@ services:
       serve: {delay: 1ms}
 phases:
   - name: steady
-    duration: 1s
+    duration: 20s
   - name: after
-    duration: 1s
+    duration: 20s
 `
 
 // writeWorkflow writes a workflow file named name.yaml in dir.
@@ -175,7 +175,8 @@ func testCampaign(backends *fakeBackends, stdout, stderr io.Writer) *Campaign {
 	}
 }
 
-// testOptions are the options of a quick run into runDir: a hundredth of the timeline, no progress view.
+// testOptions are the options of a quick run into runDir: a hundredth of the timeline (two phases of 200 ms, the
+// shortest two stats intervals allow), no progress view.
 func testOptions(runDir string) Options {
 	return Options{TimeScale: 0.01, Repeat: 1, Progress: "off", RunDir: runDir, Discard: "none"}
 }

@@ -94,6 +94,9 @@ func newPlan(own *irsv1.Workflow, opts Options) (*plan, error) {
 	if p.tl, err = workflows.NewTimeline(wf, opts.TimeScale); err != nil {
 		return p, invalid(fmt.Errorf("--time-scale: %w", err))
 	}
+	if err := p.tl.Resolvable(); err != nil {
+		return p, invalid(err)
+	}
 	if p.variants, err = opts.variants(wf.GetMesh()); err != nil {
 		return p, invalid(err)
 	}

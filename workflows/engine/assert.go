@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/irs-sim/irs/internal/units"
+	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 )
@@ -21,6 +22,10 @@ func (e *engine) assertions() []*irsv1.AssertionResult {
 		exp, err := workflows.ParseExpectation(a.GetExpect())
 		if err != nil {
 			r.Error = err.Error() // Validate prevents it
+			continue
+		}
+		if why := e.notApplicable(a, exp.Metric); why != "" {
+			r.Skipped, r.NotApplicable, r.MeasuredText = true, true, "not applicable: "+why
 			continue
 		}
 		if exp.Relative {
@@ -46,6 +51,24 @@ func (e *engine) assertions() []*irsv1.AssertionResult {
 	return out
 }
 
+// notApplicable says why an assertion's metric does not apply to the run ("" when it does): a sidecar figure of
+// a service that has no sidecar under the run's mesh (none, ambient, or a placement that leaves it out). It
+// passed with 0m on the variant with no mesh; it is no pass there, and no failure either.
+func (e *engine) notApplicable(a *irsv1.Assertion, m workflows.Metric) string {
+	if m != workflows.MetricSidecarCPU && m != workflows.MetricSidecarRSS {
+		return ""
+	}
+	mesh := policy.Resolve(e.o.Workflow.GetMesh())
+	service := e.assertionKey(a).service
+	switch {
+	case mesh.GetType() == policy.TypeNone || mesh.GetType() == policy.TypeAmbient:
+		return fmt.Sprintf("the run's mesh (%s) has no sidecars", mesh.GetType())
+	case !policy.HasSidecar(mesh.GetSidecars(), e.primary[service] == kindServed):
+		return fmt.Sprintf("%s has no sidecar under sidecars: %s", service, mesh.GetSidecars())
+	}
+	return ""
+}
+
 // assertionKey is the point an assertion reads: its service's main point, or its edge's.
 func (e *engine) assertionKey(a *irsv1.Assertion) key {
 	if a.GetEdge() != "" {
@@ -62,6 +85,9 @@ func (e *engine) measure(k key, a *irsv1.Assertion, m workflows.Metric) (float64
 		return 0, fmt.Errorf("phase %s did not run (the run ended at %.1fs)", a.GetPhase(), e.end.Seconds()/e.o.Timeline.Scale)
 	}
 	seconds := (end - start).Seconds()
+	if a.GetPhase() != "" {
+		seconds = e.measuredSeconds(a.GetPhase()) // the intervals filed in it (see measuredSeconds)
+	}
 	if m == workflows.MetricRecoveryTime {
 		return e.recovery(k, a)
 	}
@@ -76,6 +102,13 @@ func (e *engine) measure(k key, a *irsv1.Assertion, m workflows.Metric) (float64
 		ac = newAcc()
 	}
 	p := e.spanAcc(a.GetPhase(), k, ac).point(k, seconds, false)
+	if (m == workflows.MetricSidecarCPU || m == workflows.MetricSidecarRSS) && p.GetSidecars() == 0 {
+		return 0, fmt.Errorf("no data: no sidecar of %s was measured", k.service)
+	}
+	if m == workflows.MetricErrors && p.GetRequests() == 0 {
+		// errors == 0 over no request holds over nothing: a run whose only generator died passed on it.
+		return 0, workflows.ErrNoRequests
+	}
 	if needsAnswers[m] && p.GetRequests() > 0 && completed(p) == 0 {
 		// Refused, reset and timed-out requests are quick or capped: their latency and rate say nothing of
 		// the system, and an assertion over them would hold over nothing.

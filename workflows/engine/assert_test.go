@@ -82,7 +82,7 @@ func TestMeasure(t *testing.T) {
 
 		// A scope without requests: counts and resources are values, ratios and latencies are not.
 		{"warm-up", served, workflows.MetricRequests, 0, nil},
-		{"warm-up", served, workflows.MetricErrors, 0, nil},
+		{"warm-up", served, workflows.MetricErrors, 0, workflows.ErrNoRequests}, // errors == 0 over nothing is no pass
 		{"warm-up", served, workflows.MetricRPS, 0, nil},
 		{"warm-up", served, workflows.MetricCPU, 50, nil},
 		{"warm-up", served, workflows.MetricCPUMax, 30, nil},

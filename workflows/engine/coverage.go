@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -218,10 +219,29 @@ func completed(p *irsv1.Point) int64 {
 }
 
 // invalidCoverage says which phases' figures stand on too little: a service whose replicas reported under
-// MinCoverage of what they were up for, and a run in which the load generators completed no request at all.
-func invalidCoverage(res *irsv1.WorkflowResult, loaders map[string]bool) []string {
+// MinCoverage of what they were up for, a load generator the timeline has sending in a phase (senders) that
+// completed no request in it (killed for the whole phase, or its load never started: a second generator's
+// figures once made such a run pass), and a run in which the load generators completed no request at all.
+func invalidCoverage(res *irsv1.WorkflowResult, loaders map[string]bool, senders map[string]map[string]bool) []string {
 	var out []string
 	for _, pr := range res.GetPhases() {
+		for _, gen := range slices.Sorted(maps.Keys(senders[pr.GetName()])) {
+			var p *irsv1.Point
+			for _, q := range pr.GetServices() {
+				if q.GetService() == gen && q.GetKind() == kindLoad {
+					p = q
+				}
+			}
+			if completed(p) > 0 {
+				continue
+			}
+			why := "no replica of it reported sending"
+			if p.GetRequests() > 0 {
+				why = fmt.Sprintf("it made %d requests and none was answered%s", p.GetRequests(), errorKinds(p))
+			}
+			out = append(out, fmt.Sprintf("load generator %s completed no request in %s, where the timeline has it sending: %s",
+				gen, pr.GetName(), why))
+		}
 		for _, c := range pr.GetCoverage() {
 			if c.GetIntervalsExpected() == 0 {
 				continue

@@ -63,18 +63,19 @@ func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
 // cause: the machine starving it (a reference sleeper on the runner's machine overslept as long), its CPU taken
 // by others (the sends it slept for woke late while it used little CPU: on any backend), a cold start (behind
 // only in the phase's first seconds), too few connections (requests waited for a free one), or its own CPU.
+//
+// Behind at the end of an interval is one instant; the generator's lateness is every send's: a phase whose sends
+// started maxLagMs late or more at p99 measured the generator (a run whose sends were 237 ms late at p99, its
+// backlog worked off before each interval ended, once stayed valid and failed on the timeouts the machine made).
 func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
-	if k.kind != kindLoad || a.lagMs <= maxLagMs {
+	if k.kind != kindLoad || (a.lagMs <= maxLagMs && latenessP99(a) < maxLagMs) {
 		return nil
 	}
 	s := &irsv1.Saturation{Service: k.service, Phase: phase, LagMs: a.lagMs, Due: a.due, Unsent: max(a.unsent, 0),
 		Blocked: a.blocked, Late: a.late}
 	// The generator's own lateness (sends it slept for) says whether it got its CPU when it asked, wherever it
 	// runs; the runner's machine (d) is its machine only on the local backend.
-	var late float64
-	if a.lateness != nil && a.lateness.TotalCount() > 0 {
-		late = float64(a.lateness.ValueAtPercentile(99)) / 1000
-	}
+	late := latenessP99(a)
 	cpu := a.usage.mcores / float64(max(1, a.replicas))
 	switch {
 	case d.oversleepMs >= starvedMs:
@@ -109,4 +110,12 @@ func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 		s.Detail = "its worker could not send fast enough (CPU) while the runner's machine was not starved: spread the load over more replicas"
 	}
 	return s
+}
+
+// latenessP99 is how late a load generator's sends started at p99, in ms (0 without any).
+func latenessP99(a *acc) float64 {
+	if a.lateness == nil || a.lateness.TotalCount() == 0 {
+		return 0
+	}
+	return float64(a.lateness.ValueAtPercentile(99)) / 1000
 }

@@ -16,6 +16,9 @@ const (
 	OutcomePassed  = "passed"
 	OutcomeFailed  = "failed"
 	OutcomeSkipped = "skipped"
+	// OutcomeNotApplicable is an assertion whose figure the run does not have by design (a sidecar's under no
+	// mesh): neither a pass nor a failure.
+	OutcomeNotApplicable = "not-applicable"
 	// OutcomeError is an assertion that could not be evaluated (nothing measured in its scope): it fails.
 	OutcomeError = "error"
 )
@@ -23,6 +26,8 @@ const (
 // Outcome says what became of an assertion.
 func Outcome(a *irsv1.AssertionResult) string {
 	switch {
+	case a.GetNotApplicable():
+		return OutcomeNotApplicable
 	case a.GetSkipped():
 		return OutcomeSkipped
 	case a.GetError() != "":
@@ -53,6 +58,8 @@ func AssertionScope(a *irsv1.AssertionResult) string {
 // 13.2ms)", or why nothing was.
 func AssertionMeasured(a *irsv1.AssertionResult) string {
 	switch {
+	case a.GetNotApplicable():
+		return a.GetMeasuredText()
 	case a.GetSkipped():
 		return "skipped: " + a.GetMeasuredText()
 	case a.GetError() != "":

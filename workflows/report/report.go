@@ -318,7 +318,7 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 	}
 	fmt.Fprintln(w, "\nassertions:")
 	for _, a := range res.GetAssertions() {
-		verdict := map[string]string{OutcomePassed: "PASS", OutcomeSkipped: "SKIP"}[Outcome(a)]
+		verdict := map[string]string{OutcomePassed: "PASS", OutcomeSkipped: "SKIP", OutcomeNotApplicable: "N/A "}[Outcome(a)]
 		if verdict == "" {
 			verdict = "FAIL"
 		}
@@ -587,6 +587,14 @@ func generatorFloor(w io.Writer, res *irsv1.WorkflowResult) {
 		}
 		fmt.Fprintf(w, "load generator %s: its sends started late by p50 %.3f, p99 %.3f, p99.9 %.3f ms (its own share of its latency)\n",
 			p.GetService(), p.GetLatenessP50Ms(), p.GetLatenessP99Ms(), p.GetLatenessP999Ms())
+		for _, ph := range res.GetPhases() {
+			for _, q := range ph.GetServices() {
+				if q.GetService() == p.GetService() && q.GetKind() == workflows.KindLoad && q.GetP99Ms() > 0 && q.GetLatenessP99Ms() > 0 {
+					fmt.Fprintf(w, "  in %s: up to %.3f ms of its p50 %.3f ms and %.3f ms of its p99 %.3f ms are its own lateness (%.0f %% of the p99)\n",
+						ph.GetName(), q.GetLatenessP50Ms(), q.GetP50Ms(), q.GetLatenessP99Ms(), q.GetP99Ms(), 100*q.GetLatenessP99Ms()/q.GetP99Ms())
+				}
+			}
+		}
 	}
 	var over []float64
 	for _, t := range res.GetSeries() {

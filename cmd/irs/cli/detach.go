@@ -94,6 +94,9 @@ func (a *app) detach(ctx context.Context, f *pflag.FlagSet, files []string, opts
 	}
 	scale := opts.campaign.TimeScale
 	tl, err := workflows.NewTimeline(wf, scale)
+	if err == nil {
+		err = tl.Resolvable()
+	}
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}

@@ -15,7 +15,7 @@ services:
       serve: {delay: 1ms}
 phases:
   - name: steady
-    duration: 1s
+    duration: 2s
 `
 
 // TestWorkflowRunRefusals: `irs workflow run` refuses what it cannot run before anything starts, with the
@@ -27,7 +27,7 @@ func TestWorkflowRunRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	linkFile := filepath.Join(dir, "link.yaml")
-	linkDoc := strings.Replace(tinyWorkflow, "    duration: 1s\n", "    duration: 1s\n    actions: [{at: 0s, link: {set: {delay: 1ms}}}]\n", 1)
+	linkDoc := strings.Replace(tinyWorkflow, "    duration: 2s\n", "    duration: 2s\n    actions: [{at: 0s, link: {set: {delay: 1ms}}}]\n", 1)
 	if err := os.WriteFile(linkFile, []byte(linkDoc), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,12 @@ func TestWorkflowRunRefusals(t *testing.T) {
 			stdout: "variants: none, envoy, 2 run(s) each, interleaved"},
 		{name: "dry run on a cluster", args: []string{"--dry-run", "--backend", "kubernetes"}, code: ExitOK, stdout: "workflow tiny"},
 		{name: "repeat", args: []string{"--repeat", "0"}, code: ExitInvalidConfig, stderr: "--repeat 0: want 1 to 100"},
+		// A scale that makes a phase shorter than two stats intervals: a 60 s phase in 60 ns once "measured"
+		// 50,000,000 req/s on three requests, and passed.
+		{name: "time scale too small to measure", args: []string{"--time-scale", "1e-9"}, code: ExitInvalidConfig,
+			stderr: "phase steady lasts 2s (2ns at time scale 1e-09), under 2 stats intervals of 100ms: too short to measure; use a time scale of at least 0.1"},
+		{name: "time scale too small to measure, detached", args: []string{"--time-scale", "0.01", "--backend", "kubernetes", "--detach"},
+			code: ExitInvalidConfig, stderr: "too short to measure"},
 		{name: "backend", args: []string{"--backend", "cloud"}, code: ExitInvalidConfig, stderr: `--backend "cloud": want local or kubernetes`},
 		{name: "an installed mesh here", args: []string{"--mesh", "istio"}, code: ExitInvalidConfig, stderr: "--mesh istio needs --backend kubernetes"},
 		{name: "report", args: []string{"--report", "pdf"}, code: ExitInvalidConfig, stderr: `--report "pdf"`},

@@ -190,7 +190,7 @@ func assertionCase(a *irsv1.AssertionResult, class string) testCase {
 	tc := testCase{ClassName: class, Name: report.AssertionLabel(a), Time: "0"}
 	where := report.AssertionScope(a)
 	switch report.Outcome(a) {
-	case report.OutcomeSkipped:
+	case report.OutcomeSkipped, report.OutcomeNotApplicable:
 		tc.Skipped = &outcome{Message: a.GetMeasuredText()}
 	case report.OutcomeError:
 		msg := fmt.Sprintf("%s: %s could not be measured: %s", where, a.GetExpect(), a.GetError())

@@ -121,6 +121,9 @@ func assertions(w io.Writer, as []*irsv1.AssertionResult) {
 	if n[report.OutcomeSkipped] > 0 {
 		fmt.Fprintf(w, ", %d skipped", n[report.OutcomeSkipped])
 	}
+	if n[report.OutcomeNotApplicable] > 0 {
+		fmt.Fprintf(w, ", %d not applicable", n[report.OutcomeNotApplicable])
+	}
 	fmt.Fprint(w, "\n\n")
 	if len(bad) == 0 {
 		return
