@@ -253,14 +253,17 @@ func edgeDamage(set [][]replicaWindow) []*irsv1.EdgeDamage {
 }
 
 // addDamage adds calls' outcomes to an edge's damage: failures split into 5xx from the callee's worker, 5xx a
-// proxy made (no x-irs-worker header) and no response at all.
+// proxy made (no x-irs-worker header), no response at all, and 4xx.
 func addDamage(d *irsv1.EdgeDamage, o *irsv1.Outcomes) {
 	d.Requests += o.GetRequests()
 	d.Errors += o.GetFailures()
-	var s5, proxy, transport int64
+	var s5, s4, proxy, transport int64
 	for status, n := range o.GetStatuses() {
-		if status >= 500 {
+		switch {
+		case status >= 500:
 			s5 += n
+		case status >= 400:
+			s4 += n
 		}
 	}
 	for _, n := range o.GetProxyStatuses() {
@@ -272,6 +275,7 @@ func addDamage(d *irsv1.EdgeDamage, o *irsv1.Outcomes) {
 	d.AppErrors += s5 - proxy
 	d.ProxyErrors += proxy
 	d.TransportErrors += transport
+	d.ClientErrors += s4
 	for cause, n := range o.GetProxyCauses() {
 		if d.ProxyCauses == nil {
 			d.ProxyCauses = map[string]int64{}

@@ -110,6 +110,9 @@ func describeEdge(e *irsv1.EdgeDamage) string {
 		s += " (" + strings.Join(causes, " ") + ")"
 	}
 	s += fmt.Sprintf(", transport %d", e.GetTransportErrors())
+	if e.GetClientErrors() > 0 {
+		s += fmt.Sprintf(", 4xx %d", e.GetClientErrors())
+	}
 	var by []string
 	for _, r := range e.GetCallerReplicas() {
 		by = append(by, fmt.Sprintf("%s %d", r.GetReplica(), r.GetErrors()))
@@ -302,7 +305,7 @@ func faultFigures(perVariant [][]*irsv1.FaultRecord) []faultFigure {
 		name string
 		get  func(*irsv1.EdgeDamage) int64
 	}{{"app 5xx", (*irsv1.EdgeDamage).GetAppErrors}, {"proxy 5xx", (*irsv1.EdgeDamage).GetProxyErrors},
-		{"transport errors", (*irsv1.EdgeDamage).GetTransportErrors}} {
+		{"transport errors", (*irsv1.EdgeDamage).GetTransportErrors}, {"4xx", (*irsv1.EdgeDamage).GetClientErrors}} {
 		figs = append(figs, figure("callers' "+split.name, always(func(f *irsv1.FaultRecord) float64 {
 			var n int64
 			for _, e := range f.GetEdges() {

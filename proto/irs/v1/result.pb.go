@@ -763,8 +763,11 @@ type EdgeDamage struct {
 	ProxyCauses map[string]int64 `protobuf:"bytes,8,rep,name=proxy_causes,json=proxyCauses,proto3" json:"proxy_causes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// The caller's replicas whose calls failed, most failures first.
 	CallerReplicas []*ReplicaErrors `protobuf:"bytes,9,rep,name=caller_replicas,json=callerReplicas,proto3" json:"caller_replicas,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The failures that were a 4xx: no success and no 5xx (a request the callee or a proxy refused, such as a 431
+	// for a header too large). errors = app + proxy + transport + these.
+	ClientErrors  int64 `protobuf:"varint,10,opt,name=client_errors,json=clientErrors,proto3" json:"client_errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EdgeDamage) Reset() {
@@ -858,6 +861,13 @@ func (x *EdgeDamage) GetCallerReplicas() []*ReplicaErrors {
 		return x.CallerReplicas
 	}
 	return nil
+}
+
+func (x *EdgeDamage) GetClientErrors() int64 {
+	if x != nil {
+		return x.ClientErrors
+	}
+	return 0
 }
 
 // ReplicaErrors is what one replica's calls met (or, in a FaultWindow, what it served).
@@ -3617,7 +3627,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06before\x18\x10 \x01(\v2\x13.irs.v1.FaultWindowR\x06before\x12)\n" +
 	"\x05after\x18\x11 \x01(\v2\x13.irs.v1.FaultWindowR\x05after\x12\x1a\n" +
 	"\boverlaps\x18\x12 \x03(\x05R\boverlapsB\t\n" +
-	"\a_healed\"\xa5\x03\n" +
+	"\a_healed\"\xca\x03\n" +
 	"\n" +
 	"EdgeDamage\x12\x16\n" +
 	"\x06caller\x18\x01 \x01(\tR\x06caller\x12\x16\n" +
@@ -3629,7 +3639,9 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\fproxy_errors\x18\x06 \x01(\x03R\vproxyErrors\x12)\n" +
 	"\x10transport_errors\x18\a \x01(\x03R\x0ftransportErrors\x12F\n" +
 	"\fproxy_causes\x18\b \x03(\v2#.irs.v1.EdgeDamage.ProxyCausesEntryR\vproxyCauses\x12>\n" +
-	"\x0fcaller_replicas\x18\t \x03(\v2\x15.irs.v1.ReplicaErrorsR\x0ecallerReplicas\x1a>\n" +
+	"\x0fcaller_replicas\x18\t \x03(\v2\x15.irs.v1.ReplicaErrorsR\x0ecallerReplicas\x12#\n" +
+	"\rclient_errors\x18\n" +
+	" \x01(\x03R\fclientErrors\x1a>\n" +
 	"\x10ProxyCausesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"]\n" +
