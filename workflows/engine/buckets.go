@@ -57,8 +57,16 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 		// A sample that takes long (a node's kubelet that does not answer) must not hold up the intervals: when
 		// the loop is an interval behind, it closes them without sampling until it is on time again.
 		var usage map[usageKey]serviceUsage
-		if time.Since(at) < e.interval {
+		behind := time.Since(at)
+		if behind < e.interval {
 			usage = e.sampleUsage(time.Now())
+		} else if behind > pauseSlack && !e.drained(at) {
+			// The runner did not run (stopped, frozen): the windows the replicas sent meanwhile wait in the
+			// sockets. Let them arrive before closing their intervals, or they miss their ticks.
+			select {
+			case <-time.After(drainGrace):
+			case <-done:
+			}
 		}
 		pressure := e.pressure.share(time.Now())
 		e.mu.Lock()
@@ -98,6 +106,19 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 		}
 		e.maybeCheckpoint()
 	}
+}
+
+// drainGrace is how long the tick loop lets the windows queued while the runner did not run arrive.
+const drainGrace = 500 * time.Millisecond
+
+// drained says whether the tick loop has already waited for the queued windows since it fell behind at the
+// interval ending at at (once per pause).
+func (e *engine) drained(at time.Time) bool {
+	if !e.drainedAt.IsZero() && !at.After(e.drainedAt) {
+		return true
+	}
+	e.drainedAt = time.Now() // the loop's own field: only the tick loop reads and writes it
+	return false
 }
 
 // closeBuckets turns every interval up to k into a tick of the series, and adds it to its phase and the total.

@@ -87,8 +87,8 @@ func (c *collector) stream(ctx context.Context, client irsv1.WorkerControlServic
 	defer cancel()
 	stallAfter := 3*c.interval + 2*time.Second
 	last := time.Now()
-	watchdog := time.AfterFunc(stallAfter, cancel)
-	defer watchdog.Stop()
+	watchdog := newStallWatchdog(stallAfter, cancel)
+	defer watchdog.stop()
 	delivered := false
 	stream, err := client.StreamStats(streamCtx, &irsv1.StreamStatsRequest{Interval: c.interval.String(), Align: timestamppb.New(c.align)})
 	if err == nil {
@@ -104,7 +104,7 @@ func (c *collector) stream(ctx context.Context, client irsv1.WorkerControlServic
 		if err != nil {
 			break // the replica died, the way to it broke, the stream went silent, or the run ended
 		}
-		watchdog.Reset(stallAfter)
+		watchdog.reset()
 		last, delivered = time.Now(), true
 		select {
 		case c.out <- sample{service: service, replica: replica, stats: msg.GetStats()}:
@@ -117,6 +117,47 @@ func (c *collector) stream(ctx context.Context, client irsv1.WorkerControlServic
 	}
 	return delivered
 }
+
+// stallWatchdog ends a stream that sent nothing for its span. A runner that did not run itself (SIGSTOP, a
+// frozen machine) wakes to find every stream silent: the replicas sent on, their windows wait in the sockets, and
+// ending the streams then lost those windows and named every replica missing. Its timer firing well past its
+// deadline says so: then it waits another span for the stream to deliver what is queued.
+type stallWatchdog struct {
+	span  time.Duration
+	mu    sync.Mutex
+	armed time.Time
+	timer *time.Timer
+}
+
+// pauseSlack is how late a watchdog's timer may fire before the runner, not the stream, is taken to have been
+// stopped: far beyond a busy machine's timer lateness (tens of milliseconds).
+const pauseSlack = time.Second
+
+func newStallWatchdog(span time.Duration, expire func()) *stallWatchdog {
+	w := &stallWatchdog{span: span, armed: time.Now()}
+	w.timer = time.AfterFunc(span, func() {
+		w.mu.Lock()
+		late := time.Since(w.armed) - w.span
+		if late > pauseSlack {
+			w.armed = time.Now()
+			w.timer.Reset(w.span)
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		expire()
+	})
+	return w
+}
+
+func (w *stallWatchdog) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed = time.Now()
+	w.timer.Reset(w.span)
+}
+
+func (w *stallWatchdog) stop() { w.timer.Stop() }
 
 // clientOrForget returns a replica's client or, the replica gone, forgets it: a long run replaces killed pods
 // under new names, and each kept an entry. Decided under c.mu, as watch decides, so that a replica back before

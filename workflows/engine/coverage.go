@@ -218,6 +218,21 @@ func completed(p *irsv1.Point) int64 {
 	return max(0, n)
 }
 
+// runnerPausedIn names the runner's pauses in a phase, as the cause of what is missing there ("" for none): the
+// replicas sent, the runner did not take it.
+func runnerPausedIn(pauses []*irsv1.Gap, pr *irsv1.PhaseResult) string {
+	var spans []string
+	for _, g := range pauses {
+		if g.GetStart() < pr.GetEnd() && g.GetEnd() > pr.GetStart() {
+			spans = append(spans, fmt.Sprintf("%.1f-%.1fs", g.GetStart(), g.GetEnd()))
+		}
+	}
+	if len(spans) == 0 {
+		return ""
+	}
+	return "; the runner itself did not run at " + strings.Join(spans, ", ") + " (stopped or starved): the cause is its, not the replicas'"
+}
+
 // invalidCoverage says which phases' figures stand on too little: a service whose replicas reported under
 // MinCoverage of what they were up for, a load generator the timeline has sending in a phase (senders) that
 // completed no request in it (killed for the whole phase, or its load never started: a second generator's
@@ -247,8 +262,9 @@ func invalidCoverage(res *irsv1.WorkflowResult, loaders map[string]bool, senders
 				continue
 			}
 			if share := float64(c.GetIntervalsMeasured()) / float64(c.GetIntervalsExpected()); share < MinCoverage {
-				out = append(out, fmt.Sprintf("%s in %s: its replicas reported %d of the %d intervals they were up for (%.0f %%, under %.0f %%); missing %s",
-					c.GetService(), pr.GetName(), c.GetIntervalsMeasured(), c.GetIntervalsExpected(), 100*share, 100*MinCoverage, strings.Join(c.GetMissing(), "; ")))
+				out = append(out, fmt.Sprintf("%s in %s: its replicas reported %d of the %d intervals they were up for (%.0f %%, under %.0f %%); missing %s%s",
+					c.GetService(), pr.GetName(), c.GetIntervalsMeasured(), c.GetIntervalsExpected(), 100*share, 100*MinCoverage,
+					strings.Join(c.GetMissing(), "; "), runnerPausedIn(res.GetRunnerPauses(), pr)))
 			}
 		}
 	}

@@ -120,6 +120,8 @@ type engine struct {
 	// The tick loop's checkpoints (Options.Checkpoint): when the last was taken, whether one is being written,
 	// and the writers, waited for before the run ends.
 	lastCheckpoint time.Time
+	// drainedAt is when the tick loop last waited for windows queued while the runner did not run (its own).
+	drainedAt time.Time
 	checkpointing  atomic.Bool
 	checkpoints    sync.WaitGroup
 	// ticks is the series, each tick encoded when its interval closed (resultfile.Series): a snapshot may hold

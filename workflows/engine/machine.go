@@ -3,12 +3,14 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // referenceSleep is the sleep whose oversleep measures how promptly the machine runs a waiting task.
@@ -17,6 +19,10 @@ const referenceSleep = 10 * time.Millisecond
 // starvedMs is the oversleep beyond which the machine, not the generator's connections or its own CPU, is the
 // cause of a generator falling behind: half the lag that makes a phase saturated (maxLagMs).
 const starvedMs = maxLagMs / 2
+
+// runnerPause is the oversleep of the reference sleeper that says the runner itself did not run (SIGSTOP, a
+// frozen or starved machine): a runner gap, which the replicas did not make.
+const runnerPause = time.Second
 
 // watchMachine sleeps referenceSleep over and over until done closes, recording in every interval the worst
 // oversleep: a load generator on this machine could not have been more punctual.
@@ -33,9 +39,16 @@ func (e *engine) watchMachine(done <-chan struct{}) {
 			return
 		case <-timer.C:
 		}
-		over := time.Since(start) - referenceSleep
-		k := int(time.Since(e.t0)/e.interval) + 1
+		now := time.Now()
+		over := now.Sub(start) - referenceSleep
+		k := int(now.Sub(e.t0)/e.interval) + 1
 		e.mu.Lock()
+		if over >= runnerPause {
+			e.res.RunnerPauses = append(e.res.RunnerPauses, &irsv1.Gap{Start: e.sinceLocked(start), End: proto.Float64(e.sinceLocked(now)),
+				Why: fmt.Sprintf("the runner did not run for %.1fs of wall time (stopped by a signal, or its machine frozen or "+
+					"starved): the replicas went on, and the windows they sent meanwhile were kept; the runner's own readings "+
+					"(CPU and memory, the machine's figures) have a hole there", over.Seconds())})
+		}
 		m := e.machine[k]
 		if m == nil {
 			m = &irsv1.Machine{CpuPressure: -1}

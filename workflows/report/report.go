@@ -292,6 +292,9 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 		fmt.Fprintf(w, "; result: %s", resultPath)
 	}
 	fmt.Fprintln(w)
+	for _, g := range res.GetRunnerPauses() {
+		fmt.Fprintf(w, "runner paused from %.2fs to %.2fs: %s\n", g.GetStart(), g.GetEnd(), g.GetWhy())
+	}
 	if d := res.GetDroppedUsage(); d.GetReadings() > 0 {
 		fmt.Fprintf(w, "%d CPU readings dropped as impossible, left out of every figure: %s\n", d.GetReadings(),
 			strings.Join(d.GetFirst(), "; "))

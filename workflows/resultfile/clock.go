@@ -30,7 +30,7 @@ func ToTimeline(res *irsv1.WorkflowResult) {
 	}
 	at(&res.Interval)
 	opt(res.Checkpoint)
-	for _, g := range res.GetGaps() {
+	for _, g := range append(append([]*irsv1.Gap(nil), res.GetGaps()...), res.GetRunnerPauses()...) {
 		at(&g.Start)
 		opt(g.End)
 	}

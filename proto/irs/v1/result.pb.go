@@ -94,7 +94,11 @@ type WorkflowResult struct {
 	DroppedUsage *DroppedUsage `protobuf:"bytes,28,opt,name=dropped_usage,json=droppedUsage,proto3" json:"dropped_usage,omitempty"`
 	// "timeline": the result's times are in the timeline's seconds (see above). Absent (results written before
 	// 2026-12-02): wall seconds, which readers convert.
-	Clock         string `protobuf:"bytes,29,opt,name=clock,proto3" json:"clock,omitempty"`
+	Clock string `protobuf:"bytes,29,opt,name=clock,proto3" json:"clock,omitempty"`
+	// Spans in which the runner itself did not run (stopped by a signal, its machine frozen or starved for a second
+	// or more), as its own reference sleeper saw them: the replicas went on and their windows sent meanwhile were
+	// kept; what the runner reads itself (CPU and memory, the machine's figures) has a hole there.
+	RunnerPauses  []*Gap `protobuf:"bytes,30,rep,name=runner_pauses,json=runnerPauses,proto3" json:"runner_pauses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,6 +334,13 @@ func (x *WorkflowResult) GetClock() string {
 		return x.Clock
 	}
 	return ""
+}
+
+func (x *WorkflowResult) GetRunnerPauses() []*Gap {
+	if x != nil {
+		return x.RunnerPauses
+	}
+	return nil
 }
 
 // DroppedUsage counts the CPU readings a run dropped, and names the first 20 (what, when, why).
@@ -3546,7 +3557,8 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xf4\t\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xa6\n" +
+	"\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -3587,7 +3599,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"checkpoint\x88\x01\x01\x12\x1f\n" +
 	"\x04gaps\x18\x1b \x03(\v2\v.irs.v1.GapR\x04gaps\x129\n" +
 	"\rdropped_usage\x18\x1c \x01(\v2\x14.irs.v1.DroppedUsageR\fdroppedUsage\x12\x14\n" +
-	"\x05clock\x18\x1d \x01(\tR\x05clock\x1a=\n" +
+	"\x05clock\x18\x1d \x01(\tR\x05clock\x120\n" +
+	"\rrunner_pauses\x18\x1e \x03(\v2\v.irs.v1.GapR\frunnerPauses\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
@@ -4001,52 +4014,53 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	4,  // 14: irs.v1.WorkflowResult.faults:type_name -> irs.v1.FaultRecord
 	2,  // 15: irs.v1.WorkflowResult.gaps:type_name -> irs.v1.Gap
 	1,  // 16: irs.v1.WorkflowResult.dropped_usage:type_name -> irs.v1.DroppedUsage
-	5,  // 17: irs.v1.FaultRecord.edges:type_name -> irs.v1.EdgeDamage
-	7,  // 18: irs.v1.FaultRecord.before:type_name -> irs.v1.FaultWindow
-	7,  // 19: irs.v1.FaultRecord.after:type_name -> irs.v1.FaultWindow
-	29, // 20: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
-	6,  // 21: irs.v1.EdgeDamage.caller_replicas:type_name -> irs.v1.ReplicaErrors
-	14, // 22: irs.v1.FaultWindow.callers:type_name -> irs.v1.Point
-	6,  // 23: irs.v1.FaultWindow.replicas:type_name -> irs.v1.ReplicaErrors
-	14, // 24: irs.v1.Tick.services:type_name -> irs.v1.Point
-	14, // 25: irs.v1.Tick.edges:type_name -> irs.v1.Point
-	14, // 26: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
-	14, // 27: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
-	13, // 28: irs.v1.Tick.machine:type_name -> irs.v1.Machine
-	30, // 29: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	31, // 30: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	37, // 31: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	32, // 32: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	33, // 33: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
-	37, // 34: irs.v1.Point.lateness:type_name -> irs.v1.Histogram
-	14, // 35: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
-	14, // 36: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
-	14, // 37: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
-	14, // 38: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
-	16, // 39: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	35, // 40: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
-	10, // 41: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
-	20, // 42: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
-	19, // 43: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
-	22, // 44: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	38, // 45: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	34, // 46: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
-	0,  // 47: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
-	21, // 48: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	23, // 49: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	23, // 50: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	24, // 51: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	25, // 52: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	36, // 53: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	10, // 54: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	36, // 55: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	36, // 56: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	27, // 57: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	58, // [58:58] is the sub-list for method output_type
-	58, // [58:58] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	2,  // 17: irs.v1.WorkflowResult.runner_pauses:type_name -> irs.v1.Gap
+	5,  // 18: irs.v1.FaultRecord.edges:type_name -> irs.v1.EdgeDamage
+	7,  // 19: irs.v1.FaultRecord.before:type_name -> irs.v1.FaultWindow
+	7,  // 20: irs.v1.FaultRecord.after:type_name -> irs.v1.FaultWindow
+	29, // 21: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
+	6,  // 22: irs.v1.EdgeDamage.caller_replicas:type_name -> irs.v1.ReplicaErrors
+	14, // 23: irs.v1.FaultWindow.callers:type_name -> irs.v1.Point
+	6,  // 24: irs.v1.FaultWindow.replicas:type_name -> irs.v1.ReplicaErrors
+	14, // 25: irs.v1.Tick.services:type_name -> irs.v1.Point
+	14, // 26: irs.v1.Tick.edges:type_name -> irs.v1.Point
+	14, // 27: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
+	14, // 28: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
+	13, // 29: irs.v1.Tick.machine:type_name -> irs.v1.Machine
+	30, // 30: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	31, // 31: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	37, // 32: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	32, // 33: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	33, // 34: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
+	37, // 35: irs.v1.Point.lateness:type_name -> irs.v1.Histogram
+	14, // 36: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
+	14, // 37: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
+	14, // 38: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
+	14, // 39: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
+	16, // 40: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
+	35, // 41: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	10, // 42: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
+	20, // 43: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
+	19, // 44: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
+	22, // 45: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
+	38, // 46: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	34, // 47: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	0,  // 48: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
+	21, // 49: irs.v1.Variant.figures:type_name -> irs.v1.Figure
+	23, // 50: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	23, // 51: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	24, // 52: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	25, // 53: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	36, // 54: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	10, // 55: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	36, // 56: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	36, // 57: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	27, // 58: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
