@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 )
@@ -59,10 +62,13 @@ func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
 	return d
 }
 
-// saturation reports a load generator that fell behind its schedule in a phase (nil otherwise), with its
-// cause: the machine starving it (a reference sleeper on the runner's machine overslept as long), its CPU taken
-// by others (the sends it slept for woke late while it used little CPU: on any backend), a cold start (behind
-// only in the phase's first seconds), too few connections (requests waited for a free one), or its own CPU.
+// saturation reports a load generator that fell behind its schedule in a phase (nil otherwise), with every
+// cause the evidence holds, strongest first: too few connections (the share of due requests that waited for a
+// free one), the machine starving it (a reference sleeper on the runner's machine overslept as long), its CPU
+// taken by others (the sends it slept for woke late while it used little CPU: on any backend), a cold start
+// (behind only in the phase's first seconds), or its own CPU. Every cause that holds is named, and no advice
+// contradicts another's fix: with 77 % of due requests waiting for one of 2 connections, a machine also busy was
+// once blamed alone, with "more connections would not help"; 64 connections took p50 from 527 ms to 8.6 ms.
 //
 // Behind at the end of an interval is one instant; the generator's lateness is every send's: a phase whose sends
 // started maxLagMs late or more at p99 measured the generator (a run whose sends were 237 ms late at p99, its
@@ -73,44 +79,87 @@ func saturation(k key, a *acc, phase string, d lagDiagnosis) *irsv1.Saturation {
 	}
 	s := &irsv1.Saturation{Service: k.service, Phase: phase, LagMs: a.lagMs, Due: a.due, Unsent: max(a.unsent, 0),
 		Blocked: a.blocked, Late: a.late}
+	causes := saturationCauses(a, d)
+	switch len(causes) {
+	case 0:
+		s.Detail = "its worker could not send fast enough (CPU) while the runner's machine was not starved: spread the load over more replicas"
+	case 1:
+		s.Detail = causes[0].text
+	default:
+		parts := make([]string, len(causes))
+		for i, c := range causes {
+			parts[i] = fmt.Sprintf("(%d) %s", i+1, c.text)
+		}
+		s.Detail = fmt.Sprintf("%d causes, the strongest evidence first: %s", len(causes), strings.Join(parts, "; "))
+	}
+	return s
+}
+
+// saturationCause is one cause of a generator falling behind, and how strong its evidence is (0-1).
+type saturationCause struct {
+	strength float64
+	text     string
+}
+
+// saturationCauses returns every cause the evidence holds, strongest first.
+func saturationCauses(a *acc, d lagDiagnosis) []saturationCause {
 	// The generator's own lateness (sends it slept for) says whether it got its CPU when it asked, wherever it
 	// runs; the runner's machine (d) is its machine only on the local backend.
 	late := latenessP99(a)
 	cpu := a.usage.mcores / float64(max(1, a.replicas))
-	switch {
-	case d.oversleepMs >= starvedMs:
+	blockedShare := float64(a.blocked) / float64(max(a.due, a.blocked, 1))
+	connections := a.blocked > 0 && blockedShare >= minBlockedShare
+	var out []saturationCause
+	add := func(strength float64, format string, args ...any) {
+		out = append(out, saturationCause{strength: min(1, strength), text: fmt.Sprintf(format, args...)})
+	}
+	if connections {
+		add(blockedShare, "too few connections: %d requests (%.0f %% of those due) became due while every connection was busy: "+
+			"the latency needs more connections than load.connections gives (raise it)", a.blocked, 100*blockedShare)
+	}
+	// Advice that holds only if connections are not the cause says so only then.
+	notConnections := ""
+	if !connections {
+		notConnections = " More connections or replicas would not help;"
+	}
+	if d.oversleepMs >= starvedMs {
 		pressure := ""
 		if d.pressure >= 0 {
 			pressure = fmt.Sprintf(", and tasks waited for a CPU %.0f %% of the time", 100*d.pressure)
 		}
-		s.Detail = fmt.Sprintf("the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by "+
-			"up to %.0f ms%s. More connections or replicas would not help; run on a quieter machine (or give IRS more CPUs)",
-			d.oversleepMs, pressure)
+		add(d.oversleepMs/(4*maxLagMs), "the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by "+
+			"up to %.0f ms%s.%s run on a quieter machine (or give IRS more CPUs)", d.oversleepMs, pressure, notConnections)
+	}
+	switch {
 	case late >= starvedMs && (!a.usage.measured || cpu < busyGeneratorMcores):
 		used := "its CPU is not measured"
 		if a.usage.measured {
 			used = fmt.Sprintf("its worker used %.0f millicores a replica", cpu)
 		}
-		s.Detail = fmt.Sprintf("its CPU was not its own: the sends it slept for woke up to %.0f ms late (p99) while %s. "+
-			"More connections or replicas would not help; give the generators CPUs of their own (placement) or a quieter "+
-			"machine or node", late, used)
-	case d.intervals > 0 && d.last <= coldStart && !d.sentBefore:
-		s.Detail = fmt.Sprintf("a cold start: it was behind only in the phase's first %.0f s (connections opening, proxies "+
-			"warming up). Put a warm-up phase before it", d.last/max(d.scale, 1e-9))
-	case a.blocked > 0:
-		s.Detail = fmt.Sprintf("%d requests became due while every connection was busy: the latency needs more "+
-			"connections than load.connections gives", a.blocked)
+		add(late/(4*maxLagMs), "its CPU was not its own: the sends it slept for woke up to %.0f ms late (p99) while %s.%s "+
+			"give the generators CPUs of their own (placement) or a quieter machine or node", late, used, notConnections)
 	case late >= starvedMs:
-		s.Detail = fmt.Sprintf("its worker could not keep up with its own work: it used %.0f millicores a replica, and the "+
+		add(cpu/1000, "its worker could not keep up with its own work: it used %.0f millicores a replica, and the "+
 			"sends it slept for woke up to %.0f ms late (p99): spread the load over more replicas", cpu, late)
-	case a.lateness != nil && a.lateness.TotalCount() > 0:
-		s.Detail = fmt.Sprintf("its worker could not send fast enough (CPU) though its sends woke on time (%.1f ms late at "+
-			"p99): spread the load over more replicas", late)
-	default:
-		s.Detail = "its worker could not send fast enough (CPU) while the runner's machine was not starved: spread the load over more replicas"
+	case a.usage.measured && cpu >= busyGeneratorMcores:
+		add(cpu/1000, "its worker could not send fast enough (CPU: %.0f millicores a replica) though its sends woke on time "+
+			"(%.1f ms late at p99): spread the load over more replicas", cpu, late)
 	}
-	return s
+	if d.intervals > 0 && d.last <= coldStart && !d.sentBefore {
+		add(0.5, "a cold start: it was behind only in the phase's first %.0f s (connections opening, proxies "+
+			"warming up). Put a warm-up phase before it", d.last/max(d.scale, 1e-9))
+	}
+	if len(out) == 0 && a.lateness != nil && a.lateness.TotalCount() > 0 {
+		add(0.1, "its worker could not send fast enough (CPU) though its sends woke on time (%.1f ms late at "+
+			"p99): spread the load over more replicas", late)
+	}
+	slices.SortStableFunc(out, func(x, y saturationCause) int { return cmp.Compare(y.strength, x.strength) })
+	return out
 }
+
+// minBlockedShare is the share of due requests that waited for a free connection from which too few
+// connections are a cause.
+const minBlockedShare = 0.01
 
 // latenessP99 is how late a load generator's sends started at p99, in ms (0 without any).
 func latenessP99(a *acc) float64 {

@@ -182,16 +182,16 @@ func TestSaturationNamesItsCause(t *testing.T) {
 		{"a cold start", []*irsv1.Tick{tick(11, 400, 3), tick(12, 150, 2), tick(13, 5, 1), tick(14, 3, 1)}, 30,
 			"a cold start: it was behind only in the phase's first 2 s", 0, 0},
 		{"not a cold start: it sent before the phase", []*irsv1.Tick{tick(9, 5, 1), tick(11, 400, 3), tick(12, 150, 2)}, 30,
-			"30 requests became due while every connection was busy", 0, 0},
+			"too few connections: 30 requests (100 % of those due) became due while every connection was busy", 0, 0},
 		{"too few connections", []*irsv1.Tick{tick(11, 5, 1), tick(15, 300, 3), tick(16, 350, 2)}, 40,
-			"40 requests became due while every connection was busy", 0, 0},
+			"too few connections: 40 requests (100 % of those due) became due while every connection was busy", 0, 0},
 		{"its own CPU", []*irsv1.Tick{tick(15, 300, 3)}, 0, "its worker could not send fast enough (CPU) while the runner's machine was not starved", 0, 0},
 		{"its CPU taken by others (a node the runner does not see)", []*irsv1.Tick{tick(15, 300, 3)}, 0,
 			"its CPU was not its own: the sends it slept for woke up to 150 ms late (p99) while its worker used 120 millicores a replica", 150, 120},
 		{"its CPU taken by its own work", []*irsv1.Tick{tick(15, 300, 3)}, 0,
 			"its worker could not keep up with its own work: it used 950 millicores a replica, and the sends it slept for woke up to 150 ms late", 150, 950},
 		{"its own CPU, on time", []*irsv1.Tick{tick(15, 300, 3)}, 0,
-			"its worker could not send fast enough (CPU) though its sends woke on time (0.3 ms late at p99)", 0.3, 950},
+			"its worker could not send fast enough (CPU: 950 millicores a replica) though its sends woke on time (0.3 ms late at p99)", 0.3, 950},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// From the engine's record (which the run's end reads too).
@@ -213,6 +213,27 @@ func TestSaturationNamesItsCause(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSaturationNamesEveryCause: with 77 % of due requests waiting for one of 2 connections on a machine also
+// busy, every cause is named, the strongest evidence first, and none says the opposite of another's fix (a busy
+// machine was blamed alone, with "more connections would not help"; 64 connections took p50 from 527 ms to 8.6 ms).
+func TestSaturationNamesEveryCause(t *testing.T) {
+	a := newAcc()
+	a.lagMs, a.due, a.blocked = 900, 2500, 1925
+	d := lagDiagnosis{first: 1, last: 30, pressure: 0.4, oversleepMs: 60, intervals: 30, scale: 1}
+	s := saturation(key{service: "gen", kind: kindLoad}, a, "spike", d)
+	if s == nil {
+		t.Fatal("no saturation")
+	}
+	conn := strings.Index(s.GetDetail(), "too few connections: 1925 requests (77 % of those due)")
+	machine := strings.Index(s.GetDetail(), "the machine starved it")
+	if !strings.HasPrefix(s.GetDetail(), "2 causes, the strongest evidence first") || conn < 0 || machine < conn {
+		t.Errorf("detail %q: want both causes, connections first", s.GetDetail())
+	}
+	if strings.Contains(s.GetDetail(), "would not help") {
+		t.Errorf("detail %q says more connections would not help, the fix of the first cause", s.GetDetail())
 	}
 }
 

@@ -102,6 +102,12 @@ func runData(res *irsv1.WorkflowResult) data {
 				label += " (sent)"
 			}
 			traffic(put, i, "", label, p)
+			if p.GetKind() == workflows.KindLoad && p.GetSent() > 0 {
+				// The generator's own lateness, and the machine's: the floor under every latency it reports.
+				put(i, "lateness", p.GetService()+" p50", worst, p.GetLatenessP50Ms())
+				put(i, "lateness", p.GetService()+" p99", worst, p.GetLatenessP99Ms())
+				put(i, "lag", p.GetService(), worst, p.GetLagMs())
+			}
 			if p.GetReplicas() > 0 || p.GetCpuMcores() > 0 {
 				put(i, "cpu", label, mean, p.GetCpuMcores())
 				put(i, "mem", label, mean, p.GetRssMb())
@@ -116,6 +122,9 @@ func runData(res *irsv1.WorkflowResult) data {
 				put(i, "cpu", name, mean, p.GetCpuMcores())
 				put(i, "mem", name, mean, p.GetRssMb())
 			}
+		}
+		if m := tick.GetMachine(); m != nil {
+			put(i, "lateness", "the runner's 10 ms sleep, overslept", worst, m.GetOversleepMs())
 		}
 		for _, p := range tick.GetEdges() {
 			if name := p.GetService() + "->" + p.GetCallee(); !targets[name] {
@@ -170,6 +179,8 @@ var timeCharts = []chart{
 	{ID: "p99", Group: "Services", Title: "Latency p99", Unit: "ms"},
 	{ID: "cpu", Group: "Cost", Title: "CPU", Unit: "mcores"},
 	{ID: "mem", Group: "Cost", Title: "Memory", Unit: "MB"},
+	{ID: "lateness", Group: "The instrument", Title: "Load generators' lateness: how late their sends started", Unit: "ms"},
+	{ID: "lag", Group: "The instrument", Title: "Load generators behind their schedule", Unit: "ms"},
 	{ID: "edge-rps", Group: "Calls between services", Title: "Calls per second", Unit: "req/s"},
 	{ID: "edge-5xx", Group: "Calls between services", Title: "Calls: 5xx rate", Unit: "%"},
 	{ID: "edge-p99", Group: "Calls between services", Title: "Calls: latency p99", Unit: "ms"},

@@ -87,7 +87,7 @@ func TestRunPage(t *testing.T) {
 	for _, c := range d.Charts {
 		ids = append(ids, c.ID)
 	}
-	if got := strings.Join(ids, ","); got != "rps,5xx,p50,p99,cpu,mem,edge-rps,edge-5xx,edge-p99" {
+	if got := strings.Join(ids, ","); got != "rps,5xx,p50,p99,cpu,mem,lateness,lag,edge-rps,edge-5xx,edge-p99" {
 		t.Errorf("charts %s", got)
 	}
 	for _, want := range []string{"sub-millisecond checkout", "p99 &lt; 1ms", "REGRESSED", "loadgen p99", "backend-", "recovered",
