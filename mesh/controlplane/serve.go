@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"time"
 
 	"github.com/irs-sim/irs/internal/memtrim"
 	"github.com/irs-sim/irs/mesh/ca"
@@ -14,6 +15,7 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Process is a control plane process: the runner's API on Listen, over mutual TLS with the credentials in
@@ -26,6 +28,9 @@ type Process struct {
 	Ready  func(addr string) error
 	Logger *slog.Logger
 }
+
+// MinKeepalive is how often the control plane's clients may ping it at most.
+const MinKeepalive = 2 * time.Second
 
 // Serve runs a control plane until ctx ends. Errors the options caused are *dataplane.OptionError.
 func Serve(ctx context.Context, p Process) error {
@@ -44,7 +49,10 @@ func Serve(ctx context.Context, p Process) error {
 	if err != nil {
 		return dataplane.InvalidOption(fmt.Errorf("--listen: %w", err))
 	}
-	g := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(credentials.NewTLS(tlsCfg)), Authorize())
+	// The runner pings its connection to find a stalled port-forward (a node cut off): pings as often as every
+	// MinKeepalive are allowed, where gRPC's default (5 minutes) would end the connection as "too many pings".
+	g := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.Creds(credentials.NewTLS(tlsCfg)), Authorize(),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinKeepalive, PermitWithoutStream: true}))
 	served := make(chan error, 2)
 	env := p.Env
 	env.Served, env.Logger = served, p.Logger

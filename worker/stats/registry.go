@@ -269,6 +269,7 @@ type counters struct {
 	routes    []outcomeCounts
 	upstreams []upstreamCounts
 	loads     []loadCounts
+	sched     schedSample // the runtime's scheduling latencies
 }
 
 type upstreamCounts struct {
@@ -317,6 +318,7 @@ func (r *Registry) read(now time.Time) *counters {
 		routes:    make([]outcomeCounts, len(r.routes)),
 		upstreams: make([]upstreamCounts, len(r.upstreams)),
 		loads:     make([]loadCounts, len(r.loads)),
+		sched:     readSched(),
 	}
 	for i, s := range r.routes {
 		s.Outcomes.read(&c.routes[i])
@@ -346,6 +348,9 @@ func (r *Registry) build(cur, prev *counters, hist func(*Histogram) *hdrhistogra
 	}
 	if !r.versionTime.IsZero() {
 		out.ConfigChangedAt = timestamppb.New(r.versionTime)
+	}
+	if prev != nil {
+		out.SchedWaitP99Ms, out.SchedWaitMaxMs = cur.sched.waitSince(prev.sched)
 	}
 	summary := func(h *Histogram) *irsv1.Histogram {
 		if p := hist(h); p != nil {

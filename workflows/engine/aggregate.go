@@ -43,6 +43,8 @@ type acc struct {
 	due, sent, unsent, blocked, late int64
 	retries                          int64
 	lagMs                            float64
+	// schedWaitMs is the most its replicas' goroutines waited to run (a window's p99, the worst replica's).
+	schedWaitMs float64
 	// Resource use: a tick's as sampled at its end; a phase's and the run's from the usage ledger, set when its
 	// point is made (withUsage). usage is the workers' (or the control plane's, the node proxies'), sidecar the
 	// service's sidecars'.
@@ -134,6 +136,7 @@ func (a *acc) merge(b *acc) {
 	a.due, a.sent, a.unsent, a.blocked, a.late = a.due+b.due, a.sent+b.sent, a.unsent+b.unsent, a.blocked+b.blocked, a.late+b.late
 	a.retries += b.retries
 	a.lagMs = max(a.lagMs, b.lagMs)
+	a.schedWaitMs = max(a.schedWaitMs, b.schedWaitMs)
 	a.replicas = max(a.replicas, b.replicas)
 	a.sidecars = max(a.sidecars, b.sidecars)
 }
@@ -149,7 +152,7 @@ func (a *acc) withUsage(usage, sidecar resourceUse) *acc {
 // point renders an accumulator over seconds of time (for rates).
 func (a *acc) point(k key, seconds float64, withHist bool) *irsv1.Point {
 	p := &irsv1.Point{Service: k.service, Callee: k.callee, Kind: k.kind, Requests: a.requests, Failures: a.failures,
-		TargetRate: a.targetRate, Replicas: int32(a.replicas)}
+		TargetRate: a.targetRate, Replicas: int32(a.replicas), SchedWaitMs: a.schedWaitMs}
 	if k.kind == kindLoad {
 		p.Due, p.Sent, p.Unsent, p.Blocked, p.Late, p.LagMs = a.due, a.sent, a.unsent, a.blocked, a.late, a.lagMs
 	}
@@ -248,6 +251,13 @@ func addSnapshot(accs map[key]*acc, service string, s *irsv1.StatsSnapshot) {
 				a.due, a.sent, a.unsent = a.due+l.GetDue(), a.sent+l.GetSent(), a.unsent+l.GetUnsent()
 				a.blocked, a.late = a.blocked+l.GetBlocked(), a.late+l.GetLate()
 				a.lagMs = max(a.lagMs, l.GetLagMs())
+			}
+		}
+	}
+	if w := s.GetSchedWaitP99Ms(); w > 0 { // the replica's machine, on its main point
+		for _, kind := range []string{kindServed, kindLoad} {
+			if a, ok := accs[key{service: service, kind: kind}]; ok {
+				a.schedWaitMs = max(a.schedWaitMs, w)
 			}
 		}
 	}

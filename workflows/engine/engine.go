@@ -121,9 +121,9 @@ type engine struct {
 	// and the writers, waited for before the run ends.
 	lastCheckpoint time.Time
 	// drainedAt is when the tick loop last waited for windows queued while the runner did not run (its own).
-	drainedAt time.Time
-	checkpointing  atomic.Bool
-	checkpoints    sync.WaitGroup
+	drainedAt     time.Time
+	checkpointing atomic.Bool
+	checkpoints   sync.WaitGroup
 	// ticks is the series, each tick encoded when its interval closed (resultfile.Series): a snapshot may hold
 	// it as it is without the lock.
 	ticks resultfile.Series

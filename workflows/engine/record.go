@@ -18,7 +18,10 @@ type runRecord struct {
 	// firstSent is the end of the first interval each load generator (by service) sent in.
 	firstSent map[string]float64
 	lags      []lagPoint
-	watched   []watchedPoint
+	// starved are the intervals in which a measured service's goroutines waited starvedMs or more to run (the
+	// worst service): its node's CPU was taken.
+	starved []starvedPoint
+	watched []watchedPoint
 	scopes    []key // the watched points' scopes, by watchedPoint.scope
 }
 
@@ -34,6 +37,13 @@ type lagPoint struct {
 	service                  string
 	machine                  bool
 	oversleepMs, cpuPressure float64
+}
+
+// starvedPoint is an interval whose worst measured service waited long to run.
+type starvedPoint struct {
+	t       float64
+	service string
+	waitMs  float64
 }
 
 // watchedPoint is a point of a scope a recovery assertion reads.
@@ -71,6 +81,15 @@ func (r *runRecord) add(t *irsv1.Tick, watch func(key) bool) {
 		}
 	}
 	r.load = append(r.load, lt)
+	worst := starvedPoint{t: t.GetT()}
+	for _, p := range t.GetServices() {
+		if p.GetKind() == kindServed && p.GetSchedWaitMs() > worst.waitMs {
+			worst.service, worst.waitMs = p.GetService(), p.GetSchedWaitMs()
+		}
+	}
+	if worst.waitMs >= starvedMs {
+		r.starved = append(r.starved, worst)
+	}
 	for _, ps := range [][]*irsv1.Point{t.GetServices(), t.GetEdges()} {
 		for _, p := range ps {
 			if k := pointKey(p); watch(k) {

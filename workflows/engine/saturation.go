@@ -31,6 +31,10 @@ type lagDiagnosis struct {
 	pressure    float64 // and the most CPU pressure (-1: unknown)
 	intervals   int     // how many intervals were beyond maxLagMs
 	sentBefore  bool    // the generator sent requests before the phase: its start was not cold
+	// The measured services' machines while it was behind: the most their goroutines waited to run (an
+	// interval's p99) and whose.
+	measuredWaitMs float64
+	measuredBy     string
 	scale       float64 // the time scale: seconds said to users are the timeline's
 }
 
@@ -54,6 +58,11 @@ func (e *engine) lagged(k key, start, end float64) lagDiagnosis {
 		}
 		d.last = at
 		d.intervals++
+		for _, sp := range r.starved {
+			if sp.t == l.t && sp.waitMs > d.measuredWaitMs {
+				d.measuredWaitMs, d.measuredBy = sp.waitMs, sp.service
+			}
+		}
 		if l.machine {
 			d.oversleepMs = max(d.oversleepMs, l.oversleepMs)
 			d.pressure = max(d.pressure, l.cpuPressure)
@@ -129,6 +138,11 @@ func saturationCauses(a *acc, d lagDiagnosis) []saturationCause {
 		}
 		add(d.oversleepMs/(4*maxLagMs), "the machine starved it: while it was behind, a 10 ms sleep on the runner's machine overslept by "+
 			"up to %.0f ms%s.%s run on a quieter machine (or give IRS more CPUs)", d.oversleepMs, pressure, notConnections)
+	}
+	if d.measuredWaitMs >= starvedMs {
+		add(d.measuredWaitMs/(4*maxLagMs), "the services it measures were starved of CPU: while it was behind, %s's goroutines "+
+			"waited up to %.0f ms (p99 of an interval) to run, whatever their work: their nodes' CPUs were taken (give the "+
+			"services CPUs of their own, fewer replicas a node, or a quieter cluster)", d.measuredBy, d.measuredWaitMs)
 	}
 	switch {
 	case late >= starvedMs && (!a.usage.measured || cpu < busyGeneratorMcores):

@@ -237,6 +237,27 @@ func TestSaturationNamesEveryCause(t *testing.T) {
 	}
 }
 
+// TestSaturationSeesTheMeasuredNodesStarved: the measured services' own machines are watched too (their
+// goroutines' wait to run, from every worker's stats): when the nodes they run on were starved while the
+// generator was behind, that is named, where it once said "raise load.connections".
+func TestSaturationSeesTheMeasuredNodesStarved(t *testing.T) {
+	e := &engine{res: &irsv1.WorkflowResult{}, o: Options{Timeline: &workflows.Timeline{Scale: 1}}}
+	for _, tk := range []*irsv1.Tick{
+		{T: 11, Services: []*irsv1.Point{{Service: "gen", Kind: kindLoad, LagMs: 5}, {Service: "api", Kind: kindServed, SchedWaitMs: 2}}},
+		{T: 12, Services: []*irsv1.Point{{Service: "gen", Kind: kindLoad, LagMs: 400}, {Service: "api", Kind: kindServed, SchedWaitMs: 85}}},
+	} {
+		e.rec.add(tk, func(key) bool { return false })
+	}
+	gen := key{service: "gen", kind: kindLoad}
+	a := newAcc()
+	a.lagMs, a.due = 400, 1000
+	s := saturation(gen, a, "spike", e.lagged(gen, 10, 20))
+	if s == nil || !strings.Contains(s.GetDetail(), "the services it measures were starved of CPU: while it was behind, api's goroutines waited up to 85 ms") ||
+		strings.Contains(s.GetDetail(), "load.connections") {
+		t.Errorf("detail %q; want the measured nodes starved, and no advice on connections", s.GetDetail())
+	}
+}
+
 // TestProgressShowsThePhasesErrors: the progress line shows the phase's 5xx so far and its worst interval, and
 // starts again at each phase; it showed only the last interval's, 0.00 % on every line of a phase that
 // measured 0.665 %.

@@ -197,29 +197,37 @@ func (b *Backend) connectRelay(ctx context.Context, deadline time.Time) error {
 	b.mu.Lock()
 	b.conn = conn
 	b.mu.Unlock()
-	go b.healRelay(conn, fw)
+	go b.healForward(conn, fw, "the relay", nil)
 	return nil
 }
 
-// healRelay restarts the port-forward whenever the connection through it is lost after having been up: its
+// healForward restarts the port-forward whenever the connection through it is lost after having been up: its
 // keepalive found it silent, or the forward broke. A forward that stalls keeps its local port open and takes new
-// connections, which then stall too; only a new forward mends it. The streams through it fail, and the engine
-// opens them again (the intervals lost show in the result's coverage, the stall in its events).
-func (b *Backend) healRelay(conn *grpc.ClientConn, fw *forwarder) {
+// connections, which then stall too; only a new forward mends it (to a ready pod: a replacement of one lost).
+// The streams through the relay fail, and the engine opens them again (the intervals lost show in the result's
+// coverage, the stall in its events); once the connection is up again, a signal on again (when set) says so,
+// so that what it carries is sent again (the mesh's state, to a replaced control plane).
+func (b *Backend) healForward(conn *grpc.ClientConn, fw *forwarder, what string, again chan<- struct{}) {
 	conn.Connect()
 	wasReady := false
 	for {
 		state := conn.GetState()
 		switch state {
 		case connectivity.Ready:
+			if !wasReady && again != nil {
+				select {
+				case again <- struct{}{}:
+				default:
+				}
+			}
 			wasReady = true
 		case connectivity.Connecting, connectivity.TransientFailure, connectivity.Idle:
 			// Leaving Ready: the keepalive closed a silent connection, or the forward broke. Reconnecting
 			// through a stalled forward would stall too (its local port still accepts).
 			if wasReady {
 				wasReady = false
-				b.cfg.Logger.Warn("the connection to the relay was lost; restarting its port-forward", "state", state.String())
-				b.emit(workflows.Event{At: time.Now(), Kind: workflows.EventRelay, Detail: "the connection to the relay was lost (" + state.String() + "): its port-forward was restarted"})
+				b.cfg.Logger.Warn("the connection to "+what+" was lost; restarting its port-forward", "state", state.String())
+				b.emit(workflows.Event{At: time.Now(), Kind: workflows.EventRelay, Detail: "the connection to " + what + " was lost (" + state.String() + "): its port-forward was restarted"})
 				fw.restart()
 			}
 			conn.Connect()

@@ -18,8 +18,10 @@ import (
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/relay"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -117,7 +119,7 @@ func (b *Backend) startMesh(ctx context.Context) error {
 		return err
 	}
 	ns := b.cfg.Namespace
-	dep := b.controlPlaneDeployment()
+	dep := b.controlPlaneDeployment(ctx)
 	ports := append([]corev1.ServicePort{{Name: "grpc", Port: controlPlanePort, TargetPort: intstr.FromInt32(controlPlanePort)}},
 		b.mesh.cluster.ControlPlanePod(b.run(), &dep.Spec.Template.Spec)...)
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: controlPlaneName, Namespace: ns, Labels: dep.Labels},
@@ -144,8 +146,12 @@ func (b *Backend) startMesh(ctx context.Context) error {
 	return b.mesh.cluster.Nodes(ctx, b.run())
 }
 
-// controlPlaneDeployment is IRS's control plane pod, before the data plane adds its part.
-func (b *Backend) controlPlaneDeployment() *appsv1.Deployment {
+// controlPlaneDeployment is IRS's control plane pod, before the data plane adds its part. It goes where the
+// relay goes (relayPlacement: beside the load generators where the cluster has nodes for them): IRS's own
+// parts stay off the measured nodes and out of the way of the faults a workflow injects there. On a measured
+// node, a node cut took it with the node, and ambient never recovered after the heal.
+func (b *Backend) controlPlaneDeployment(ctx context.Context) *appsv1.Deployment {
+	nodeSelector, tolerations := b.relayPlacement(ctx)
 	labels := b.run().Labels(controlPlaneName)
 	selector := map[string]string{LabelName: controlPlaneName}
 	return &appsv1.Deployment{
@@ -167,7 +173,7 @@ func (b *Backend) controlPlaneDeployment() *appsv1.Deployment {
 					}},
 					Volumes: []corev1.Volume{{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 						SecretName: controlPlaneName, DefaultMode: ptr(int32(0o400))}}}},
-					NodeSelector: b.ownNodeSelector(), Tolerations: tolerations(b.cfg.Platform.GetTolerations()),
+					NodeSelector: nodeSelector, Tolerations: tolerations,
 					AutomountServiceAccountToken: ptr(false), EnableServiceLinks: ptr(false),
 				}}}}
 }
@@ -210,9 +216,13 @@ func (b *Backend) connectMesh(ctx context.Context, deadline time.Time) error {
 		return fmt.Errorf("the mesh's control plane: %w", err)
 	}
 	b.mesh.fw = fw
-	if b.mesh.conn, err = grpc.NewClient("passthrough:///"+fw.addr(), grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg))); err != nil {
+	// A keepalive finds a connection through a stalled forward (the pod's node cut off) silent; the healer then
+	// restarts the forward, which picks a ready pod (the replacement).
+	if b.mesh.conn, err = grpc.NewClient("passthrough:///"+fw.addr(), grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: relay.PingEvery, Timeout: relay.PingTimeout, PermitWithoutStream: true})); err != nil {
 		return err
 	}
+	go b.healForward(b.mesh.conn, fw, "the mesh's control plane", b.mesh.dirty)
 	b.mesh.client = irsv1.NewMeshControlServiceClient(b.mesh.conn)
 	if err := b.syncMesh(ctx); err != nil {
 		return err
@@ -242,22 +252,44 @@ func (b *Backend) meshChanged() {
 	}
 }
 
-// pushMesh pushes the state whenever it changed, until the backend stops.
+// pushMesh pushes the state whenever it changed, until the backend stops. A push that fails is tried again
+// (every pushRetry at most) until one succeeds: each push is the whole state, so the first that reaches the
+// control plane (a replacement of a lost one starts empty) mends it. Once, a failed push waited for the next
+// change, and a replaced control plane was left without the mesh.
 func (b *Backend) pushMesh() {
+	failing := 0
 	for {
+		wait := (<-chan time.Time)(nil)
+		if failing > 0 {
+			wait = time.After(min(time.Duration(failing)*time.Second, pushRetry))
+		}
 		select {
 		case <-b.mesh.dirty:
+		case <-wait:
 		case <-b.mesh.done:
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := b.syncMesh(ctx); err != nil {
-			b.cfg.Logger.Warn("push the mesh's state", "err", err)
-			b.emit(workflows.Event{At: time.Now(), Kind: workflows.EventError, Detail: "push the mesh's state to its control plane: " + err.Error()})
-		}
+		err := b.syncMesh(ctx)
 		cancel()
+		switch {
+		case err == nil && failing > 0:
+			b.cfg.Logger.Info("the mesh's state reached its control plane again", "after failed pushes", failing)
+			b.emit(workflows.Event{At: time.Now(), Kind: workflows.EventRelay, Detail: fmt.Sprintf(
+				"the mesh's state reached its control plane again, after %d failed pushes", failing)})
+			failing = 0
+		case err != nil:
+			if failing == 0 {
+				b.cfg.Logger.Warn("push the mesh's state (tried again until it succeeds)", "err", err)
+				b.emit(workflows.Event{At: time.Now(), Kind: workflows.EventError, Detail: "push the mesh's state to its control plane (tried again until it succeeds): " + err.Error()})
+			}
+			failing++
+		}
 	}
 }
+
+// pushRetry bounds how long a failed push waits before it is tried again.
+const pushRetry = 5 * time.Second
 
 // syncMesh gives the control plane the mesh as it is now and waits until every connected proxy has it; pods it
 // no longer lists as endpoints are then out of their callers' proxies (EventEndpointRemoved).

@@ -13,10 +13,10 @@ import (
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/engine"
-	"github.com/irs-sim/irs/workflows/resultfile"
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/report/junit"
 	"github.com/irs-sim/irs/workflows/report/markdown"
+	"github.com/irs-sim/irs/workflows/resultfile"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )

@@ -1798,8 +1798,11 @@ type Point struct {
 	LatenessP99Ms  float64    `protobuf:"fixed64,41,opt,name=lateness_p99_ms,json=latenessP99Ms,proto3" json:"lateness_p99_ms,omitempty"`
 	LatenessP999Ms float64    `protobuf:"fixed64,42,opt,name=lateness_p999_ms,json=latenessP999Ms,proto3" json:"lateness_p999_ms,omitempty"`
 	Lateness       *Histogram `protobuf:"bytes,43,opt,name=lateness,proto3" json:"lateness,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How long its workers' goroutines waited to run, at p99 over an interval (the worst replica's; for a phase,
+	// its worst interval): on a starved CPU they wait long whatever the work (see StatsSnapshot).
+	SchedWaitMs   float64 `protobuf:"fixed64,44,opt,name=sched_wait_ms,json=schedWaitMs,proto3" json:"sched_wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Point) Reset() {
@@ -2131,6 +2134,13 @@ func (x *Point) GetLateness() *Histogram {
 		return x.Lateness
 	}
 	return nil
+}
+
+func (x *Point) GetSchedWaitMs() float64 {
+	if x != nil {
+		return x.SchedWaitMs
+	}
+	return 0
 }
 
 // PhaseResult is what was measured during a phase.
@@ -3742,7 +3752,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\amachine\x18\a \x01(\v2\x0f.irs.v1.MachineR\amachine\"O\n" +
 	"\aMachine\x12!\n" +
 	"\foversleep_ms\x18\x01 \x01(\x01R\voversleepMs\x12!\n" +
-	"\fcpu_pressure\x18\x02 \x01(\x01R\vcpuPressure\"\xa9\r\n" +
+	"\fcpu_pressure\x18\x02 \x01(\x01R\vcpuPressure\"\xcd\r\n" +
 	"\x05Point\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06callee\x18\x02 \x01(\tR\x06callee\x12\x12\n" +
@@ -3792,7 +3802,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x0flateness_p50_ms\x18( \x01(\x01R\rlatenessP50Ms\x12&\n" +
 	"\x0flateness_p99_ms\x18) \x01(\x01R\rlatenessP99Ms\x12(\n" +
 	"\x10lateness_p999_ms\x18* \x01(\x01R\x0elatenessP999Ms\x12-\n" +
-	"\blateness\x18+ \x01(\v2\x11.irs.v1.HistogramR\blateness\x1a;\n" +
+	"\blateness\x18+ \x01(\v2\x11.irs.v1.HistogramR\blateness\x12\"\n" +
+	"\rsched_wait_ms\x18, \x01(\x01R\vschedWaitMs\x1a;\n" +
 	"\rStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +

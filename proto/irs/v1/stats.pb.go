@@ -42,8 +42,13 @@ type StatsSnapshot struct {
 	// Version of the configuration in effect at window_end, and when it took effect.
 	ConfigVersion   uint64                 `protobuf:"varint,8,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
 	ConfigChangedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=config_changed_at,json=configChangedAt,proto3" json:"config_changed_at,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How long the worker's goroutines waited, runnable, before they ran, over the window (the Go runtime's
+	// /sched/latencies): p99 and the most, in milliseconds, each a bucket's upper bound. On a starved CPU (a busy
+	// node, a throttled container) they wait long whatever the work: what the worker's latency owes its machine.
+	SchedWaitP99Ms float64 `protobuf:"fixed64,10,opt,name=sched_wait_p99_ms,json=schedWaitP99Ms,proto3" json:"sched_wait_p99_ms,omitempty"`
+	SchedWaitMaxMs float64 `protobuf:"fixed64,11,opt,name=sched_wait_max_ms,json=schedWaitMaxMs,proto3" json:"sched_wait_max_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatsSnapshot) Reset() {
@@ -137,6 +142,20 @@ func (x *StatsSnapshot) GetConfigChangedAt() *timestamppb.Timestamp {
 		return x.ConfigChangedAt
 	}
 	return nil
+}
+
+func (x *StatsSnapshot) GetSchedWaitP99Ms() float64 {
+	if x != nil {
+		return x.SchedWaitP99Ms
+	}
+	return 0
+}
+
+func (x *StatsSnapshot) GetSchedWaitMaxMs() float64 {
+	if x != nil {
+		return x.SchedWaitMaxMs
+	}
+	return 0
 }
 
 // Histogram is a latency distribution: HdrHistogram, values in microseconds, 3 significant digits.
@@ -682,7 +701,7 @@ var File_irs_v1_stats_proto protoreflect.FileDescriptor
 
 const file_irs_v1_stats_proto_rawDesc = "" +
 	"\n" +
-	"\x12irs/v1/stats.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xae\x03\n" +
+	"\x12irs/v1/stats.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x04\n" +
 	"\rStatsSnapshot\x12\x16\n" +
 	"\x06worker\x18\x01 \x01(\tR\x06worker\x12\x12\n" +
 	"\x04seed\x18\x02 \x01(\x04R\x04seed\x12=\n" +
@@ -693,7 +712,10 @@ const file_irs_v1_stats_proto_rawDesc = "" +
 	"\tupstreams\x18\x06 \x03(\v2\x15.irs.v1.UpstreamStatsR\tupstreams\x12%\n" +
 	"\x04load\x18\a \x03(\v2\x11.irs.v1.LoadStatsR\x04load\x12%\n" +
 	"\x0econfig_version\x18\b \x01(\x04R\rconfigVersion\x12F\n" +
-	"\x11config_changed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0fconfigChangedAt\"\xd8\x01\n" +
+	"\x11config_changed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0fconfigChangedAt\x12)\n" +
+	"\x11sched_wait_p99_ms\x18\n" +
+	" \x01(\x01R\x0eschedWaitP99Ms\x12)\n" +
+	"\x11sched_wait_max_ms\x18\v \x01(\x01R\x0eschedWaitMaxMs\"\xd8\x01\n" +
 	"\tHistogram\x12\x10\n" +
 	"\x03hdr\x18\x01 \x01(\tR\x03hdr\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x15\n" +

@@ -30,9 +30,9 @@ type data struct {
 	Bucket float64 `json:"bucket,omitempty"`
 	// TimeScale is the run's (times are the timeline's: at 0.1, a second on the axis is a tenth of the machine's).
 	TimeScale float64 `json:"timeScale,omitempty"`
-	Events []event `json:"events,omitempty"`
-	Phases []span  `json:"phases,omitempty"`
-	Charts []chart `json:"charts"`
+	Events    []event `json:"events,omitempty"`
+	Phases    []span  `json:"phases,omitempty"`
+	Charts    []chart `json:"charts"`
 }
 
 type event struct {
