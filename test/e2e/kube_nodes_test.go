@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,4 +205,95 @@ phases:
 				f.GetRecovery(), f.GetLost(), f.GetEdges())
 		})
 	}
+}
+
+// TestKubeAmbientNodeCutAndControlPlane: under IRS's ambient control plane, a measured node cut off and brought
+// back, then the control plane killed and a server replaced: the control plane runs beside the load generators
+// (off the measured nodes: on irs-node-3 a cut took it, and ambient never recovered after the heal, 1,179 of 1,179
+// requests failing), and every push reaches it again once it is back, so the clients recover after each fault.
+func TestKubeAmbientNodeCutAndControlPlane(t *testing.T) {
+	doc := "name: ambient-cut\nseed: 9\n" + spreadTopology + `
+phases:
+  - {name: plain, duration: 6s}
+  - name: cut
+    duration: 30s
+    actions: [{node: {name: irs-node-3}}]
+  - name: back
+    duration: 20s
+    actions: [{node: {heal: true}}]
+  - name: control-plane-killed
+    duration: 20s
+    actions: [{mesh: {component: control_plane}}, {at: 4s, kill: {service: server, select: oldest}}]
+  - {name: settled, duration: 10s}
+`
+	run := startWorkflow(t, doc, kubeArgs("--mesh", "ambient", "--ztunnel-image", os.Getenv("IRS_ZTUNNEL_IMAGE"))...)
+	waitRunning(t, run)
+	ns := readResult(t, run.result).GetEnvironment().GetNamespace()
+	node, err := kubectl(t, "get", "pods", "-n", ns, "-l", "app.kubernetes.io/name=irs-control-plane", "-o", "jsonpath={.items[*].spec.nodeName}")
+	if err != nil || node != "irs-node-1" {
+		t.Errorf("the control plane runs on %q (%v), want irs-node-1, beside the load generators", node, err)
+	}
+	code := run.exitCode(6 * time.Minute)
+	res := readResult(t, run.result)
+	if code != 0 {
+		t.Errorf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	for _, f := range res.GetFaults() {
+		t.Logf("fault %s %v: healed %v, until %.1f, recovered %v after %.1f s, %d lost", f.GetKind(), f.GetReplicas(), f.Healed,
+			f.GetUntil(), f.GetRecovered(), f.GetRecovery(), f.GetLost())
+		if f.GetKind() == "node" && (!f.GetRecovered() || f.GetUntil() <= f.GetHealed()) {
+			t.Errorf("the node fault: recovered %v, window to %.1f s, healed at %.1f s; want its clients recovered after the heal",
+				f.GetRecovered(), f.GetUntil(), f.GetHealed())
+		}
+	}
+	if p := point(phaseResult(t, res, "settled").GetServices(), "loadgen", "", "load"); p.GetRequests() == 0 || p.GetFailureRate() > 0.01 {
+		t.Errorf("settled: loadgen %d requests, %.2f %% failed; want the mesh whole again after the control plane's kill", p.GetRequests(), 100*p.GetFailureRate())
+	}
+	// Any push that failed while the control plane was away reached it again.
+	failed, again := false, false
+	for _, ev := range res.GetEvents() {
+		switch {
+		case strings.Contains(ev.GetDetail(), "push the mesh's state"):
+			failed = true
+		case strings.Contains(ev.GetDetail(), "reached its control plane again"):
+			again = true
+		}
+	}
+	if failed && !again {
+		t.Errorf("a push to the control plane failed and none reached it after: events %v", res.GetEvents())
+	}
+}
+
+// TestKubeKillsCPUStaysInItsInterval: on the cluster, pods killed at and just after the stats intervals'
+// boundaries: no interval holds more CPU than a node's cores allow, and the kills phase's busiest second stays
+// within a small factor of the warm-up's (one failed kubelet read once made the next count a container's
+// whole-life CPU as one window).
+func TestKubeKillsCPUStaysInItsInterval(t *testing.T) {
+	run := startWorkflow(t, fmt.Sprintf(killCPUWorkflow, ""), kubeArgs()...)
+	if code := run.exitCode(5 * time.Minute); code != 0 && code != 3 && code != 5 {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, run.stdout, run.stderr)
+	}
+	res := readResult(t, run.result)
+	const nodeCores = 2000 // each test node has the machine's two cores at most
+	var kills []float64
+	for _, tick := range res.GetSeries() {
+		p := point(tick.GetServices(), "burner", "", "served")
+		if p == nil || tick.GetPhase() != "kills" {
+			continue
+		}
+		if p.GetCpuMcoresMax() > nodeCores {
+			t.Errorf("at %.1fs the busiest replica used %.0f mcores, more than a node's cores", tick.GetT(), p.GetCpuMcoresMax())
+		}
+		kills = append(kills, p.GetCpuMcores())
+	}
+	if len(kills) < 8 {
+		t.Fatalf("%d intervals of burners in the kills phase, want 12", len(kills))
+	}
+	b, w := point(phaseResult(t, res, "kills").GetServices(), "burner", "", "served"), point(phaseResult(t, res, "warm-up").GetServices(), "burner", "", "served")
+	if b.GetCpuMcoresMax() > 3*w.GetCpuMcoresMax()+150 || b.GetCpuMcores() > 2*w.GetCpuMcores()+150 {
+		t.Errorf("kills phase: %.0f mcores (busiest second %.0f), warm-up's %.0f (%.0f): a kill's lifetime charged to one window",
+			b.GetCpuMcores(), b.GetCpuMcoresMax(), w.GetCpuMcores(), w.GetCpuMcoresMax())
+	}
+	t.Logf("burner: warm-up %.0f mcores (busiest %.0f), kills %.0f (busiest %.0f); per tick in kills %v; dropped %v",
+		w.GetCpuMcores(), w.GetCpuMcoresMax(), b.GetCpuMcores(), b.GetCpuMcoresMax(), kills, res.GetDroppedUsage())
 }
