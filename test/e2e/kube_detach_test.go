@@ -307,8 +307,8 @@ func TestKubeDetachedEngineLost(t *testing.T) {
 		t.Errorf("run stopped with its engine gone: status %q, gaps %v, checkpoint %v, events %v; want interrupted, "+
 			"a gap from its last checkpoint, and engine_lost", res.GetStatus(), res.GetGaps(), res.Checkpoint, res.GetEvents())
 	}
-	// A tick an interval (a second, scaled) up to the checkpoint.
-	if n, want := len(res.GetSeries()), res.GetCheckpoint()/res.GetTimeScale(); n < 70 || math.Abs(float64(n)-want) > 1 {
+	// A tick an interval up to the checkpoint (both the timeline's: a second of it, half a second of wall time).
+	if n, want := len(res.GetSeries()), res.GetCheckpoint()/res.GetInterval(); n < 70 || math.Abs(float64(n)-want) > 1 {
 		t.Errorf("run stopped with its engine gone: %d ticks, want the %.0f up to its checkpoint (%.1f s), more than the "+
 			"64 of a sealed block", n, want, res.GetCheckpoint())
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 )
 
 // TestSchedWaitSince: the p99 and the most goroutines waited to run between two readings, as bucket upper
@@ -46,20 +48,26 @@ func TestSchedWaitSeesAStarvedCPU(t *testing.T) {
 	wake(300 * time.Millisecond)
 	quiet := w.Snapshot(true)
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for !stop.Load() {
-			}
-		})
+	// The runtime samples its scheduling latencies, and a machine busy beside the test may leave this process so
+	// little CPU that a round shows few waits: up to five rounds, one of which must see the processor taken.
+	var busy *irsv1.StatsSnapshot
+	for round := 0; round < 5; round++ {
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				for !stop.Load() {
+				}
+			})
+		}
+		wake(300 * time.Millisecond)
+		stop.Store(true)
+		wg.Wait()
+		busy = w.Snapshot(true)
+		if busy.GetSchedWaitMaxMs() >= 5 && busy.GetSchedWaitMaxMs() > quiet.GetSchedWaitMaxMs() {
+			return
+		}
 	}
-	wake(300 * time.Millisecond)
-	stop.Store(true)
-	wg.Wait()
-	busy := w.Snapshot(true)
-	if busy.GetSchedWaitMaxMs() < 5 || busy.GetSchedWaitMaxMs() <= quiet.GetSchedWaitMaxMs() {
-		t.Errorf("goroutines waited up to %v ms (p99 %v) with the processor taken, %v ms (p99 %v) without; want 5 ms or more, and more",
-			busy.GetSchedWaitMaxMs(), busy.GetSchedWaitP99Ms(), quiet.GetSchedWaitMaxMs(), quiet.GetSchedWaitP99Ms())
-	}
+	t.Errorf("goroutines waited up to %v ms (p99 %v) with the processor taken, %v ms (p99 %v) without; want 5 ms or more, and more",
+		busy.GetSchedWaitMaxMs(), busy.GetSchedWaitP99Ms(), quiet.GetSchedWaitMaxMs(), quiet.GetSchedWaitP99Ms())
 }

@@ -650,7 +650,7 @@ func TestHTTP1PoolSize(t *testing.T) {
 	srv := startH1Server(t, serveEach(func(s *h1Server, conn, req int) string {
 		if conn == 1 && req == 1 {
 			close(held)
-			if !s.sleep(300 * time.Millisecond) {
+			if !s.sleep(time.Second) { // long beside the 50 ms deadline below, however busy the machine
 				return ""
 			}
 		}
@@ -668,14 +668,16 @@ func TestHTTP1PoolSize(t *testing.T) {
 
 	start := time.Now()
 	resp := cl.do(context.Background(), start.Add(50*time.Millisecond), h1Req0, nil)
-	if took := time.Since(start); resp.Status != 0 || resp.Err != stats.ErrTimeout || took > 250*time.Millisecond {
+	// A timeout, not the 200 it would get had it waited for the connection past its deadline (the first call's
+	// answer, 1 s on); the bound on its time only keeps it from hanging the test.
+	if took := time.Since(start); resp.Status != 0 || resp.Err != stats.ErrTimeout || took > 5*time.Second {
 		t.Errorf("call waiting for the only connection with a 50ms deadline: %+v after %v, want error timeout after 50ms", resp, took)
 	}
 
-	resp = cl.do(t.Context(), time.Now().Add(2*time.Second), h1Req0, nil)
-	// The peer answered the first request 300ms after it came: the call waited for that.
-	if waited := time.Since(heldAt); resp.Status != 200 || waited < 250*time.Millisecond {
-		t.Errorf("call with a generous deadline: %+v, %v after the first call reached the peer; want 200 after its answer (300ms)", resp, waited)
+	resp = cl.do(t.Context(), time.Now().Add(5*time.Second), h1Req0, nil)
+	// The peer answered the first request 1 s after it came: the call waited for that.
+	if waited := time.Since(heldAt); resp.Status != 200 || waited < 950*time.Millisecond {
+		t.Errorf("call with a generous deadline: %+v, %v after the first call reached the peer; want 200 after its answer (1 s)", resp, waited)
 	}
 	if r1 := <-first; r1.Status != 200 {
 		t.Errorf("first call: %+v, want 200", r1)
@@ -802,14 +804,20 @@ func TestHTTP1BrokenMidResponse(t *testing.T) {
 					<-s.done
 				})
 				cl := newTestHTTP1(t, srv.addr, 1, true)
+				// A stall ends at the deadline; a close long before a deadline of seconds (with 100 ms, a busy
+				// machine's late close read as a timeout).
+				deadline := 100 * time.Millisecond
+				if !stall {
+					deadline = 10 * time.Second
+				}
 				start := time.Now()
-				resp := cl.do(context.Background(), start.Add(100*time.Millisecond), h1Req0, nil)
+				resp := cl.do(context.Background(), start.Add(deadline), h1Req0, nil)
 				took := time.Since(start)
 				if resp.Status != 0 || resp.Err != want {
 					t.Errorf("response %q then %s: %+v, want error %v", p.partial, map[bool]string{true: "a stall", false: "a close"}[stall], resp, want)
 				}
-				if took > time.Second || (stall && took < 95*time.Millisecond) {
-					t.Errorf("call with a 100ms deadline took %v", took)
+				if (stall && (took < 95*time.Millisecond || took > 10*time.Second)) || (!stall && took >= deadline) {
+					t.Errorf("call with a %v deadline took %v", deadline, took)
 				}
 			})
 		}

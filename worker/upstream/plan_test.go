@@ -65,7 +65,7 @@ func TestPlanFailureStatus(t *testing.T) {
 		}},
 		{name: "timeout is 504", timeout: 50 * time.Millisecond, want: 504, wantOutcome: "timeout",
 			endpoints: func(t *testing.T) []string {
-				return []string{startIRS(t, "slow", delayed(500*time.Millisecond), nil).addr}
+				return []string{startIRS(t, "slow", delayed(5*time.Second), nil).addr}
 			}},
 		{name: "silent peer is 504", timeout: 50 * time.Millisecond, want: 504, wantOutcome: "timeout",
 			endpoints: func(t *testing.T) []string { return []string{silentAddr(t)} }},
@@ -91,7 +91,9 @@ func TestPlanFailureStatus(t *testing.T) {
 				if got, _ := plan.Run(t.Context(), rand.New(rand.NewPCG(1, 2)), nil); got != tt.want {
 					t.Errorf("Run = %d, want %d", got, tt.want)
 				}
-				if took := time.Since(start); took > cfg.Timeout+300*time.Millisecond {
+				// The slow peer answers after 5 s: a Run that ends before it was ended by its timeout (a bound of
+				// the timeout + 300 ms failed on a busy machine at 383 ms). Every other call ends by itself.
+				if took := time.Since(start); took >= 5*time.Second {
 					t.Errorf("Run took %v with a %v timeout", took, cfg.Timeout)
 				}
 				if out, _, _ := upstreamOf(t, reg, "next"); out[tt.wantOutcome] != 1 || len(out) != 1 {
@@ -337,20 +339,30 @@ func TestParallelDrawsInOrder(t *testing.T) {
 
 func TestParallelGroup(t *testing.T) {
 	t.Run("calls run concurrently", func(t *testing.T) {
-		a, b := startIRS(t, "a", delayed(100*time.Millisecond), nil), startIRS(t, "b", delayed(100*time.Millisecond), nil)
+		// a answers after 3 s, b at once: in parallel, b has answered while a's call is still out; one after the
+		// other (a first, in script order), b would be asked only once a had answered. Seen by what the peers
+		// answered, not by a clock: "two 100 ms calls under 180 ms" failed on a busy machine at 219 ms.
+		a, b := startIRS(t, "a", delayed(3*time.Second), nil), startIRS(t, "b", behavior.Config{}, nil)
+		cfgA := call("a", upstream.HTTP1, a.addr)
+		cfgA.Timeout = 10 * time.Second
 		plan := newPlan(t, newPool(t), []upstream.CallConfig{{Parallel: []upstream.CallConfig{
-			call("a", upstream.HTTP1, a.addr), call("b", upstream.HTTP2, b.addr),
+			cfgA, call("b", upstream.HTTP2, b.addr),
 		}}}, stats.NewRegistry("t", 1))
-		start := time.Now()
-		got, _ := plan.Run(t.Context(), nil, nil)
-		took := time.Since(start)
-		if got != 0 || a.requests(server.RouteHTTP1) != 1 || b.requests(server.RouteHTTP2) != 1 {
-			t.Fatalf("Run = %d with %d and %d calls served, want 0 with 1 each", got,
-				a.requests(server.RouteHTTP1), b.requests(server.RouteHTTP2))
+		done := make(chan int, 1)
+		go func() {
+			got, _ := plan.Run(t.Context(), nil, nil)
+			done <- got
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for b.requests(server.RouteHTTP2) == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
 		}
-		// Two 100ms calls one after the other take 200ms: under 180ms they overlapped.
-		if took < 100*time.Millisecond || took >= 180*time.Millisecond {
-			t.Errorf("Run took %v for two 100ms calls in parallel, want 100-180ms", took)
+		if b.requests(server.RouteHTTP2) != 1 || a.requests(server.RouteHTTP1) != 0 {
+			t.Errorf("when b had answered %d calls, a had answered %d: want b's answer while a's call was still out",
+				b.requests(server.RouteHTTP2), a.requests(server.RouteHTTP1))
+		}
+		if got := <-done; got != 0 || a.requests(server.RouteHTTP1) != 1 {
+			t.Errorf("Run = %d with %d calls of a answered, want 0 with 1", got, a.requests(server.RouteHTTP1))
 		}
 	})
 
