@@ -22,7 +22,7 @@ type runRecord struct {
 	// worst service): its node's CPU was taken.
 	starved []starvedPoint
 	watched []watchedPoint
-	scopes    []key // the watched points' scopes, by watchedPoint.scope
+	scopes  []key // the watched points' scopes, by watchedPoint.scope
 }
 
 // loadTick is what every load generator sent in one interval, summed: the users' view of the system.

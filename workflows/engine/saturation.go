@@ -35,7 +35,7 @@ type lagDiagnosis struct {
 	// interval's p99) and whose.
 	measuredWaitMs float64
 	measuredBy     string
-	scale       float64 // the time scale: seconds said to users are the timeline's
+	scale          float64 // the time scale: seconds said to users are the timeline's
 }
 
 // lagged reads a generator's lag and the machine from the phase's ticks. Callers hold e.mu.
