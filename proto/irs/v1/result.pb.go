@@ -1747,9 +1747,11 @@ type Point struct {
 	P999Ms      float64          `protobuf:"fixed64,13,opt,name=p999_ms,json=p999Ms,proto3" json:"p999_ms,omitempty"`
 	MaxMs       float64          `protobuf:"fixed64,14,opt,name=max_ms,json=maxMs,proto3" json:"max_ms,omitempty"`
 	MeanMs      float64          `protobuf:"fixed64,15,opt,name=mean_ms,json=meanMs,proto3" json:"mean_ms,omitempty"`
-	// CPU of the service's workers in millicores, summed over replicas: the mean over the interval or phase.
+	// CPU of the service's workers in millicores, summed over replicas: the mean over the interval or phase (a
+	// phase's: its CPU time, filed by when it was measured, over the span its measurements cover).
 	CpuMcores float64 `protobuf:"fixed64,16,opt,name=cpu_mcores,json=cpuMcores,proto3" json:"cpu_mcores,omitempty"`
-	// CPU of the service's busiest replica in its busiest second (sampled from /proc at the stats interval).
+	// CPU of the service's busiest replica in its busiest second: for a phase, among the seconds measured within
+	// it (cumulative counters: /proc locally, the kubelet's on Kubernetes).
 	CpuMcoresMax float64 `protobuf:"fixed64,17,opt,name=cpu_mcores_max,json=cpuMcoresMax,proto3" json:"cpu_mcores_max,omitempty"`
 	// Memory (RSS) of the service's workers in MiB, summed over replicas: the highest seen.
 	RssMb float64 `protobuf:"fixed64,18,opt,name=rss_mb,json=rssMb,proto3" json:"rss_mb,omitempty"`
