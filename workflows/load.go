@@ -61,7 +61,7 @@ func MergeLoad(base, change *irsv1.Load) *irsv1.Load {
 
 // Senders says, per phase, which load generators the timeline has sending in it for at least part of it: a
 // configured load from the first phase (or a load action starting one) until a load action stops it or its
-// duration ends. A generator the timeline has sending in a phase that completed no request there measured
+// duration ends. A generator the timeline has sending in a phase that made no request there measured
 // nothing: its run's figures stand on what it does not have.
 func Senders(tl *Timeline) map[string]map[string]bool {
 	state := map[string]sending{}

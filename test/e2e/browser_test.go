@@ -234,7 +234,7 @@ func TestReportPagesInChromium(t *testing.T) {
 	for _, c := range charts {
 		ids = append(ids, c.ID)
 	}
-	if got := strings.Join(ids, ","); got != "rps,5xx,p50,p99,cpu,mem,edge-rps,edge-5xx,edge-p99" {
+	if got := strings.Join(ids, ","); got != "rps,5xx,p50,p99,cpu,mem,lateness,lag,edge-rps,edge-5xx,edge-p99" {
 		t.Errorf("charts drawn: %s", got)
 	}
 	for _, id := range []string{"rps", "p99", "cpu"} {

@@ -148,7 +148,7 @@ func TestMeshFaultsLocalRefused(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			doc := "name: refused\nmesh: {type: " + c.mesh + "}\nservices:\n  - name: loadgen\n    worker:\n      load: {target: server, rate: 10}\n" +
-				"  - name: server\n    worker: {serve: {delay: 1ms}}\nphases:\n  - name: p\n    duration: 1s\n    actions: [{mesh: " + c.action + "}]\n"
+				"  - name: server\n    worker: {serve: {delay: 1ms}}\nphases:\n  - name: p\n    duration: 2s\n    actions: [{mesh: " + c.action + "}]\n"
 			run := startWorkflow(t, doc)
 			if code := run.exitCode(30 * time.Second); code != 2 {
 				t.Fatalf("exit %d, want 2; stderr:\n%s", code, run.stderr)

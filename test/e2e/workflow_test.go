@@ -613,7 +613,7 @@ func TestWorkflowOutputNotWritten(t *testing.T) {
 	}
 
 	file := filepath.Join(dir, "short.yaml")
-	short := strings.Replace(longWorkflow, "duration: 60s", "duration: 1s", 1)
+	short := strings.Replace(longWorkflow, "duration: 60s", "duration: 2s", 1)
 	if err := os.WriteFile(file, []byte(short), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"google.golang.org/protobuf/proto"
@@ -105,7 +106,7 @@ func faultOverlaps(faults []*irsv1.FaultRecord) {
 func (e *engine) bookWindow(f *irsv1.FaultRecord, b *windowBook, ks []int, edges bool) (*irsv1.FaultWindow, []*irsv1.EdgeDamage) {
 	if !b.cached {
 		set := e.windowSet(b, ks)
-		w := e.faultWindow(f, ks, set, b)
+		w := e.faultWindow(f, ks, set, b, edges)
 		var d []*irsv1.EdgeDamage
 		if edges {
 			d = edgeDamage(set)
@@ -143,26 +144,52 @@ func (e *engine) intervals(in func(end float64) bool) []int {
 	return ks
 }
 
-// faultWindow sums a fault's service's inbound requests, those of the replicas it hit, and its callers' view of
-// it, over intervals ks (nil for none), whose windows are set, with the latency of book (whose windows have none).
-// A fault that hits no one service (a link, a partition, a node) has every edge as its callers: the calls it
-// may have carried.
-func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWindow, book *windowBook) *irsv1.FaultWindow {
+// faultWindow sums a fault's service's inbound requests, and its callers' view of it, over intervals ks (nil
+// for none), whose windows are set (windowSet: book's sums, then the intervals not settled), with the latency of
+// book (whose windows have none); and those the replicas it hit served, over the whole window (before a fault)
+// or, after (heldOnly), over the intervals while it held (heldIn; a book keeps their sums apart). A fault that
+// hits no one service (a link, a partition, a node) has every edge as its callers: the calls it may have carried.
+func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWindow, book *windowBook, heldOnly bool) *irsv1.FaultWindow {
 	if len(ks) == 0 {
 		return nil
 	}
 	interval := e.interval.Seconds()
 	start, stop := float64(ks[0]-1)*interval, min(float64(ks[len(ks)-1])*interval, e.end.Seconds())
 	w := &irsv1.FaultWindow{Start: start, End: stop}
+	heal, healed := e.healOf(f)
+	held := func(k int) bool { return !heldOnly || heldIn(k, interval, f.GetT(), heal, healed) }
+	for _, k := range ks {
+		if held(k) {
+			w.HeldEnd = min(float64(k)*interval, stop)
+		}
+	}
+	open := slices.DeleteFunc(slices.Clone(ks), func(k int) bool { return k <= e.settled }) // set[1:]'s intervals
+	hit := func(replica string) bool { return slices.Contains(f.GetReplicas(), replica) }
+	for id, served := range book.heldServed {
+		if !heldOnly {
+			break // before a fault the book's sums are all held
+		}
+		service, replica, _ := strings.Cut(id, "\x00")
+		if service == f.GetService() {
+			w.HeldRequests += served
+			if hit(replica) {
+				w.HitRequests += served
+			}
+		}
+	}
 	callers := map[callEdge]*acc{}
 	replicas := map[string]*irsv1.ReplicaErrors{}
 	anyService := f.GetService() == ""
-	for _, windows := range set {
+	for i, windows := range set {
+		counts := !heldOnly || i > 0 && held(open[i-1]) // the book's held part is counted above
 		for _, rw := range windows {
 			if rw.service == f.GetService() {
 				w.Requests += rw.served
-				if slices.Contains(f.GetReplicas(), rw.replica) {
-					w.HitRequests += rw.served
+				if counts {
+					w.HeldRequests += rw.served
+					if hit(rw.replica) {
+						w.HitRequests += rw.served
+					}
 				}
 				r := replicas[rw.replica]
 				if r == nil {
@@ -189,8 +216,8 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWind
 	for edge, a := range callers { // the book's windows' latency, kept per caller
 		book.addLatency(edge.caller, edge.callee, &a.latency)
 	}
-	if w.Requests > 0 {
-		w.HitShare = float64(w.HitRequests) / float64(w.Requests)
+	if w.HeldRequests > 0 {
+		w.HitShare = float64(w.HitRequests) / float64(w.HeldRequests)
 	}
 	for _, id := range slices.Sorted(maps.Keys(replicas)) {
 		w.Replicas = append(w.Replicas, replicas[id])
@@ -203,6 +230,19 @@ func (e *engine) faultWindow(f *irsv1.FaultRecord, ks []int, set [][]replicaWind
 		w.Callers = append(w.Callers, callers[edge].point(k, stop-start, false))
 	}
 	return w
+}
+
+// heldIn says whether interval k (of length interval) is in the part of a fault's window while it held, the
+// fault from t to its heal (healed false: not yet, so past the interval): most of the interval lay in that span,
+// or, for a span shorter than an interval, most of the span lay in it.
+func heldIn(k int, interval, t, heal float64, healed bool) bool {
+	lo, hi := float64(k-1)*interval, float64(k)*interval
+	if !healed {
+		heal = math.Inf(1)
+	}
+	overlap := min(hi, heal) - max(lo, t)
+	const eps = 1e-9
+	return overlap >= interval/2-eps || (overlap > 0 || overlap == 0 && heal == t) && overlap >= (heal-t)/2-eps
 }
 
 // edgeDamage sums, over a set of windows, every edge's calls whose failures are in them, split by who failed

@@ -127,8 +127,9 @@ func TestFaultDamage(t *testing.T) {
 	if before.GetStart() != 0 || before.GetEnd() != 4 || before.GetRequests() != 400 || before.GetHitRequests() != 132 || !approx(before.GetHitShare(), 0.33) {
 		t.Errorf("before: %v; want 0-4s, server-0 132 of 400 (33%%)", before)
 	}
-	if after.GetStart() != 4 || after.GetEnd() != 9 || after.GetRequests() != 500 || after.GetHitRequests() != 165 {
-		t.Errorf("after: %v; want 4-9s, server-0 still 165 of 500", after)
+	if after.GetStart() != 4 || after.GetEnd() != 9 || after.GetRequests() != 500 || after.GetHeldEnd() != 8 ||
+		after.GetHeldRequests() != 400 || after.GetHitRequests() != 132 || !approx(after.GetHitShare(), 0.33) {
+		t.Errorf("after: %v; want 4-9s, 500 served, server-0 still 132 of the 400 while it held (to 8 s)", after)
 	}
 	for _, w := range []*irsv1.FaultWindow{before, after} {
 		if len(w.GetCallers()) != 1 || w.GetCallers()[0].GetService() != "client" || !approx(w.GetCallers()[0].GetP50Ms(), 5) {
@@ -204,6 +205,48 @@ func TestFaultWindows(t *testing.T) {
 	}
 	if !slices.Equal(first.GetOverlaps(), []int32{1}) || !slices.Equal(gray.GetOverlaps(), []int32{0, 2}) || !slices.Equal(last.GetOverlaps(), []int32{1}) {
 		t.Errorf("overlaps %v, %v, %v; want [1], [0 2], [1]", first.GetOverlaps(), gray.GetOverlaps(), last.GetOverlaps())
+	}
+}
+
+// TestHitShareWhileTheFaultHeld: a fault's hit share is taken over the part of its window while it held: the
+// intervals most of which lay before its heal. The clients' recovery after a heal is in the window, and with it
+// the healed replica's return to the pool; counted, it read as the mesh still sending a frozen sidecar's replica
+// a fifth of the traffic.
+func TestHitShareWhileTheFaultHeld(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		t, healed        float64
+		heldEnd          float64
+		held, hit, total int64
+	}{
+		{"healed early in an interval", 4.02, 7.3, 7, 150, 6, 350},
+		{"healed late in an interval", 4.02, 7.7, 8, 200, 8, 350},
+		{"held under half an interval", 4.6, 4.9, 5, 50, 2, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := testEngine(t, grayYAML, 1, time.Second, nil)
+			e.t0, e.end = t0, 12*time.Second
+			e.res.Faults = []*irsv1.FaultRecord{{Kind: FaultGray, Service: "server", T: tt.t, Replicas: []string{"server-0"}, Healed: proto.Float64(tt.healed)}}
+			e.boundaries = []float64{tt.t, tt.healed}
+			for k := 1; k <= 12; k++ {
+				served := int64(2) // frozen: the mesh sends it almost nothing
+				if float64(k-1) >= tt.healed || float64(k) <= tt.t {
+					served = 25
+				}
+				e.windows[k] = []replicaWindow{{service: "server", replica: "server-0", served: served}, {service: "server", replica: "server-1", served: 50 - served}}
+				failures := int64(0)
+				if float64(k) > tt.t && float64(k-1) < tt.healed+2 { // the clients recover two seconds after the heal
+					failures = 10
+				}
+				e.rec.load = append(e.rec.load, loadTick{t: float64(k), requests: 100, failures: failures})
+			}
+			e.faultDamage()
+			a := e.res.GetFaults()[0].GetAfter()
+			if a.GetHeldEnd() != tt.heldEnd || a.GetHeldRequests() != tt.held || a.GetHitRequests() != tt.hit ||
+				!approx(a.GetHitShare(), float64(tt.hit)/float64(tt.held)) || a.GetRequests() != tt.total {
+				t.Errorf("after: %v; want held to %v s, server-0 %d of %d while held, %d over the window", a, tt.heldEnd, tt.hit, tt.held, tt.total)
+			}
+		})
 	}
 }
 

@@ -235,8 +235,10 @@ func runnerPausedIn(pauses []*irsv1.Gap, pr *irsv1.PhaseResult) string {
 
 // invalidCoverage says which phases' figures stand on too little: a service whose replicas reported under
 // MinCoverage of what they were up for, a load generator the timeline has sending in a phase (senders) that
-// completed no request in it (killed for the whole phase, or its load never started: a second generator's
-// figures once made such a run pass), and a run in which the load generators completed no request at all.
+// made no request in it (killed for the whole phase, or its load never started: a second generator's figures
+// once made such a run pass), and a run in which the load generators completed no request at all. A generator
+// whose requests were all refused or failed did measure: that is an outage, its errors say so, and calling it
+// invalid would hide it.
 func invalidCoverage(res *irsv1.WorkflowResult, loaders map[string]bool, senders map[string]map[string]bool) []string {
 	var out []string
 	for _, pr := range res.GetPhases() {
@@ -247,14 +249,14 @@ func invalidCoverage(res *irsv1.WorkflowResult, loaders map[string]bool, senders
 					p = q
 				}
 			}
-			if completed(p) > 0 {
+			if p.GetRequests() > 0 {
 				continue
 			}
 			why := "no replica of it reported sending"
-			if p.GetRequests() > 0 {
-				why = fmt.Sprintf("it made %d requests and none was answered%s", p.GetRequests(), errorKinds(p))
+			if p != nil {
+				why = "its replicas reported, with no request sent"
 			}
-			out = append(out, fmt.Sprintf("load generator %s completed no request in %s, where the timeline has it sending: %s",
+			out = append(out, fmt.Sprintf("load generator %s made no request in %s, where the timeline has it sending: %s",
 				gen, pr.GetName(), why))
 		}
 		for _, c := range pr.GetCoverage() {

@@ -33,6 +33,9 @@ type faultBooks struct {
 // late window joins it.
 type windowBook struct {
 	replicas map[string]*replicaWindow // by service and replica, their calls without latency
+	// heldServed is what each replica (by service and replica) served in the intervals of an after book while
+	// its fault held (heldIn): the hit share is taken over them.
+	heldServed map[string]int64
 	latency  map[callEdge]*bookLatency
 	sealed   bool
 	// What a sealed book sums to, computed once (faultDamage): its span no longer changes.
@@ -92,6 +95,17 @@ func (b *windowBook) add(rw replicaWindow) {
 		}
 		addHist(&l.merged, c.latency)
 	}
+}
+
+// addHeld adds what each replica served in windows to the book's held part.
+func (b *windowBook) addHeld(windows []replicaWindow) {
+	if b.heldServed == nil {
+		b.heldServed = map[string]int64{}
+	}
+	for _, rw := range windows {
+		b.heldServed[rw.service+"\x00"+rw.replica] += rw.served
+	}
+	b.window, b.edges, b.cached, b.sealed = nil, nil, false, false
 }
 
 // seal encodes the book's decoded histograms: its span is settled.
@@ -209,6 +223,9 @@ func (e *engine) fold(k int, windows []replicaWindow) {
 		var into []*windowBook
 		if (faultSpan{t: t, until: until, interval: interval, runEnd: e.end.Seconds()}).holds(end) {
 			into = append(into, &e.books[i].after)
+			if heal, healed := e.healOf(f); heldIn(k, interval, t, heal, healed) {
+				e.books[i].after.addHeld(windows)
+			}
 		}
 		if lo, hi := e.beforeRange(t, prev); k >= lo && k <= hi {
 			into = append(into, &e.books[i].before)

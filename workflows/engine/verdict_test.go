@@ -38,19 +38,21 @@ func loadWindow(t *testing.T, service string, k int, sent, ok int64) sample {
 			Outcomes: outcomes(map[int32]int64{200: ok}, map[string]int64{"refused": sent - ok}), Latency: wireHist(t, rec{time.Millisecond, ok})}}}}
 }
 
-// TestDeadGeneratorMakesTheRunInvalid: a load generator the timeline has sending in a phase that completed no
-// request there makes the run invalid, named, whether it reported nothing (killed for the whole phase) or only
-// failures (its load could not start); errors == 0 over its nothing is no pass. With two generators, the other's
-// figures once made such a run pass with a clean JUnit.
+// TestDeadGeneratorMakesTheRunInvalid: a load generator the timeline has sending in a phase that made no request
+// there makes the run invalid, named, whether it reported nothing (killed for the whole phase) or reported sending
+// nothing (its load could not start); errors == 0 over its nothing is no pass. With two generators, the other's
+// figures once made such a run pass with a clean JUnit. A generator whose every request was refused measured an
+// outage: the run stays valid and errors == 0 fails on the refusals.
 func TestDeadGeneratorMakesTheRunInvalid(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		spikeB func(k int) []sample // gen-b's windows in the spike
-		want   string
+		want   string               // the invalid reason; "" for a valid run
 	}{
-		{"silent for the whole phase", func(int) []sample { return nil }, "load generator gen-b completed no request in spike, where the timeline has it sending: no replica of it reported sending"},
-		{"every request refused", func(k int) []sample { return []sample{loadWindow(t, "gen-b", k, 50, 0)} },
-			"load generator gen-b completed no request in spike, where the timeline has it sending: it made 100 requests and none was answered (100 refused)"},
+		{"silent for the whole phase", func(int) []sample { return nil }, "load generator gen-b made no request in spike, where the timeline has it sending: no replica of it reported sending"},
+		{"reporting, sending nothing", func(k int) []sample { return []sample{loadWindow(t, "gen-b", k, 0, 0)} },
+			"load generator gen-b made no request in spike, where the timeline has it sending: its replicas reported, with no request sent"},
+		{"every request refused", func(k int) []sample { return []sample{loadWindow(t, "gen-b", k, 50, 0)} }, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := testEngine(t, twoGeneratorsYAML, 1, time.Second, nil)
@@ -69,7 +71,11 @@ func TestDeadGeneratorMakesTheRunInvalid(t *testing.T) {
 			e.mu.Lock()
 			e.summarize(StatusPassed)
 			e.mu.Unlock()
-			if e.res.GetStatus() != StatusInvalid || len(e.res.GetInvalid()) != 1 || e.res.GetInvalid()[0] != tt.want {
+			if tt.want == "" {
+				if e.res.GetStatus() != StatusFailed || len(e.res.GetInvalid()) != 0 {
+					t.Errorf("status %s, invalid %q; want a valid run whose assertion failed", e.res.GetStatus(), e.res.GetInvalid())
+				}
+			} else if e.res.GetStatus() != StatusInvalid || len(e.res.GetInvalid()) != 1 || e.res.GetInvalid()[0] != tt.want {
 				t.Errorf("status %s, invalid %q; want invalid: %q", e.res.GetStatus(), e.res.GetInvalid(), tt.want)
 			}
 			if a := e.res.GetAssertions()[0]; a.GetPassed() {

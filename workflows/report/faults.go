@@ -91,10 +91,19 @@ func Recovery(f *irsv1.FaultRecord) string {
 }
 
 func share(w *irsv1.FaultWindow) string {
-	if w == nil || w.GetRequests() == 0 {
+	if !HasShare(w) {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*w.GetHitShare())
+}
+
+// HasShare says whether a fault window measured a hit share: requests served while the fault held (a result
+// from before held_requests took it over the whole window).
+func HasShare(w *irsv1.FaultWindow) bool {
+	if w.GetHeldEnd() == 0 {
+		return w.GetRequests() > 0
+	}
+	return w.GetHeldRequests() > 0
 }
 
 // describeEdge says what an edge's calls met: "client->server 121 of 401 failed: app 118, proxy 2 (UF:2),
@@ -293,10 +302,10 @@ func faultFigures(perVariant [][]*irsv1.FaultRecord) []faultFigure {
 			return map[bool]float64{true: 0, false: 1}[f.GetRecovered()]
 		}), count),
 		figure("hit share before", func(f *irsv1.FaultRecord) (float64, bool) {
-			return f.GetBefore().GetHitShare(), f.GetBefore().GetRequests() > 0
+			return f.GetBefore().GetHitShare(), HasShare(f.GetBefore())
 		}, pct),
 		figure("hit share after", func(f *irsv1.FaultRecord) (float64, bool) {
-			return f.GetAfter().GetHitShare(), f.GetAfter().GetRequests() > 0
+			return f.GetAfter().GetHitShare(), HasShare(f.GetAfter())
 		}, pct),
 	}
 	// The errors the fault's service's callers met (a fault of no one service: every caller's), by who made

@@ -950,11 +950,16 @@ type FaultWindow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Start float64                `protobuf:"fixed64,1,opt,name=start,proto3" json:"start,omitempty"`
 	End   float64                `protobuf:"fixed64,2,opt,name=end,proto3" json:"end,omitempty"`
-	// The service's inbound requests (served by any replica) and those the replicas the fault hit served, and their
-	// share: how much of the traffic the bad replicas still got.
-	Requests    int64   `protobuf:"varint,3,opt,name=requests,proto3" json:"requests,omitempty"`
-	HitRequests int64   `protobuf:"varint,4,opt,name=hit_requests,json=hitRequests,proto3" json:"hit_requests,omitempty"`
-	HitShare    float64 `protobuf:"fixed64,5,opt,name=hit_share,json=hitShare,proto3" json:"hit_share,omitempty"`
+	// The service's inbound requests (served by any replica) over the window; and, over the part of it while the
+	// fault held (held_requests, up to held_end), those the replicas the fault hit served and their share: how much
+	// of the traffic the bad replicas still got. After its heal the replicas it hit are not bad, and their return
+	// to the pool would read as traffic still sent to them. The part held is the window's intervals most of which
+	// lay before the heal (when none did, those that held it at all); before a fault, the whole window.
+	Requests     int64   `protobuf:"varint,3,opt,name=requests,proto3" json:"requests,omitempty"`
+	HitRequests  int64   `protobuf:"varint,4,opt,name=hit_requests,json=hitRequests,proto3" json:"hit_requests,omitempty"`
+	HitShare     float64 `protobuf:"fixed64,5,opt,name=hit_share,json=hitShare,proto3" json:"hit_share,omitempty"`
+	HeldEnd      float64 `protobuf:"fixed64,8,opt,name=held_end,json=heldEnd,proto3" json:"held_end,omitempty"`
+	HeldRequests int64   `protobuf:"varint,9,opt,name=held_requests,json=heldRequests,proto3" json:"held_requests,omitempty"`
 	// Each caller's view of the service (the edge caller->service): requests, failures, statuses, p50, p99.
 	Callers []*Point `protobuf:"bytes,6,rep,name=callers,proto3" json:"callers,omitempty"`
 	// Each of the service's replicas that served in the window: the requests it served and those it failed (5xx):
@@ -1025,6 +1030,20 @@ func (x *FaultWindow) GetHitRequests() int64 {
 func (x *FaultWindow) GetHitShare() float64 {
 	if x != nil {
 		return x.HitShare
+	}
+	return 0
+}
+
+func (x *FaultWindow) GetHeldEnd() float64 {
+	if x != nil {
+		return x.HeldEnd
+	}
+	return 0
+}
+
+func (x *FaultWindow) GetHeldRequests() int64 {
+	if x != nil {
+		return x.HeldRequests
 	}
 	return 0
 }
@@ -3673,13 +3692,15 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\rReplicaErrors\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x1a\n" +
 	"\brequests\x18\x02 \x01(\x03R\brequests\x12\x16\n" +
-	"\x06errors\x18\x03 \x01(\x03R\x06errors\"\xed\x01\n" +
+	"\x06errors\x18\x03 \x01(\x03R\x06errors\"\xad\x02\n" +
 	"\vFaultWindow\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x01R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x01R\x03end\x12\x1a\n" +
 	"\brequests\x18\x03 \x01(\x03R\brequests\x12!\n" +
 	"\fhit_requests\x18\x04 \x01(\x03R\vhitRequests\x12\x1b\n" +
-	"\thit_share\x18\x05 \x01(\x01R\bhitShare\x12'\n" +
+	"\thit_share\x18\x05 \x01(\x01R\bhitShare\x12\x19\n" +
+	"\bheld_end\x18\b \x01(\x01R\aheldEnd\x12#\n" +
+	"\rheld_requests\x18\t \x01(\x03R\fheldRequests\x12'\n" +
 	"\acallers\x18\x06 \x03(\v2\r.irs.v1.PointR\acallers\x121\n" +
 	"\breplicas\x18\a \x03(\v2\x15.irs.v1.ReplicaErrorsR\breplicas\"\xb5\x03\n" +
 	"\n" +
