@@ -36,8 +36,8 @@ type windowBook struct {
 	// heldServed is what each replica (by service and replica) served in the intervals of an after book while
 	// its fault held (heldIn): the hit share is taken over them.
 	heldServed map[string]int64
-	latency  map[callEdge]*bookLatency
-	sealed   bool
+	latency    map[callEdge]*bookLatency
+	sealed     bool
 	// What a sealed book sums to, computed once (faultDamage): its span no longer changes.
 	window *irsv1.FaultWindow
 	edges  []*irsv1.EdgeDamage
