@@ -243,19 +243,22 @@ other_cpus() { # i: every CPU but node i's
   if [ "$1" = 1 ]; then if [ "$CPUS" = 2 ]; then echo 0; else echo "0-$((CPUS - 2))"; fi; else echo "$((CPUS - 1))"; fi
 }
 # The kubelet's cgroup root must exist in every hierarchy (cgroup v1) before it starts; its cpuset is the node's.
-# Pinned, the load generators' node also outweighs, 16 to 1, any one process of the machine's on its CPU: the
-# control plane, the nodes' kubelets and containerds and the engine are not pinned and run on every CPU, and at
-# an equal weight a few of them busy there held its pods off their CPU (a kipper run with three busy loops on the
-# machine: its sends' lateness p99 483 ms at 1024 shares, 0.36 ms at 16384; an e2e run went invalid, 111 ms
-# behind). The CPU is still lent to them while the node's pods are idle.
-LOADGEN_CPU_SHARES=16384 LOADGEN_CPU_WEIGHT=1600
+# Pinned, every node also outweighs, 16 to 1, any one process of the machine's on its CPU, as a node of a real
+# cluster has its machine to itself: the control plane, the nodes' kubelets and containerds, the engine and
+# whatever else the machine runs are not pinned and run on every CPU. At an equal weight a few of them busy there
+# held the load generators' pods off their CPU (a kipper run with three busy loops on the machine: its sends'
+# lateness p99 483 ms at 1024 shares, 0.36 ms at 16384; an e2e run went invalid, 111 ms behind), and two busy
+# loops beside `make test` held the measured services' goroutines off theirs for up to 2 s (p99 of an interval):
+# four cluster tests' runs went invalid, the generators behind on connections the slowed services kept busy. The
+# CPU is still lent to the others while the nodes' pods are idle.
+NODE_CPU_SHARES=16384 NODE_CPU_WEIGHT=1600
 make_cgroup() { # i
   local n; n=$(node_name "$1")
   if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     mkdir -p "/sys/fs/cgroup/$n"
     [ "$pinned" = 1 ] && echo "$(node_cpus "$1")" > "/sys/fs/cgroup/$n/cpuset.cpus"
-    if [ "$pinned" = 1 ] && [ "$1" = 1 ] && [ -f "/sys/fs/cgroup/$n/cpu.weight" ]; then
-      echo "$LOADGEN_CPU_WEIGHT" > "/sys/fs/cgroup/$n/cpu.weight"
+    if [ "$pinned" = 1 ] && [ -f "/sys/fs/cgroup/$n/cpu.weight" ]; then
+      echo "$NODE_CPU_WEIGHT" > "/sys/fs/cgroup/$n/cpu.weight"
     fi
   else
     for c in /sys/fs/cgroup/*/; do
@@ -267,8 +270,8 @@ make_cgroup() { # i
       if [ "$pinned" = 1 ]; then echo "$(node_cpus "$1")" > "/sys/fs/cgroup/cpuset/$n/cpuset.cpus"
       else cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset/$n/cpuset.cpus"; fi
     fi
-    if [ "$pinned" = 1 ] && [ "$1" = 1 ] && [ -f "/sys/fs/cgroup/cpu/$n/cpu.shares" ]; then
-      echo "$LOADGEN_CPU_SHARES" > "/sys/fs/cgroup/cpu/$n/cpu.shares"
+    if [ "$pinned" = 1 ] && [ -f "/sys/fs/cgroup/cpu/$n/cpu.shares" ]; then
+      echo "$NODE_CPU_SHARES" > "/sys/fs/cgroup/cpu/$n/cpu.shares"
     fi
   fi
 }
@@ -386,7 +389,7 @@ LAUNCH
     > "$D/logs/launch.log" 2>&1 < /dev/null &
   echo $! > "$D/pids/launch.pid"
 done
-[ "$pinned" = 1 ] && log "pinned: irs-node-1 (load generators) to CPU $(node_cpus 1), weighing 16 processes there; the other nodes to CPU $(node_cpus 2)"
+[ "$pinned" = 1 ] && log "pinned: irs-node-1 (load generators) to CPU $(node_cpus 1), the other nodes to CPU $(node_cpus 2); each node weighing 16 processes there"
 
 # ------------------------------------------------------------------------------------ underlay ----
 # The delay line and its API (irs.v1.UnderlayService) on a socket only root reaches; the cluster says where.
