@@ -207,7 +207,7 @@ func TestIncomparable(t *testing.T) {
 }
 
 func TestParseLimits(t *testing.T) {
-	l, err := baseline.ParseLimits("p99=10%, cpu_mcores=15%,5xx_rate=+0.1pp,p50=+2ms,rps=5%,p99=12%")
+	l, err := baseline.ParseLimits("p99=12%, cpu_mcores=15%,5xx_rate=+0.1pp,p50=+2ms,rps=5%")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestParseLimits(t *testing.T) {
 	for text, msg := range map[string]string{
 		"p95=10%":         `"p95=10%": want <metric>=<limit> with metric one of p50, p90, p99`,
 		"p99":             `"p99": want <metric>=<limit>`,
-		"p99=ten":         `p99: "ten": want a percentage of the baseline (10%) or an increase (+5ms, +0.1pp)`,
+		"p99=ten":         `p99: "ten": want a percentage of the baseline (10%), an increase (+5ms, +0.1pp) or off`,
 		"p99=-5%":         `p99: invalid percentage "-5%"`,
 		"p99=+5":          `p99: invalid duration "5"`,
 		"5xx_rate=+200%":  `5xx_rate: percentage "200%" outside 0-100%`,
@@ -239,9 +239,39 @@ func TestParseLimits(t *testing.T) {
 		"cpu_mcores=+NaN": `cpu_mcores: invalid number "NaN"`,
 		"p99=+-5ms":       `p99: invalid duration "-5ms"`,
 		"p99=+2h":         `p99: +2h is beyond any latency measured (at most +1h)`,
+		"p99=10%,p99=12%": `p99: given twice`,
 	} {
 		if _, err := baseline.ParseLimits(text); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("ParseLimits(%q) = %v, want an error containing %q", text, err, msg)
+		}
+	}
+}
+
+// TestLimits: --max-regression goes over the default limits metric by metric; a default is turned off only by
+// name; a metric given twice is refused. Giving one limit once dropped every other gate: a 0 to 29.7 % 5xx change
+// then passed.
+func TestLimits(t *testing.T) {
+	for _, tt := range []struct{ over, want string }{
+		{"", baseline.DefaultLimits},
+		{"p99=5%", strings.Replace(baseline.DefaultLimits, "p99=10%", "p99=5%", 1)},
+		{"p999=20%, rss_mb=off", strings.Replace(baseline.DefaultLimits, "rss_mb=15%,", "", 1) + ",p999=20%"},
+		{"p50=off,p90=off,p99=off,5xx_rate=off,cpu_mcores=off,rss_mb=off,sidecar_cpu_mcores=off,sidecar_rss_mb=off", "none"},
+	} {
+		l, err := baseline.Limits(tt.over)
+		if err != nil {
+			t.Fatalf("Limits(%q): %v", tt.over, err)
+		}
+		if got := baseline.LimitsText(l); got != tt.want {
+			t.Errorf("Limits(%q) = %s, want %s", tt.over, got, tt.want)
+		}
+	}
+	for text, msg := range map[string]string{
+		"p99=5%,p99=off": "p99: given twice",
+		"p95=off":        `"p95=off": want <metric>=<limit>`,
+		"p99=of":         `p99: "of": want a percentage`,
+	} {
+		if _, err := baseline.Limits(text); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("Limits(%q) = %v, want an error containing %q", text, err, msg)
 		}
 	}
 }
