@@ -372,3 +372,43 @@ func TestAttach(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachHeadsFromTheRunsOwnStatus: a comparison heads a run's status from the run's own, not from an earlier
+// comparison's verdict (a run made with --baseline and compared again once read INCONCLUSIVE in Markdown while
+// its text and exit code said REGRESSED); after the fact (AttachVerdict) the comparison alone is the verdict,
+// whatever the run's own assertions did, and a run that cannot be trusted keeps its own status.
+func TestAttachHeadsFromTheRunsOwnStatus(t *testing.T) {
+	inconclusive := &irsv1.Regressions{Status: baseline.StatusInconclusive}
+	regressed := &irsv1.Regressions{Status: baseline.StatusRegressed}
+	passed := &irsv1.Regressions{Status: baseline.StatusPassed}
+	failedAssertion := []*irsv1.AssertionResult{{Passed: true}, {Passed: false}}
+	for _, tt := range []struct {
+		name             string
+		status, own      string
+		assertions       []*irsv1.AssertionResult
+		earlier, reg     *irsv1.Regressions
+		verdict          bool
+		wantStatus, want string // status, and own_status after
+	}{
+		{"passed, then regressed", "passed", "", nil, nil, regressed, false, "failed", "passed"},
+		{"inconclusive before, regressed now", "inconclusive", "passed", nil, inconclusive, regressed, false, "failed", "passed"},
+		{"an older file compared before", "inconclusive", "", nil, inconclusive, regressed, false, "failed", "passed"},
+		{"an older file that failed its own", "failed", "", failedAssertion, regressed, passed, false, "failed", "failed"},
+		{"failed its own, compared after the fact", "failed", "", failedAssertion, nil, passed, true, "passed", "failed"},
+		{"failed its own, regressed after the fact", "failed", "", failedAssertion, nil, regressed, true, "failed", "failed"},
+		{"invalid, after the fact", "invalid", "", nil, nil, inconclusive, true, "invalid", "invalid"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &resultfile.File{Path: "new.json", Result: &irsv1.WorkflowResult{Status: tt.status, OwnStatus: tt.own,
+				Assertions: tt.assertions, Regressions: tt.earlier}}
+			if tt.verdict {
+				baseline.AttachVerdict(f, tt.reg)
+			} else {
+				baseline.Attach(f, tt.reg)
+			}
+			if f.Result.GetStatus() != tt.wantStatus || f.Result.GetOwnStatus() != tt.want || baseline.OwnStatus(f) != tt.want {
+				t.Errorf("status %q, own %q (OwnStatus %q); want %q, %q", f.Result.GetStatus(), f.Result.GetOwnStatus(), baseline.OwnStatus(f), tt.wantStatus, tt.want)
+			}
+		})
+	}
+}

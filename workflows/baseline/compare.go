@@ -145,15 +145,81 @@ func RunStatus(status string, r *irsv1.Regressions) string {
 }
 
 // Attach attaches a comparison with a baseline to the run or comparison it was made of, whose status it then
-// heads (RunStatus).
+// heads (RunStatus) from the run's own status: a run made with --baseline and compared again is judged by the
+// second comparison, not by the first's verdict (its markdown once read INCONCLUSIVE while its text and exit
+// code said REGRESSED).
 func Attach(f *resultfile.File, reg *irsv1.Regressions) {
-	if f.Comparison != nil {
-		f.Comparison.Regressions = reg
-		f.Comparison.Status = RunStatus(f.Comparison.GetStatus(), reg)
+	if c := f.Comparison; c != nil {
+		c.OwnStatus = ownStatus(c.GetOwnStatus(), c.GetStatus(), c.GetRegressions() != nil, comparisonFailed(c))
+		c.Regressions, c.Status = reg, RunStatus(c.GetOwnStatus(), reg)
 		return
 	}
-	f.Result.Regressions = reg
-	f.Result.Status = RunStatus(f.Result.GetStatus(), reg)
+	r := f.Result
+	r.OwnStatus = ownStatus(r.GetOwnStatus(), r.GetStatus(), r.GetRegressions() != nil, assertionFailed(r))
+	r.Regressions, r.Status = reg, RunStatus(r.GetOwnStatus(), reg)
+}
+
+// AttachVerdict attaches a comparison as Attach does, for `irs workflow compare`: there the comparison is the
+// verdict, so it heads the status alone (a run that failed its own assertions passes a comparison it passes);
+// the run's own status stays in own_status, and a run that cannot be trusted keeps it (its comparison is
+// inconclusive).
+func AttachVerdict(f *resultfile.File, reg *irsv1.Regressions) {
+	Attach(f, reg)
+	head := func(own string) string {
+		if own == "failed" {
+			own = "passed"
+		}
+		return RunStatus(own, reg)
+	}
+	if c := f.Comparison; c != nil {
+		c.Status = head(c.GetOwnStatus())
+		return
+	}
+	f.Result.Status = head(f.Result.GetOwnStatus())
+}
+
+// OwnStatus is a run's (or comparison's) own status, whatever comparison heads its status.
+func OwnStatus(f *resultfile.File) string {
+	if c := f.Comparison; c != nil {
+		return ownStatus(c.GetOwnStatus(), c.GetStatus(), c.GetRegressions() != nil, comparisonFailed(c))
+	}
+	r := f.Result
+	return ownStatus(r.GetOwnStatus(), r.GetStatus(), r.GetRegressions() != nil, assertionFailed(r))
+}
+
+// ownStatus is the status before any comparison: the one recorded, or, for a file compared before own_status
+// was (a comparison attached, none recorded), the status less the comparison's part: failed when an assertion
+// failed, else passed.
+func ownStatus(recorded, status string, compared, failed bool) string {
+	switch {
+	case recorded != "":
+		return recorded
+	case !compared || (status != "failed" && status != StatusInconclusive):
+		return status
+	case failed:
+		return "failed"
+	}
+	return "passed"
+}
+
+func assertionFailed(r *irsv1.WorkflowResult) bool {
+	for _, a := range r.GetAssertions() {
+		if !a.GetPassed() && !a.GetSkipped() && !a.GetNotApplicable() {
+			return true
+		}
+	}
+	return false
+}
+
+func comparisonFailed(c *irsv1.Comparison) bool {
+	for _, v := range c.GetVariants() {
+		for _, r := range v.GetRuns() {
+			if r.GetStatus() == "failed" || assertionFailed(r) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // maxReasons is how many inconclusive figures a comparison names (the changes list them all).

@@ -158,6 +158,21 @@ func Detectable(ch *irsv1.Change) string {
 	return workflows.FormatAmount(workflows.Metric(ch.GetMetric()), ch.GetMinimumDetectable())
 }
 
+// OwnNote says, when a comparison with a baseline heads a run's status, what the run's own verdict was ("" when
+// they agree or none was attached): "the run's own: FAILED; this verdict is the comparison's".
+func OwnNote(status, own string) string {
+	if own == "" || own == status {
+		return ""
+	}
+	return fmt.Sprintf("the run's own: %s; this verdict is the comparison's with its baseline", strings.ToUpper(own))
+}
+
+// AssertionsCount says whether a run's assertions count to its verdict: not when the comparison alone heads it
+// (irs workflow compare, of a run that failed its own).
+func AssertionsCount(status, own string) bool {
+	return !(own == "failed" && status != "failed")
+}
+
 // PValue formats a p-value for reading.
 func PValue(p float64) string {
 	switch {

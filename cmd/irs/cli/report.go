@@ -114,7 +114,7 @@ func attachRegressions(ctx context.Context, f *resultfile.File, basePath, limitT
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
-	baseline.Attach(f, r)
+	baseline.AttachVerdict(f, r) // after the fact, the comparison is the verdict
 	return nil
 }
 
@@ -180,7 +180,7 @@ func (a *app) compare(ctx context.Context, base, cur string, o compareOptions) e
 	if err := a.writeChanges(ctx, f, r, o); err != nil {
 		return err
 	}
-	switch r.GetStatus() {
+	switch r.GetStatus() { // the verdict every format heads with (baseline.AttachVerdict)
 	case baseline.StatusRegressed:
 		return withExitCode(fmt.Errorf("%s regressed against %s: %s", cur, base, report.CountsLine(r)), ExitAssertionFailed)
 	case baseline.StatusInconclusive:

@@ -35,6 +35,9 @@ type WorkflowResult struct {
 	// schedule, see saturation; or its figures stand on too little, see invalid), inconclusive (it passed, but its
 	// comparison with a baseline has no verdict), interrupted, error.
 	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The run's own status (its assertions, its validity), as it was before a comparison with a baseline headed
+	// status; empty when none was attached. A second comparison heads it again from this, not from the first's.
+	OwnStatus string `protobuf:"bytes,31,opt,name=own_status,json=ownStatus,proto3" json:"own_status,omitempty"`
 	// What went wrong, for status error.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// The workflow as run (seed filled in).
@@ -143,6 +146,13 @@ func (x *WorkflowResult) GetSchema() string {
 func (x *WorkflowResult) GetStatus() string {
 	if x != nil {
 		return x.Status
+	}
+	return ""
+}
+
+func (x *WorkflowResult) GetOwnStatus() string {
+	if x != nil {
+		return x.OwnStatus
 	}
 	return ""
 }
@@ -2535,8 +2545,11 @@ type Comparison struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "irs.workflow.comparison/v1".
 	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
-	// running, passed, failed (an assertion of some run), interrupted, error.
-	Status      string       `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// running, passed, failed (an assertion of some run), interrupted, error; inconclusive (its comparison with a
+	// baseline has no verdict).
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Its own status before a comparison with a baseline headed status (see WorkflowResult.own_status).
+	OwnStatus   string       `protobuf:"bytes,12,opt,name=own_status,json=ownStatus,proto3" json:"own_status,omitempty"`
 	Workflow    *Workflow    `protobuf:"bytes,3,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	Environment *Environment `protobuf:"bytes,4,opt,name=environment,proto3" json:"environment,omitempty"`
 	Repeat      uint32       `protobuf:"varint,5,opt,name=repeat,proto3" json:"repeat,omitempty"`
@@ -2595,6 +2608,13 @@ func (x *Comparison) GetSchema() string {
 func (x *Comparison) GetStatus() string {
 	if x != nil {
 		return x.Status
+	}
+	return ""
+}
+
+func (x *Comparison) GetOwnStatus() string {
+	if x != nil {
+		return x.OwnStatus
 	}
 	return ""
 }
@@ -3588,11 +3608,13 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xa6\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xc5\n" +
 	"\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1d\n" +
+	"\n" +
+	"own_status\x18\x1f \x01(\tR\townStatus\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12,\n" +
 	"\bworkflow\x18\x04 \x01(\v2\x10.irs.v1.WorkflowR\bworkflow\x125\n" +
 	"\venvironment\x18\x05 \x01(\v2\x13.irs.v1.EnvironmentR\venvironment\x12\x12\n" +
@@ -3873,11 +3895,13 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	" \x01(\x01H\x00R\bbaseline\x88\x01\x01\x12\x19\n" +
 	"\x05bound\x18\v \x01(\x01H\x01R\x05bound\x88\x01\x01B\v\n" +
 	"\t_baselineB\b\n" +
-	"\x06_bound\"\x91\x03\n" +
+	"\x06_bound\"\xb0\x03\n" +
 	"\n" +
 	"Comparison\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12,\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1d\n" +
+	"\n" +
+	"own_status\x18\f \x01(\tR\townStatus\x12,\n" +
 	"\bworkflow\x18\x03 \x01(\v2\x10.irs.v1.WorkflowR\bworkflow\x125\n" +
 	"\venvironment\x18\x04 \x01(\v2\x13.irs.v1.EnvironmentR\venvironment\x12\x16\n" +
 	"\x06repeat\x18\x05 \x01(\rR\x06repeat\x12\x18\n" +

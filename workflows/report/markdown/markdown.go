@@ -62,6 +62,9 @@ func code(s string) string {
 // Result writes a run's summary.
 func Result(w io.Writer, res *irsv1.WorkflowResult) {
 	fmt.Fprintf(w, "### %s %s: %s\n\n", icon(res.GetStatus()), md(res.GetWorkflow().GetName()), md(strings.ToUpper(res.GetStatus())))
+	if n := report.OwnNote(res.GetStatus(), res.GetOwnStatus()); n != "" {
+		fmt.Fprintf(w, "_%s._\n\n", md(n))
+	}
 	fmt.Fprintf(w, "%s\n\n", md(facts(res)))
 	if res.GetError() != "" {
 		fmt.Fprintf(w, "**Error:** %s\n\n", md(res.GetError()))

@@ -78,6 +78,9 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) error {
 		Assertions: assertionRows(res.GetAssertions()), Regression: regressionRows(res.GetRegressions()),
 		Kills: killRows(res.GetKills(), report.ReplicaNodes(res)), Replicas: replicaRows(res), Faults: report.Faults(res.GetFaults()),
 		Env: environment(res.GetEnvironment(), [2]string{"Load generators", report.LoadgenPlacement(res.GetEnvironment())})}
+	if n := report.OwnNote(res.GetStatus(), res.GetOwnStatus()); n != "" {
+		v.Facts = append(v.Facts, n)
+	}
 	for _, p := range append(append([]*irsv1.PhaseResult{}, res.GetPhases()...), res.GetTotal()) {
 		if p != nil {
 			v.Phases = append(v.Phases, phaseView{Name: p.GetName(), Start: p.GetStart(), End: p.GetEnd(),
