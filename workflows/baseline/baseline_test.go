@@ -3,6 +3,7 @@ package baseline_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -410,5 +411,54 @@ func TestAttachHeadsFromTheRunsOwnStatus(t *testing.T) {
 				t.Errorf("status %q, own %q (OwnStatus %q); want %q, %q", f.Result.GetStatus(), f.Result.GetOwnStatus(), baseline.OwnStatus(f), tt.wantStatus, tt.want)
 			}
 		})
+	}
+}
+
+// TestUngatedPhases: a phase with gate false, or a warm-up without gate true, is shown and not gated: its
+// changes are at most worse and do not decide. Identical runs' warm-ups once read as regressions.
+func TestUngatedPhases(t *testing.T) {
+	base, slow := fixture(t, "base"), fixture(t, "slow")
+	for _, p := range slow.Workflow().GetPhases() {
+		p.Gate = proto.Bool(false)
+	}
+	r := mustCompare(t, base, slow)
+	var ungated, regressed int
+	for _, ch := range r.GetChanges() {
+		switch {
+		case ch.GetPhase() == baseline.TotalPhase:
+			if ch.GetUngated() {
+				t.Errorf("%s %s over the whole run ungated", ch.GetScope(), ch.GetMetric())
+			}
+			if ch.GetVerdict() == baseline.VerdictRegressed {
+				regressed++
+			}
+		case !ch.GetUngated():
+			t.Errorf("%s %s in %s gated, want not (gate: false)", ch.GetScope(), ch.GetMetric(), ch.GetPhase())
+		case ch.GetVerdict() == baseline.VerdictRegressed || ch.GetVerdict() == baseline.VerdictInconclusive:
+			t.Errorf("%s %s in %s: %s, want at most worse (not gated)", ch.GetScope(), ch.GetMetric(), ch.GetPhase(), ch.GetVerdict())
+		default:
+			ungated++
+		}
+	}
+	if ungated == 0 || regressed == 0 || r.GetStatus() != baseline.StatusRegressed {
+		t.Errorf("%d ungated changes, %d regressed over the whole run, status %s; want some, some, regressed", ungated, regressed, r.GetStatus())
+	}
+	wf := &irsv1.Workflow{Phases: []*irsv1.Phase{{Name: "warm-up"}, {Name: "WarmUp"}, {Name: "warm_up", Gate: proto.Bool(true)},
+		{Name: "steady"}, {Name: "kill", Gate: proto.Bool(false)}}}
+	want := map[string]bool{"warm-up": true, "WarmUp": true, "warm_up": false, "steady": false, "kill": true}
+	if got := baseline.UngatedPhases(wf); !maps.Equal(got, want) {
+		t.Errorf("UngatedPhases = %v, want %v", got, want)
+	}
+}
+
+// TestInvalidSideCapsARegression: a regression on a run that cannot be trusted is no verdict: the comparison is
+// inconclusive, naming why (a regression once stood whatever the runs were).
+func TestInvalidSideCapsARegression(t *testing.T) {
+	base, slow := fixture(t, "base"), fixture(t, "slow")
+	slow.Result.Status = "invalid"
+	slow.Result.Saturation = []*irsv1.Saturation{{Service: "loadgen", Phase: "kill", LagMs: 340}}
+	r := mustCompare(t, base, slow)
+	if r.GetStatus() != baseline.StatusInconclusive || len(r.GetReasons()) == 0 || !strings.Contains(r.GetReasons()[0], "is invalid") {
+		t.Errorf("status %s, reasons %q; want inconclusive, the run invalid", r.GetStatus(), r.GetReasons())
 	}
 }

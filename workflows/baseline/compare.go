@@ -95,11 +95,19 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 	adjust(out.Changes)
 	judged := 0
 	var inconclusive []*irsv1.Change
+	ungated := UngatedPhases(current.Workflow())
 	for _, ch := range out.Changes {
 		if ch.GetVerdict() == VerdictMissing {
 			continue
 		}
 		ch.Verdict = verdict(ch, workflows.Metric(ch.GetMetric()), limitOf(limits, workflows.Metric(ch.GetMetric())))
+		if ungated[ch.GetPhase()] {
+			ch.Ungated = true
+			if ch.GetVerdict() == VerdictRegressed || ch.GetVerdict() == VerdictInconclusive {
+				ch.Verdict, ch.Reason = VerdictWorse, ""
+			}
+			continue
+		}
 		judged++
 		switch ch.GetVerdict() {
 		case VerdictRegressed:
@@ -110,6 +118,7 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 	}
 	out.Reasons = append(out.Reasons, invalidRuns(base, "baseline")...)
 	out.Reasons = append(out.Reasons, invalidRuns(current, "run")...)
+	untrusted := len(out.Reasons) > 0
 	if judged == 0 {
 		out.Reasons = append(out.Reasons, "no figure was measured on both sides")
 	}
@@ -121,11 +130,36 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 		out.Reasons = append(out.Reasons, fmt.Sprintf("%s worse by %s (limit %s): %s", changeName(ch),
 			workflows.FormatAmount(workflows.Metric(ch.GetMetric()), math.Abs(ch.GetDelta())), ch.GetLimit(), ch.GetReason()))
 	}
-	// A regression stands whatever else is unsure; otherwise anything unsure makes the whole inconclusive.
-	if out.Status != StatusRegressed && len(out.Reasons) > 0 {
+	// A regression stands whatever else is unsure, but not on a run that cannot be trusted: an invalid or
+	// starved side caps the verdict at inconclusive.
+	if len(out.Reasons) > 0 && (out.Status != StatusRegressed || untrusted) {
 		out.Status = StatusInconclusive
 	}
 	return out, nil
+}
+
+// UngatedPhases are the phases of wf whose figures a comparison shows without gating on them: those with gate
+// false, and warm-ups (by name) without gate true. The first seconds of a run move with how its processes,
+// connections and caches warm: identical runs' warm-up p50 differed by 63.5 %, and were called regressions.
+func UngatedPhases(wf *irsv1.Workflow) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range wf.GetPhases() {
+		if p.Gate != nil {
+			out[p.GetName()] = !p.GetGate()
+			continue
+		}
+		out[p.GetName()] = IsWarmUp(p.GetName())
+	}
+	return out
+}
+
+// IsWarmUp says whether a phase's name makes it a warm-up: warm-up, warmup or warm_up, in any case.
+func IsWarmUp(name string) bool {
+	switch strings.ToLower(name) {
+	case "warm-up", "warmup", "warm_up":
+		return true
+	}
+	return false
 }
 
 // RunStatus is the status of a run (or comparison) once compared with its baseline: the comparison's verdict

@@ -173,6 +173,14 @@ func AssertionsCount(status, own string) bool {
 	return !(own == "failed" && status != "failed")
 }
 
+// LimitText is a change's limit as a report shows it: the limit, or that its phase is not gated.
+func LimitText(ch *irsv1.Change) string {
+	if ch.GetUngated() {
+		return "not gated"
+	}
+	return ch.GetLimit()
+}
+
 // PValue formats a p-value for reading.
 func PValue(p float64) string {
 	switch {
@@ -208,7 +216,7 @@ func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
 			break
 		}
 		b, c, d := ChangeValues(ch)
-		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), ch.GetLimit(), Detectable(ch))
+		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), LimitText(ch), Detectable(ch))
 	}
 	t.write(w)
 	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d metrics compared; SEEN FROM: the minimum detectable change, found 8 times in 10 at the noise measured: smaller changes could pass unseen)\n", r.GetMethod(), len(r.GetChanges()))

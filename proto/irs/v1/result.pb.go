@@ -3255,7 +3255,10 @@ type Change struct {
 	// assumed", "between 5 and 5 runs").
 	Noise string `protobuf:"bytes,16,opt,name=noise,proto3" json:"noise,omitempty"`
 	// Why the verdict is inconclusive, or "".
-	Reason        string `protobuf:"bytes,17,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,17,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The phase is not gated (Phase.gate: a warm-up by default): the change is shown, its verdict at most
+	// "worse", and it does not decide the comparison.
+	Ungated       bool `protobuf:"varint,18,opt,name=ungated,proto3" json:"ungated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3407,6 +3410,13 @@ func (x *Change) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Change) GetUngated() bool {
+	if x != nil {
+		return x.Ungated
+	}
+	return false
 }
 
 // Suite is what `irs workflow run a.yaml b.yaml` (or a directory) writes as suite.json in its run directory:
@@ -3962,7 +3972,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06metric\x18\x01 \x01(\tR\x06metric\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1a\n" +
 	"\brelative\x18\x03 \x01(\x01R\brelative\x12\x1a\n" +
-	"\babsolute\x18\x04 \x01(\x01R\babsolute\"\xdf\x03\n" +
+	"\babsolute\x18\x04 \x01(\x01R\babsolute\"\xf9\x03\n" +
 	"\x06Change\x12\x18\n" +
 	"\avariant\x18\x01 \x01(\tR\avariant\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x14\n" +
@@ -3981,7 +3991,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x0estandard_error\x18\x0e \x01(\x01R\rstandardError\x12-\n" +
 	"\x12minimum_detectable\x18\x0f \x01(\x01R\x11minimumDetectable\x12\x14\n" +
 	"\x05noise\x18\x10 \x01(\tR\x05noise\x12\x16\n" +
-	"\x06reason\x18\x11 \x01(\tR\x06reason\"\xa3\x02\n" +
+	"\x06reason\x18\x11 \x01(\tR\x06reason\x12\x18\n" +
+	"\aungated\x18\x12 \x01(\bR\aungated\"\xa3\x02\n" +
 	"\x05Suite\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1b\n" +

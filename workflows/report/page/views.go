@@ -134,7 +134,7 @@ func regressionRows(r *irsv1.Regressions) *regressionView {
 		}
 		b, c, d := report.ChangeValues(ch)
 		v.Rows = append(v.Rows, changeRow{Verdict: ch.GetVerdict(), Change: report.ChangeScope(ch), Base: b, Current: c,
-			Delta: d, P: report.PValue(ch.GetPValue()), Limit: ch.GetLimit(), Detectable: report.Detectable(ch)})
+			Delta: d, P: report.PValue(ch.GetPValue()), Limit: report.LimitText(ch), Detectable: report.Detectable(ch)})
 	}
 	return v
 }
