@@ -12,6 +12,7 @@ import (
 	"github.com/irs-sim/irs/workflows/baseline"
 	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/resultfile"
+	"gonum.org/v1/gonum/stat/distuv"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -460,5 +461,39 @@ func TestInvalidSideCapsARegression(t *testing.T) {
 	r := mustCompare(t, base, slow)
 	if r.GetStatus() != baseline.StatusInconclusive || len(r.GetReasons()) == 0 || !strings.Contains(r.GetReasons()[0], "is invalid") {
 		t.Errorf("status %s, reasons %q; want inconclusive, the run invalid", r.GetStatus(), r.GetReasons())
+	}
+}
+
+// TestDetectableAtTheCorrectedLevel: the minimum detectable change printed is the one the verdict applies: with m
+// figures tested, a lone change is found only below alpha / m (Benjamini-Hochberg), so at the noise measured it
+// must be (z(1-alpha/2m) + z(0.8)) standard errors; printed at alpha alone, it promised changes 3 to 5 times
+// smaller than the verdict could call.
+func TestDetectableAtTheCorrectedLevel(t *testing.T) {
+	r := mustCompare(t, fixture(t, "base"), fixture(t, "noise"))
+	tests := 0
+	for _, ch := range r.GetChanges() {
+		if ch.GetStandardError() > 0 && ch.GetVerdict() != baseline.VerdictMissing {
+			tests++
+		}
+	}
+	normal := distuv.Normal{Mu: 0, Sigma: 1}
+	z := normal.Quantile(1-baseline.Alpha/(2*float64(tests))) + normal.Quantile(0.8)
+	checked := 0
+	for _, ch := range r.GetChanges() {
+		if ch.GetMetric() != "cpu_mcores" || ch.GetStandardError() == 0 {
+			continue // latency's includes the generators' lateness; cpu's is noise alone
+		}
+		want := z * ch.GetStandardError()
+		if ch.GetMinimumDetectable() < want*(1-1e-6) {
+			t.Errorf("%s cpu_mcores in %s: detectable %v, want at least %v (%.2f standard errors of %v, %d tests)",
+				ch.GetScope(), ch.GetPhase(), ch.GetMinimumDetectable(), want, z, ch.GetStandardError(), tests)
+		}
+		if ch.GetMinimumDetectable() > want*(1+1e-6) && ch.GetMinimumDetectable() > 2+1e-9 {
+			t.Errorf("%s cpu_mcores in %s: detectable %v, want %v or the 2 m floor", ch.GetScope(), ch.GetPhase(), ch.GetMinimumDetectable(), want)
+		}
+		checked++
+	}
+	if tests < 50 || checked == 0 {
+		t.Fatalf("%d figures tested, %d checked; want a comparison of many", tests, checked)
 	}
 }

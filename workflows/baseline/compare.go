@@ -69,6 +69,7 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 		}
 	}
 	pairs := 0
+	detections := map[*irsv1.Change]*detection{}
 	for _, c := range cs {
 		b := findSide(bs, c.name)
 		if b == nil && len(bs) == 1 && len(cs) == 1 {
@@ -86,13 +87,16 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 		if len(cs) == 1 && len(bs) == 1 {
 			variant = ""
 		}
-		out.Changes = append(out.Changes, compareSides(variant, *b, c, limits)...)
+		out.Changes = append(out.Changes, compareSides(variant, *b, c, limits, detections)...)
 	}
 	if pairs == 0 {
 		return nil, &IncomparableError{Path: base.Path, Reasons: []string{fmt.Sprintf("no variant in common (baseline: %s; run: %s)", names(bs), names(cs))}}
 	}
 	out.Method = method(bs, cs)
-	adjust(out.Changes)
+	tests := adjust(out.Changes)
+	for ch, d := range detections {
+		d.settle(ch, tests)
+	}
 	judged := 0
 	var inconclusive []*irsv1.Change
 	ungated := UngatedPhases(current.Workflow())
@@ -380,7 +384,7 @@ func method(bs, cs []side) string {
 }
 
 // compareSides compares every phase, scope and metric the two sides measured.
-func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit) []*irsv1.Change {
+func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit, detections map[*irsv1.Change]*detection) []*irsv1.Change {
 	var out []*irsv1.Change
 	for _, phase := range phaseNames(c.runs[0]) {
 		bm, cm := measurements(b.runs, phase), measurements(c.runs, phase)
@@ -402,7 +406,9 @@ func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit) []
 				ch.Relative = ch.Delta / ch.Base
 			}
 			ch.BaseSamples, ch.CurrentSamples = uint32(bv.seconds), uint32(cv.seconds)
-			judgeNoise(ch, k.metric, bv, cv)
+			if d := judgeNoise(ch, k.metric, bv, cv); d != nil {
+				detections[ch] = d
+			}
 			out = append(out, ch)
 		}
 	}
@@ -411,8 +417,9 @@ func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit) []
 
 // adjust replaces the p-values of the changes tested with Benjamini-Hochberg adjusted ones (q-values): a
 // comparison tests a hundred metrics or more, and at alpha 0.05 five of a hundred unchanged ones would pass for
-// changed by chance. Adjusted, pure noise is called a change in about one comparison in twenty, not in most.
-func adjust(changes []*irsv1.Change) {
+// changed by chance. Adjusted, pure noise is called a change in about one comparison in twenty, not in most. It
+// returns how many were tested.
+func adjust(changes []*irsv1.Change) (tests int) {
 	var tested []*irsv1.Change
 	for _, ch := range changes {
 		if ch.GetStandardError() > 0 && ch.GetVerdict() != VerdictMissing {
@@ -426,6 +433,7 @@ func adjust(changes []*irsv1.Change) {
 		q = min(q, tested[i].GetPValue()*m/float64(i+1))
 		tested[i].PValue = q
 	}
+	return len(tested)
 }
 
 // memory are the metrics judged by runs only (see compareSides); memoryAllowance is the change a single run's

@@ -219,7 +219,7 @@ func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
 		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), LimitText(ch), Detectable(ch))
 	}
 	t.write(w)
-	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d metrics compared; SEEN FROM: the minimum detectable change, found 8 times in 10 at the noise measured: smaller changes could pass unseen)\n", r.GetMethod(), len(r.GetChanges()))
+	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d metrics compared; SEEN FROM: the minimum detectable change, a lone change this large found 8 times in 10 at the noise measured after the correction: smaller changes could pass unseen)\n", r.GetMethod(), len(r.GetChanges()))
 }
 
 // describeRef says where a reference run came from: "IRS v1.2 on host, 2026-11-24 05:44".
