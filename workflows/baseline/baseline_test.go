@@ -497,3 +497,40 @@ func TestDetectableAtTheCorrectedLevel(t *testing.T) {
 		t.Fatalf("%d figures tested, %d checked; want a comparison of many", tests, checked)
 	}
 }
+
+// TestRelativeAssertionsWithinNoise: an assertion relative to the baseline that failed by a change the comparison
+// finds within noise is inconclusive, naming the noise, and a run failed by nothing else is inconclusive; one
+// that failed by a change beyond noise still fails. Such assertions once failed 7 of 19 identical-code runs, and
+// a report showed FAIL beside "inconclusive" for the same figure.
+func TestRelativeAssertionsWithinNoise(t *testing.T) {
+	base := fixture(t, "base")
+	for _, tt := range []struct {
+		run, status string
+		unsure      bool
+	}{{"noise", baseline.StatusInconclusive, true}, {"slow", "failed", false}} {
+		f := fixture(t, tt.run)
+		reg := mustCompare(t, base, f)
+		var ch *irsv1.Change
+		for _, c := range reg.GetChanges() {
+			if c.GetScope() == "loadgen" && c.GetPhase() == "steady" && c.GetMetric() == "p99" {
+				ch = c
+			}
+		}
+		if ch == nil || (ch.GetPValue() >= baseline.Alpha) != tt.unsure {
+			t.Fatalf("%s: loadgen p99 in steady %v: want a change %s noise", tt.run, ch, map[bool]string{true: "within", false: "beyond"}[tt.unsure])
+		}
+		f.Result.Status = "failed"
+		f.Result.Assertions = []*irsv1.AssertionResult{
+			{Expect: "p99 < baseline * 0.5", Scope: "loadgen", Phase: "steady", Measured: ch.GetCurrent(), Baseline: proto.Float64(ch.GetBase()), Bound: proto.Float64(ch.GetBase() / 2)},
+			{Expect: "5xx_rate < 1%", Scope: "loadgen", Passed: true},
+		}
+		baseline.JudgeRelative(f, reg)
+		a := f.Result.GetAssertions()[0]
+		if (a.GetInconclusive() != "") != tt.unsure || a.GetPassed() || f.Result.GetStatus() != tt.status {
+			t.Errorf("%s: assertion %v, run %s; want inconclusive %v, not passed, run %s", tt.run, a, f.Result.GetStatus(), tt.unsure, tt.status)
+		}
+		if tt.unsure && !strings.Contains(a.GetInconclusive(), "within its noise") {
+			t.Errorf("%s: %q, want it to name the noise", tt.run, a.GetInconclusive())
+		}
+	}
+}

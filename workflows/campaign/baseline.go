@@ -66,5 +66,6 @@ func (c *Campaign) compareWithBaseline(base *runBaseline, f *resultfile.File) {
 		c.warn("not compared with the baseline: %v", err)
 		return
 	}
+	baseline.JudgeRelative(f, reg)
 	baseline.Attach(f, reg)
 }

@@ -21,6 +21,9 @@ const (
 	OutcomeNotApplicable = "not-applicable"
 	// OutcomeError is an assertion that could not be evaluated (nothing measured in its scope): it fails.
 	OutcomeError = "error"
+	// OutcomeInconclusive is an assertion relative to the baseline that the figure's noise cannot decide:
+	// neither a pass nor a failure.
+	OutcomeInconclusive = "inconclusive"
 )
 
 // Outcome says what became of an assertion.
@@ -30,6 +33,8 @@ func Outcome(a *irsv1.AssertionResult) string {
 		return OutcomeNotApplicable
 	case a.GetSkipped():
 		return OutcomeSkipped
+	case a.GetInconclusive() != "":
+		return OutcomeInconclusive
 	case a.GetError() != "":
 		return OutcomeError
 	case a.GetPassed():
@@ -65,8 +70,12 @@ func AssertionMeasured(a *irsv1.AssertionResult) string {
 	case a.GetError() != "":
 		return a.GetError()
 	case a.Baseline != nil:
-		return fmt.Sprintf("%s (baseline %s, bound %s)", a.GetMeasuredText(), formatMetric(a.GetExpect(), a.GetBaseline()),
+		s := fmt.Sprintf("%s (baseline %s, bound %s)", a.GetMeasuredText(), formatMetric(a.GetExpect(), a.GetBaseline()),
 			formatMetric(a.GetExpect(), a.GetBound()))
+		if a.GetInconclusive() != "" {
+			s += ": inconclusive, " + a.GetInconclusive()
+		}
+		return s
 	}
 	return a.GetMeasuredText()
 }

@@ -324,7 +324,7 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 	}
 	fmt.Fprintln(w, "\nassertions:")
 	for _, a := range res.GetAssertions() {
-		verdict := map[string]string{OutcomePassed: "PASS", OutcomeSkipped: "SKIP", OutcomeNotApplicable: "N/A "}[Outcome(a)]
+		verdict := map[string]string{OutcomePassed: "PASS", OutcomeSkipped: "SKIP", OutcomeNotApplicable: "N/A ", OutcomeInconclusive: "INCONCLUSIVE"}[Outcome(a)]
 		if verdict == "" {
 			verdict = "FAIL"
 		}

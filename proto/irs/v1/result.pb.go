@@ -2419,8 +2419,12 @@ type AssertionResult struct {
 	// variant with no mesh), a node proxy's where it has none. Never a pass.
 	NotApplicable bool `protobuf:"varint,12,opt,name=not_applicable,json=notApplicable,proto3" json:"not_applicable,omitempty"`
 	// For an assertion relative to the baseline: the baseline's value and the bound it gave.
-	Baseline      *float64 `protobuf:"fixed64,10,opt,name=baseline,proto3,oneof" json:"baseline,omitempty"`
-	Bound         *float64 `protobuf:"fixed64,11,opt,name=bound,proto3,oneof" json:"bound,omitempty"`
+	Baseline *float64 `protobuf:"fixed64,10,opt,name=baseline,proto3,oneof" json:"baseline,omitempty"`
+	Bound    *float64 `protobuf:"fixed64,11,opt,name=bound,proto3,oneof" json:"bound,omitempty"`
+	// An assertion relative to the baseline whose bound the figure passed by less than its noise (the comparison's
+	// change of the figure is not beyond noise): the data cannot tell, so it neither passes nor fails, and the run
+	// is inconclusive; inconclusive says why.
+	Inconclusive  string `protobuf:"bytes,13,opt,name=inconclusive,proto3" json:"inconclusive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2537,6 +2541,13 @@ func (x *AssertionResult) GetBound() float64 {
 		return *x.Bound
 	}
 	return 0
+}
+
+func (x *AssertionResult) GetInconclusive() string {
+	if x != nil {
+		return x.Inconclusive
+	}
+	return ""
 }
 
 // Comparison is what `irs workflow run --mesh none,envoy [--repeat N]` writes: the same workflow run once per
@@ -3889,7 +3900,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\tcompleted\x18\x06 \x01(\x03R\tcompleted\x12\x1a\n" +
 	"\brequests\x18\a \x01(\x03R\brequests\x12\x18\n" +
 	"\amissing\x18\b \x03(\tR\amissing\x12+\n" +
-	"\x11intervals_excused\x18\t \x01(\x03R\x10intervalsExcused\"\xec\x02\n" +
+	"\x11intervals_excused\x18\t \x01(\x03R\x10intervalsExcused\"\x90\x03\n" +
 	"\x0fAssertionResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06expect\x18\x02 \x01(\tR\x06expect\x12\x14\n" +
@@ -3903,7 +3914,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x0enot_applicable\x18\f \x01(\bR\rnotApplicable\x12\x1f\n" +
 	"\bbaseline\x18\n" +
 	" \x01(\x01H\x00R\bbaseline\x88\x01\x01\x12\x19\n" +
-	"\x05bound\x18\v \x01(\x01H\x01R\x05bound\x88\x01\x01B\v\n" +
+	"\x05bound\x18\v \x01(\x01H\x01R\x05bound\x88\x01\x01\x12\"\n" +
+	"\finconclusive\x18\r \x01(\tR\finconclusiveB\v\n" +
 	"\t_baselineB\b\n" +
 	"\x06_bound\"\xb0\x03\n" +
 	"\n" +

@@ -197,6 +197,10 @@ func assertionCase(a *irsv1.AssertionResult, class string) testCase {
 	switch report.Outcome(a) {
 	case report.OutcomeSkipped, report.OutcomeNotApplicable:
 		tc.Skipped = &outcome{Message: a.GetMeasuredText()}
+	case report.OutcomeInconclusive:
+		// Neither a pass nor a failure: the data cannot tell, which CI must not read as green.
+		msg := fmt.Sprintf("%s: %s is inconclusive: %s", where, a.GetExpect(), a.GetInconclusive())
+		tc.Error = &outcome{Message: msg, Type: "inconclusive", Text: fmt.Sprintf("%s\nmeasured: %s\n", msg, report.AssertionMeasured(a))}
 	case report.OutcomeError:
 		msg := fmt.Sprintf("%s: %s could not be measured: %s", where, a.GetExpect(), a.GetError())
 		tc.Error = &outcome{Message: msg, Type: "unmeasured", Text: fmt.Sprintf("%s\nexpected: %s\nscope: %s\nerror: %s\n", msg, a.GetExpect(), where, a.GetError())}

@@ -116,7 +116,7 @@ func assertions(w io.Writer, as []*irsv1.AssertionResult) {
 	for _, a := range as {
 		o := report.Outcome(a)
 		n[o]++
-		if o == report.OutcomeFailed || o == report.OutcomeError {
+		if o == report.OutcomeFailed || o == report.OutcomeError || o == report.OutcomeInconclusive {
 			bad = append(bad, a)
 		}
 	}
@@ -127,6 +127,9 @@ func assertions(w io.Writer, as []*irsv1.AssertionResult) {
 	if n[report.OutcomeNotApplicable] > 0 {
 		fmt.Fprintf(w, ", %d not applicable", n[report.OutcomeNotApplicable])
 	}
+	if n[report.OutcomeInconclusive] > 0 {
+		fmt.Fprintf(w, ", %d inconclusive (within the noise of the baseline)", n[report.OutcomeInconclusive])
+	}
 	fmt.Fprint(w, "\n\n")
 	if len(bad) == 0 {
 		return
@@ -134,7 +137,11 @@ func assertions(w io.Writer, as []*irsv1.AssertionResult) {
 	fmt.Fprintln(w, "| | Assertion | Where | Expected | Measured |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, a := range bad {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", icon("failed"), cell(a.GetName()), cell(report.AssertionScope(a)),
+		status := "failed"
+		if report.Outcome(a) == report.OutcomeInconclusive {
+			status = "inconclusive"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", icon(status), cell(a.GetName()), cell(report.AssertionScope(a)),
 			code(a.GetExpect()), cell(report.AssertionMeasured(a)))
 	}
 	fmt.Fprintln(w)
