@@ -44,15 +44,20 @@ func ForAssertions(base *resultfile.File, variant string) func(*irsv1.Assertion,
 // inconclusive, not failed (the report once showed FAIL beside "inconclusive" for the same figure, and such
 // assertions failed 7 of 19 identical-code runs). A run whose only failures were those is then inconclusive.
 func JudgeRelative(f *resultfile.File, reg *irsv1.Regressions) {
-	judge := func(variant string, r *irsv1.WorkflowResult) {
+	judge := func(variant string, r *irsv1.WorkflowResult) (stillFailed bool) {
 		failed, unsure := false, false
 		for _, a := range r.GetAssertions() {
-			if a.GetPassed() || a.GetSkipped() || a.GetError() != "" {
+			if a.GetPassed() || a.GetSkipped() {
+				continue
+			}
+			if a.GetError() != "" { // unmeasured: it fails the run, whatever the noise
+				failed = true
 				continue
 			}
 			exp, err := workflows.ParseExpectation(a.GetExpect())
 			ch := changeOf(reg, variant, a, exp.Metric)
-			if err != nil || !exp.Relative || ch == nil || ch.GetPValue() < Alpha {
+			// Within noise as the figure's own row judges it: unchanged, or beyond its limit but not beyond noise.
+			if err != nil || !exp.Relative || ch == nil || (ch.GetVerdict() != VerdictUnchanged && ch.GetVerdict() != VerdictInconclusive) {
 				failed = true
 				continue
 			}
@@ -63,15 +68,20 @@ func JudgeRelative(f *resultfile.File, reg *irsv1.Regressions) {
 		if unsure && !failed && r.GetStatus() == "failed" {
 			r.Status = StatusInconclusive
 		}
+		return r.GetStatus() == "failed"
 	}
 	if f.Result != nil {
-		judge("", f.Result)
+		judge(VariantName(f.Result), f.Result)
 		return
 	}
+	anyFailed := false
 	for _, v := range f.Comparison.GetVariants() {
 		for _, r := range v.GetRuns() {
-			judge(v.GetName(), r)
+			anyFailed = judge(v.GetName(), r) || anyFailed
 		}
+	}
+	if c := f.Comparison; c.GetStatus() == "failed" && !anyFailed {
+		c.Status = StatusInconclusive // its runs failed by nothing but assertions the noise could not decide
 	}
 }
 

@@ -399,6 +399,8 @@ func TestAttachHeadsFromTheRunsOwnStatus(t *testing.T) {
 		{"failed its own, compared after the fact", "failed", "", failedAssertion, nil, passed, true, "passed", "failed"},
 		{"failed its own, regressed after the fact", "failed", "", failedAssertion, nil, regressed, true, "failed", "failed"},
 		{"invalid, after the fact", "invalid", "", nil, nil, inconclusive, true, "invalid", "invalid"},
+		{"assertions within noise, then regressed", "inconclusive", "", nil, nil, regressed, false, "failed", "inconclusive"},
+		{"assertions within noise, passed after the fact", "inconclusive", "", nil, nil, passed, true, "passed", "inconclusive"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &resultfile.File{Path: "new.json", Result: &irsv1.WorkflowResult{Status: tt.status, OwnStatus: tt.own,
@@ -437,6 +439,8 @@ func TestUngatedPhases(t *testing.T) {
 			t.Errorf("%s %s in %s gated, want not (gate: false)", ch.GetScope(), ch.GetMetric(), ch.GetPhase())
 		case ch.GetVerdict() == baseline.VerdictRegressed || ch.GetVerdict() == baseline.VerdictInconclusive:
 			t.Errorf("%s %s in %s: %s, want at most worse (not gated)", ch.GetScope(), ch.GetMetric(), ch.GetPhase(), ch.GetVerdict())
+		case ch.GetVerdict() == baseline.VerdictWorse && ch.GetPValue() >= baseline.Alpha:
+			t.Errorf("%s %s in %s: worse within noise (p %v), want unchanged", ch.GetScope(), ch.GetMetric(), ch.GetPhase(), ch.GetPValue())
 		default:
 			ungated++
 		}
@@ -461,6 +465,11 @@ func TestInvalidSideCapsARegression(t *testing.T) {
 	r := mustCompare(t, base, slow)
 	if r.GetStatus() != baseline.StatusInconclusive || len(r.GetReasons()) == 0 || !strings.Contains(r.GetReasons()[0], "is invalid") {
 		t.Errorf("status %s, reasons %q; want inconclusive, the run invalid", r.GetStatus(), r.GetReasons())
+	}
+	for _, ch := range r.GetChanges() {
+		if ch.GetVerdict() == baseline.VerdictRegressed {
+			t.Errorf("%s %s in %s regressed on a run that cannot be trusted; want inconclusive", ch.GetScope(), ch.GetMetric(), ch.GetPhase())
+		}
 	}
 }
 

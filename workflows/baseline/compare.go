@@ -107,8 +107,11 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 		ch.Verdict = verdict(ch, workflows.Metric(ch.GetMetric()), limitOf(limits, workflows.Metric(ch.GetMetric())))
 		if ungated[ch.GetPhase()] {
 			ch.Ungated = true
-			if ch.GetVerdict() == VerdictRegressed || ch.GetVerdict() == VerdictInconclusive {
+			switch ch.GetVerdict() {
+			case VerdictRegressed: // beyond noise and the limit: worse, shown
 				ch.Verdict, ch.Reason = VerdictWorse, ""
+			case VerdictInconclusive: // within noise
+				ch.Verdict, ch.Reason = VerdictUnchanged, ""
 			}
 			continue
 		}
@@ -138,6 +141,13 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 	// starved side caps the verdict at inconclusive.
 	if len(out.Reasons) > 0 && (out.Status != StatusRegressed || untrusted) {
 		out.Status = StatusInconclusive
+	}
+	if untrusted { // no figure of an untrusted run regressed: none can say so
+		for _, ch := range out.Changes {
+			if ch.GetVerdict() == VerdictRegressed {
+				ch.Verdict, ch.Reason = VerdictInconclusive, "beyond noise and its limit, but a run compared cannot be trusted"
+			}
+		}
 	}
 	return out, nil
 }
@@ -170,6 +180,9 @@ func IsWarmUp(name string) bool {
 // heads it. A regression fails a run that passed; an inconclusive comparison makes it inconclusive; a run that
 // failed, or could not be trusted, keeps its own status.
 func RunStatus(status string, r *irsv1.Regressions) string {
+	if r.GetStatus() == StatusRegressed && status == StatusInconclusive {
+		return "failed" // a regression stands over assertions the noise could not decide
+	}
 	if status != "passed" || r == nil {
 		return status
 	}
@@ -204,8 +217,8 @@ func Attach(f *resultfile.File, reg *irsv1.Regressions) {
 func AttachVerdict(f *resultfile.File, reg *irsv1.Regressions) {
 	Attach(f, reg)
 	head := func(own string) string {
-		if own == "failed" {
-			own = "passed"
+		if own == "failed" || own == StatusInconclusive {
+			own = "passed" // the run's assertions are its own; after the fact, the comparison is the verdict
 		}
 		return RunStatus(own, reg)
 	}
@@ -242,7 +255,7 @@ func ownStatus(recorded, status string, compared, failed bool) string {
 
 func assertionFailed(r *irsv1.WorkflowResult) bool {
 	for _, a := range r.GetAssertions() {
-		if !a.GetPassed() && !a.GetSkipped() && !a.GetNotApplicable() {
+		if !a.GetPassed() && !a.GetSkipped() && !a.GetNotApplicable() && a.GetInconclusive() == "" {
 			return true
 		}
 	}

@@ -179,7 +179,7 @@ func OwnNote(status, own string) string {
 // AssertionsCount says whether a run's assertions count to its verdict: not when the comparison alone heads it
 // (irs workflow compare, of a run that failed its own).
 func AssertionsCount(status, own string) bool {
-	return !(own == "failed" && status != "failed")
+	return !(own == "failed" && status != "failed" || own == "inconclusive" && status == "passed")
 }
 
 // LimitText is a change's limit as a report shows it: the limit, or that its phase is not gated.
@@ -188,6 +188,17 @@ func LimitText(ch *irsv1.Change) string {
 		return "not gated"
 	}
 	return ch.GetLimit()
+}
+
+// TestedCount is how many of a comparison's figures were tested against noise: the m of the correction.
+func TestedCount(r *irsv1.Regressions) int {
+	n := 0
+	for _, ch := range r.GetChanges() {
+		if ch.GetStandardError() > 0 && ch.GetVerdict() != "missing" {
+			n++
+		}
+	}
+	return n
 }
 
 // PValue formats a p-value for reading.
@@ -228,7 +239,7 @@ func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
 		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), LimitText(ch), Detectable(ch))
 	}
 	t.write(w)
-	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d metrics compared; SEEN FROM: the minimum detectable change, a lone change this large found 8 times in 10 at the noise measured after the correction: smaller changes could pass unseen)\n", r.GetMethod(), len(r.GetChanges()))
+	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d figures tested; SEEN FROM: the minimum detectable change, a lone change this large found 8 times in 10 at the noise measured after the correction: smaller changes could pass unseen)\n", r.GetMethod(), TestedCount(r))
 }
 
 // describeRef says where a reference run came from: "IRS v1.2 on host, 2026-11-24 05:44".

@@ -45,7 +45,7 @@ A workflow's sweep (or --sweep connections=2,4,8) runs it once per value, times 
 With --baseline (a previous result, comparison, or for several workflows a previous suite's run directory),
 the run is compared with it: per service, edge, phase and metric, what changed beyond noise; a change beyond
 its limit (--max-regression) fails the run (exit 3), as do assertions relative to the baseline
-("p99 < baseline * 1.10"). A baseline of another workflow, topology, timeline or time scale is refused (exit 2).
+("p99 < baseline * 1.10") that fail beyond the figure's noise (within it they are inconclusive, exit 5). A baseline of another workflow, topology, timeline or time scale is refused (exit 2).
 
 Several files (or a directory of them) run one after the other as a suite: each in <run-dir>/<workflow>/, one
 summary, suite.json and one JUnit file; the exit code is the worst of the runs'. Every file is validated before

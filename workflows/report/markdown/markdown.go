@@ -282,7 +282,7 @@ func Regressions(w io.Writer, r *irsv1.Regressions) {
 		fmt.Fprintf(w, "| %s %s | %s | %s | %s | %s | %s | %s | %s |\n", icon(ch.GetVerdict()), cell(ch.GetVerdict()), cell(report.ChangeScope(ch)),
 			cell(b), cell(c), cell(d), cell(report.PValue(ch.GetPValue())), cell(report.LimitText(ch)), cell(report.Detectable(ch)))
 	}
-	fmt.Fprintf(w, "\n<sub>%s; p-values adjusted for the %d metrics compared. Seen from: the minimum detectable change (a lone change this large is found 8 times in 10 at the noise measured, after the correction; smaller ones could pass unseen).</sub>\n\n", md(r.GetMethod()), len(r.GetChanges()))
+	fmt.Fprintf(w, "\n<sub>%s; p-values adjusted for the %d figures tested. Seen from: the minimum detectable change (a lone change this large is found 8 times in 10 at the noise measured, after the correction; smaller ones could pass unseen).</sub>\n\n", md(r.GetMethod()), report.TestedCount(r))
 }
 
 // Comparison writes a comparison of variants: its verdict, and the figures side by side (a sweep: per figure,
