@@ -262,6 +262,9 @@ func TestCompareCommand(t *testing.T) {
 	invalid.Status = "invalid"
 	invalid.Saturation = []*irsv1.Saturation{{Service: "loadgen", Phase: "kill", LagMs: 340}}
 	invalidPath := writeJSON(t, dir, "invalid.json", invalid)
+	compared := readResult(t, slow) // as `run --baseline` left it: its first comparison inconclusive
+	compared.Status, compared.Regressions = "inconclusive", &irsv1.Regressions{Status: "inconclusive"}
+	slowCompared := writeJSON(t, dir, "slow-compared.json", compared)
 	empty := writeJSON(t, dir, "empty.json", &irsv1.Comparison{Schema: "irs.workflow.comparison/v1", Status: "passed",
 		Workflow: passingSlow.GetWorkflow(), Variants: []*irsv1.Variant{{Name: "none"}}})
 	for _, tt := range []struct {
@@ -273,10 +276,17 @@ func TestCompareCommand(t *testing.T) {
 		{"noise", []string{base, noise}, 5, []string{"INCONCLUSIVE", "one run a side", "use --repeat"}},
 		{"regression", []string{base, slow}, 3, []string{"REGRESSED", "loadgen p99", "backend cpu_mcores"}},
 		{"within a lax limit", []string{base, slow, "--max-regression", "p50=100%,p90=100%,p99=100%,cpu_mcores=100%"}, 0, []string{"PASSED", "WORSE"}},
+		{"one limit keeps the other gates", []string{base, slow, "--max-regression", "p99=50%"}, 3, []string{"REGRESSED", "backend cpu_mcores", "loadgen p50"}},
+		{"a gate off by name", []string{base, slow, "--max-regression", "p99=100%,p50=off,p90=off,cpu_mcores=off"}, 0, []string{"PASSED"}},
+		{"a limit given twice", []string{base, slow, "--max-regression", "p99=5%,p99=off"}, 2, []string{"--max-regression: p99: given twice"}},
 		{"junit", []string{base, slow, "--format", "junit"}, 3, []string{`<failure message="loadgen p99 regressed beyond 10%`}},
 		{"markdown", []string{base, slow, "--format", "markdown"}, 3, []string{"**Against baseline**", "❌ regressed", "Seen from"}},
 		{"markdown headline", []string{base, slowPassed, "--format", "markdown"}, 3, []string{"### ❌ shop: FAILED"}},
 		{"text headline", []string{base, slowPassed}, 3, []string{"REGRESSED"}},
+		{"a run compared before", []string{base, slowCompared, "--format", "markdown"}, 3, []string{"### ❌ shop: FAILED", "❌ regressed"}},
+		{"a run compared before, text", []string{base, slowCompared}, 3, []string{"REGRESSED"}},
+		{"against itself", []string{base, base, "--format", "markdown"}, 0, []string{"### ✅ shop: PASSED", "the run's own: FAILED", "✅ PASSED — 136 unchanged"}},
+		{"against itself, junit", []string{base, base, "--format", "junit"}, 0, []string{`failures="0"`, "not part of this comparison"}},
 		{"invalid run", []string{base, invalidPath}, 5, []string{"INCONCLUSIVE", "is invalid: loadgen fell 340 ms behind its schedule in kill"}},
 		{"zero runs", []string{base, empty}, 2, []string{"has no run that measured anything"}},
 		{"NaN limit", []string{base, slow, "--max-regression", "p99=NaN%"}, 2, []string{`--max-regression: p99: invalid percentage "NaN%"`}},

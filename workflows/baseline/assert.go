@@ -2,6 +2,7 @@ package baseline
 
 import (
 	"fmt"
+	"math"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -36,4 +37,72 @@ func ForAssertions(base *resultfile.File, variant string) func(*irsv1.Assertion,
 		}
 		return median(vals), nil
 	}
+}
+
+// JudgeRelative takes the noise into account in a run's assertions relative to its baseline, once the
+// comparison reg is made: one that failed by a change of its figure the comparison finds within noise is
+// inconclusive, not failed (the report once showed FAIL beside "inconclusive" for the same figure, and such
+// assertions failed 7 of 19 identical-code runs). A run whose only failures were those is then inconclusive.
+func JudgeRelative(f *resultfile.File, reg *irsv1.Regressions) {
+	judge := func(variant string, r *irsv1.WorkflowResult) (stillFailed bool) {
+		failed, unsure := false, false
+		for _, a := range r.GetAssertions() {
+			if a.GetPassed() || a.GetSkipped() {
+				continue
+			}
+			if a.GetError() != "" { // unmeasured: it fails the run, whatever the noise
+				failed = true
+				continue
+			}
+			exp, err := workflows.ParseExpectation(a.GetExpect())
+			ch := changeOf(reg, variant, a, exp.Metric)
+			// Within noise as the figure's own row judges it: unchanged, or beyond its limit but not beyond noise.
+			if err != nil || !exp.Relative || ch == nil || (ch.GetVerdict() != VerdictUnchanged && ch.GetVerdict() != VerdictInconclusive) {
+				failed = true
+				continue
+			}
+			a.Inconclusive = fmt.Sprintf("%s moved %s against the baseline, within its noise (p %.2f; %s)",
+				exp.Metric, workflows.FormatAmount(exp.Metric, ch.GetDelta()), ch.GetPValue(), detectableText(ch, exp.Metric))
+			unsure = true
+		}
+		if unsure && !failed && r.GetStatus() == "failed" {
+			r.Status = StatusInconclusive
+		}
+		return r.GetStatus() == "failed"
+	}
+	if f.Result != nil {
+		judge(VariantName(f.Result), f.Result)
+		return
+	}
+	anyFailed := false
+	for _, v := range f.Comparison.GetVariants() {
+		for _, r := range v.GetRuns() {
+			anyFailed = judge(v.GetName(), r) || anyFailed
+		}
+	}
+	if c := f.Comparison; c.GetStatus() == "failed" && !anyFailed {
+		c.Status = StatusInconclusive // its runs failed by nothing but assertions the noise could not decide
+	}
+}
+
+// changeOf is the comparison's change of an assertion's figure (nil: none).
+func changeOf(reg *irsv1.Regressions, variant string, a *irsv1.AssertionResult, m workflows.Metric) *irsv1.Change {
+	phase := a.GetPhase()
+	if phase == "" {
+		phase = TotalPhase
+	}
+	for _, ch := range reg.GetChanges() {
+		if ch.GetScope() == a.GetScope() && ch.GetPhase() == phase && ch.GetMetric() == string(m) &&
+			(ch.GetVariant() == variant || ch.GetVariant() == "") && ch.GetVerdict() != VerdictMissing {
+			return ch
+		}
+	}
+	return nil
+}
+
+func detectableText(ch *irsv1.Change, m workflows.Metric) string {
+	if math.IsInf(ch.GetMinimumDetectable(), 1) || ch.GetMinimumDetectable() == 0 {
+		return "its noise could not be measured"
+	}
+	return "changes under " + workflows.FormatAmount(m, ch.GetMinimumDetectable()) + " cannot be told from it"
 }

@@ -69,6 +69,7 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 		}
 	}
 	pairs := 0
+	detections := map[*irsv1.Change]*detection{}
 	for _, c := range cs {
 		b := findSide(bs, c.name)
 		if b == nil && len(bs) == 1 && len(cs) == 1 {
@@ -86,20 +87,34 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 		if len(cs) == 1 && len(bs) == 1 {
 			variant = ""
 		}
-		out.Changes = append(out.Changes, compareSides(variant, *b, c, limits)...)
+		out.Changes = append(out.Changes, compareSides(variant, *b, c, limits, detections)...)
 	}
 	if pairs == 0 {
 		return nil, &IncomparableError{Path: base.Path, Reasons: []string{fmt.Sprintf("no variant in common (baseline: %s; run: %s)", names(bs), names(cs))}}
 	}
 	out.Method = method(bs, cs)
-	adjust(out.Changes)
+	tests := adjust(out.Changes)
+	for ch, d := range detections {
+		d.settle(ch, tests)
+	}
 	judged := 0
 	var inconclusive []*irsv1.Change
+	ungated := UngatedPhases(current.Workflow())
 	for _, ch := range out.Changes {
 		if ch.GetVerdict() == VerdictMissing {
 			continue
 		}
 		ch.Verdict = verdict(ch, workflows.Metric(ch.GetMetric()), limitOf(limits, workflows.Metric(ch.GetMetric())))
+		if ungated[ch.GetPhase()] {
+			ch.Ungated = true
+			switch ch.GetVerdict() {
+			case VerdictRegressed: // beyond noise and the limit: worse, shown
+				ch.Verdict, ch.Reason = VerdictWorse, ""
+			case VerdictInconclusive: // within noise
+				ch.Verdict, ch.Reason = VerdictUnchanged, ""
+			}
+			continue
+		}
 		judged++
 		switch ch.GetVerdict() {
 		case VerdictRegressed:
@@ -110,6 +125,7 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 	}
 	out.Reasons = append(out.Reasons, invalidRuns(base, "baseline")...)
 	out.Reasons = append(out.Reasons, invalidRuns(current, "run")...)
+	untrusted := len(out.Reasons) > 0
 	if judged == 0 {
 		out.Reasons = append(out.Reasons, "no figure was measured on both sides")
 	}
@@ -121,17 +137,52 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 		out.Reasons = append(out.Reasons, fmt.Sprintf("%s worse by %s (limit %s): %s", changeName(ch),
 			workflows.FormatAmount(workflows.Metric(ch.GetMetric()), math.Abs(ch.GetDelta())), ch.GetLimit(), ch.GetReason()))
 	}
-	// A regression stands whatever else is unsure; otherwise anything unsure makes the whole inconclusive.
-	if out.Status != StatusRegressed && len(out.Reasons) > 0 {
+	// A regression stands whatever else is unsure, but not on a run that cannot be trusted: an invalid or
+	// starved side caps the verdict at inconclusive.
+	if len(out.Reasons) > 0 && (out.Status != StatusRegressed || untrusted) {
 		out.Status = StatusInconclusive
 	}
+	if untrusted { // no figure of an untrusted run regressed: none can say so
+		for _, ch := range out.Changes {
+			if ch.GetVerdict() == VerdictRegressed {
+				ch.Verdict, ch.Reason = VerdictInconclusive, "beyond noise and its limit, but a run compared cannot be trusted"
+			}
+		}
+	}
 	return out, nil
+}
+
+// UngatedPhases are the phases of wf whose figures a comparison shows without gating on them: those with gate
+// false, and warm-ups (by name) without gate true. The first seconds of a run move with how its processes,
+// connections and caches warm: identical runs' warm-up p50 differed by 63.5 %, and were called regressions.
+func UngatedPhases(wf *irsv1.Workflow) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range wf.GetPhases() {
+		if p.Gate != nil {
+			out[p.GetName()] = !p.GetGate()
+			continue
+		}
+		out[p.GetName()] = IsWarmUp(p.GetName())
+	}
+	return out
+}
+
+// IsWarmUp says whether a phase's name makes it a warm-up: warm-up, warmup or warm_up, in any case.
+func IsWarmUp(name string) bool {
+	switch strings.ToLower(name) {
+	case "warm-up", "warmup", "warm_up":
+		return true
+	}
+	return false
 }
 
 // RunStatus is the status of a run (or comparison) once compared with its baseline: the comparison's verdict
 // heads it. A regression fails a run that passed; an inconclusive comparison makes it inconclusive; a run that
 // failed, or could not be trusted, keeps its own status.
 func RunStatus(status string, r *irsv1.Regressions) string {
+	if r.GetStatus() == StatusRegressed && status == StatusInconclusive {
+		return "failed" // a regression stands over assertions the noise could not decide
+	}
 	if status != "passed" || r == nil {
 		return status
 	}
@@ -145,15 +196,81 @@ func RunStatus(status string, r *irsv1.Regressions) string {
 }
 
 // Attach attaches a comparison with a baseline to the run or comparison it was made of, whose status it then
-// heads (RunStatus).
+// heads (RunStatus) from the run's own status: a run made with --baseline and compared again is judged by the
+// second comparison, not by the first's verdict (its markdown once read INCONCLUSIVE while its text and exit
+// code said REGRESSED).
 func Attach(f *resultfile.File, reg *irsv1.Regressions) {
-	if f.Comparison != nil {
-		f.Comparison.Regressions = reg
-		f.Comparison.Status = RunStatus(f.Comparison.GetStatus(), reg)
+	if c := f.Comparison; c != nil {
+		c.OwnStatus = ownStatus(c.GetOwnStatus(), c.GetStatus(), c.GetRegressions() != nil, comparisonFailed(c))
+		c.Regressions, c.Status = reg, RunStatus(c.GetOwnStatus(), reg)
 		return
 	}
-	f.Result.Regressions = reg
-	f.Result.Status = RunStatus(f.Result.GetStatus(), reg)
+	r := f.Result
+	r.OwnStatus = ownStatus(r.GetOwnStatus(), r.GetStatus(), r.GetRegressions() != nil, assertionFailed(r))
+	r.Regressions, r.Status = reg, RunStatus(r.GetOwnStatus(), reg)
+}
+
+// AttachVerdict attaches a comparison as Attach does, for `irs workflow compare`: there the comparison is the
+// verdict, so it heads the status alone (a run that failed its own assertions passes a comparison it passes);
+// the run's own status stays in own_status, and a run that cannot be trusted keeps it (its comparison is
+// inconclusive).
+func AttachVerdict(f *resultfile.File, reg *irsv1.Regressions) {
+	Attach(f, reg)
+	head := func(own string) string {
+		if own == "failed" || own == StatusInconclusive {
+			own = "passed" // the run's assertions are its own; after the fact, the comparison is the verdict
+		}
+		return RunStatus(own, reg)
+	}
+	if c := f.Comparison; c != nil {
+		c.Status = head(c.GetOwnStatus())
+		return
+	}
+	f.Result.Status = head(f.Result.GetOwnStatus())
+}
+
+// OwnStatus is a run's (or comparison's) own status, whatever comparison heads its status.
+func OwnStatus(f *resultfile.File) string {
+	if c := f.Comparison; c != nil {
+		return ownStatus(c.GetOwnStatus(), c.GetStatus(), c.GetRegressions() != nil, comparisonFailed(c))
+	}
+	r := f.Result
+	return ownStatus(r.GetOwnStatus(), r.GetStatus(), r.GetRegressions() != nil, assertionFailed(r))
+}
+
+// ownStatus is the status before any comparison: the one recorded, or, for a file compared before own_status
+// was (a comparison attached, none recorded), the status less the comparison's part: failed when an assertion
+// failed, else passed.
+func ownStatus(recorded, status string, compared, failed bool) string {
+	switch {
+	case recorded != "":
+		return recorded
+	case !compared || (status != "failed" && status != StatusInconclusive):
+		return status
+	case failed:
+		return "failed"
+	}
+	return "passed"
+}
+
+func assertionFailed(r *irsv1.WorkflowResult) bool {
+	for _, a := range r.GetAssertions() {
+		if !a.GetPassed() && !a.GetSkipped() && !a.GetNotApplicable() && a.GetInconclusive() == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func comparisonFailed(c *irsv1.Comparison) bool {
+	for _, v := range c.GetVariants() {
+		for _, r := range v.GetRuns() {
+			if r.GetStatus() == "failed" || assertionFailed(r) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // maxReasons is how many inconclusive figures a comparison names (the changes list them all).
@@ -280,7 +397,7 @@ func method(bs, cs []side) string {
 }
 
 // compareSides compares every phase, scope and metric the two sides measured.
-func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit) []*irsv1.Change {
+func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit, detections map[*irsv1.Change]*detection) []*irsv1.Change {
 	var out []*irsv1.Change
 	for _, phase := range phaseNames(c.runs[0]) {
 		bm, cm := measurements(b.runs, phase), measurements(c.runs, phase)
@@ -302,7 +419,9 @@ func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit) []
 				ch.Relative = ch.Delta / ch.Base
 			}
 			ch.BaseSamples, ch.CurrentSamples = uint32(bv.seconds), uint32(cv.seconds)
-			judgeNoise(ch, k.metric, bv, cv)
+			if d := judgeNoise(ch, k.metric, bv, cv); d != nil {
+				detections[ch] = d
+			}
 			out = append(out, ch)
 		}
 	}
@@ -311,8 +430,9 @@ func compareSides(variant string, b, c side, limits []*irsv1.RegressionLimit) []
 
 // adjust replaces the p-values of the changes tested with Benjamini-Hochberg adjusted ones (q-values): a
 // comparison tests a hundred metrics or more, and at alpha 0.05 five of a hundred unchanged ones would pass for
-// changed by chance. Adjusted, pure noise is called a change in about one comparison in twenty, not in most.
-func adjust(changes []*irsv1.Change) {
+// changed by chance. Adjusted, pure noise is called a change in about one comparison in twenty, not in most. It
+// returns how many were tested.
+func adjust(changes []*irsv1.Change) (tests int) {
 	var tested []*irsv1.Change
 	for _, ch := range changes {
 		if ch.GetStandardError() > 0 && ch.GetVerdict() != VerdictMissing {
@@ -326,6 +446,7 @@ func adjust(changes []*irsv1.Change) {
 		q = min(q, tested[i].GetPValue()*m/float64(i+1))
 		tested[i].PValue = q
 	}
+	return len(tested)
 }
 
 // memory are the metrics judged by runs only (see compareSides); memoryAllowance is the change a single run's

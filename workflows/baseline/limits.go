@@ -31,11 +31,52 @@ var floors = map[workflows.Unit]float64{
 	workflows.UnitDuration: 100e-6, workflows.UnitRate: 0.5, workflows.UnitMillicores: 2, workflows.UnitMegabytes: 0.5,
 }
 
+// Limits returns the limits a comparison gates on: DefaultLimits, with overrides (as --max-regression takes
+// them) put over them metric by metric. "<metric>=off" turns a default off: only by name, so that adding one
+// limit never drops the others (it once did: --max-regression p99=5% let a 0 to 29.7 % 5xx change pass).
+func Limits(overrides string) ([]*irsv1.RegressionLimit, error) {
+	out, err := ParseLimits(DefaultLimits)
+	if err != nil {
+		return nil, fmt.Errorf("the default limits: %w", err) // a defect, not the user's
+	}
+	over, off, err := parseLimits(overrides, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range over {
+		if i := slices.IndexFunc(out, func(o *irsv1.RegressionLimit) bool { return o.GetMetric() == l.GetMetric() }); i >= 0 {
+			out[i] = l
+			continue
+		}
+		out = append(out, l)
+	}
+	return slices.DeleteFunc(out, func(l *irsv1.RegressionLimit) bool { return slices.Contains(off, l.GetMetric()) }), nil
+}
+
+// LimitsText says which limits gate, as ParseLimits reads them ("none" for none).
+func LimitsText(limits []*irsv1.RegressionLimit) string {
+	var parts []string
+	for _, l := range limits {
+		parts = append(parts, l.GetMetric()+"="+l.GetText())
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
 // ParseLimits reads limits as --max-regression takes them: "p99=10%,cpu_mcores=15%,5xx_rate=+0.1pp". A
 // percentage is relative to the baseline's value (for rps, the drop); "+<value>" is an absolute increase in the
-// metric's unit ("+5ms", "+20" millicores, "+0.1pp" or "+0.1%" of 5xx rate).
+// metric's unit ("+5ms", "+20" millicores, "+0.1pp" or "+0.1%" of 5xx rate). A metric given twice is refused:
+// which one was meant is not for IRS to guess.
 func ParseLimits(s string) ([]*irsv1.RegressionLimit, error) {
-	var out []*irsv1.RegressionLimit
+	out, _, err := parseLimits(s, false)
+	return out, err
+}
+
+// parseLimits reads limits, and with withOff, the metrics turned off ("p99=off").
+func parseLimits(s string, withOff bool) (out []*irsv1.RegressionLimit, off []string, err error) {
+	seen := map[workflows.Metric]bool{}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -43,20 +84,25 @@ func ParseLimits(s string) ([]*irsv1.RegressionLimit, error) {
 		}
 		name, text, ok := strings.Cut(part, "=")
 		m := workflows.Metric(strings.TrimSpace(name))
+		text = strings.TrimSpace(text)
 		if !ok || !slices.Contains(comparedMetrics, m) {
-			return nil, fmt.Errorf("%q: want <metric>=<limit> with metric one of %s", part, metricList())
+			return nil, nil, fmt.Errorf("%q: want <metric>=<limit> with metric one of %s", part, metricList())
 		}
-		l, err := parseLimit(m, strings.TrimSpace(text))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m, err)
+		if seen[m] {
+			return nil, nil, fmt.Errorf("%s: given twice", m)
 		}
-		if i := slices.IndexFunc(out, func(o *irsv1.RegressionLimit) bool { return o.GetMetric() == l.GetMetric() }); i >= 0 {
-			out[i] = l // the last one given wins, as with flags
+		seen[m] = true
+		if withOff && text == "off" {
+			off = append(off, string(m))
 			continue
+		}
+		l, err := parseLimit(m, text)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", m, err)
 		}
 		out = append(out, l)
 	}
-	return out, nil
+	return out, off, nil
 }
 
 func parseLimit(m workflows.Metric, text string) (*irsv1.RegressionLimit, error) {
@@ -87,7 +133,7 @@ func parseLimit(m workflows.Metric, text string) (*irsv1.RegressionLimit, error)
 		}
 		l.Relative = r / 100
 	default:
-		return nil, fmt.Errorf("%q: want a percentage of the baseline (10%%) or an increase (+5ms, +0.1pp)", text)
+		return nil, fmt.Errorf("%q: want a percentage of the baseline (10%%), an increase (+5ms, +0.1pp) or off", text)
 	}
 	return l, nil
 }

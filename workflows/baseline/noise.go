@@ -240,6 +240,29 @@ func seriesOf(r *irsv1.WorkflowResult, sp scopedPoint, start, end float64) []*ir
 	return slices.Clip(out)
 }
 
+// detection is what a tested change's minimum detectable change is found from.
+type detection struct {
+	metric         workflows.Metric
+	floor, shift   float64 // the smallest change measured, and the load generators' own lateness moved
+	se             float64
+	dist           distuv.StudentsT
+	baseRuns, runs int
+}
+
+// settle sets a change's minimum detectable change (and the reason an inconclusive verdict would give) at the
+// significance the verdict applies to it when tests figures are tested at once: with the Benjamini-Hochberg
+// correction, a lone change is found only below alpha / tests. Printed at alpha alone, it promised 3 to 5 times
+// smaller changes than the verdict could call.
+func (d *detection) settle(ch *irsv1.Change, tests int) {
+	tests = max(tests, 1)
+	ch.MinimumDetectable = max(d.floor, (d.dist.Quantile(1-Alpha/(2*float64(tests)))+d.dist.Quantile(power))*d.se+d.shift)
+	if d.baseRuns < 2 || d.runs < 2 {
+		ch.Reason = fmt.Sprintf("one run a side: changes under %s cannot be told from noise; use --repeat 3 or more", workflows.FormatAmount(d.metric, ch.GetMinimumDetectable()))
+	} else {
+		ch.Reason = fmt.Sprintf("within noise: changes under %s cannot be told from it at %d and %d runs", workflows.FormatAmount(d.metric, ch.GetMinimumDetectable()), d.baseRuns, d.runs)
+	}
+}
+
 // power is the chance at which the minimum detectable change is found beyond noise.
 const power = 0.8
 
@@ -263,7 +286,10 @@ var (
 // whatever differs between runs); with one run, that run's block bootstrap plus the assumed between-run drift. The change is tested with Welch's t test when both sides have
 // runs to measure their spread, a z test otherwise. The reason a verdict would be inconclusive is set too (the
 // verdict keeps it only then).
-func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
+//
+// It returns, for a change it tested, what finds its minimum detectable change once the number of figures tested
+// is known (detection.settle): until then the change's is that of one test alone.
+func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) *detection {
 	unit, _ := workflows.UnitOf(m)
 	nb, nc := len(b.perRun), len(c.perRun)
 	if memory[m] && (nb < 2 || nc < 2) {
@@ -275,7 +301,7 @@ func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
 			ch.PValue = 0
 		}
 		ch.Reason = "one run a side: memory changes under the allowance cannot be told from warm-up; use --repeat 2 or more"
-		return
+		return nil
 	}
 	bse, bmeasured := sideNoise(m, b)
 	cse, cmeasured := sideNoise(m, c)
@@ -316,14 +342,14 @@ func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
 		ch.Noise = "not estimated: a side has fewer than two intervals with samples"
 		ch.MinimumDetectable = math.Inf(1)
 		ch.Reason = "too few intervals with samples to tell a change from noise"
-		return
+		return nil
 	case se == 0:
 		// Both series are constant (an exact rate, a count): any change beyond what is measured is real.
 		ch.MinimumDetectable = rateFloor + math.Abs(shift)
 		if tested > 0 {
 			ch.PValue = 0
 		}
-		return
+		return nil
 	}
 	dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
 	if math.IsInf(df, 1) {
@@ -331,12 +357,9 @@ func judgeNoise(ch *irsv1.Change, m workflows.Metric, b, c measurement) {
 	}
 	ch.StandardError = se
 	ch.PValue = 2 * dist.Survival(tested/se)
-	ch.MinimumDetectable = max(rateFloor, (dist.Quantile(1-Alpha/2)+dist.Quantile(power))*se+math.Abs(shift))
-	if nb < 2 || nc < 2 {
-		ch.Reason = fmt.Sprintf("one run a side: changes under %s cannot be told from noise; use --repeat 3 or more", workflows.FormatAmount(m, ch.GetMinimumDetectable()))
-	} else {
-		ch.Reason = fmt.Sprintf("within noise: changes under %s cannot be told from it at %d and %d runs", workflows.FormatAmount(m, ch.GetMinimumDetectable()), nb, nc)
-	}
+	d := &detection{metric: m, floor: rateFloor, shift: math.Abs(shift), se: se, dist: dist, baseRuns: nb, runs: nc}
+	d.settle(ch, 1)
+	return d
 }
 
 // latenessQuantiles are the latency metrics a load generator's lateness is part of, at the same quantile.

@@ -18,7 +18,7 @@ type runBaseline struct {
 // loadBaseline reads a baseline for a run of wf and refuses one that cannot be compared, before anything
 // starts. A suite (or a suite's run directory) gives the run of the same workflow.
 func (c *Campaign) loadBaseline(ctx context.Context, path, limitText string, wf *irsv1.Workflow, timeScale float64) (*runBaseline, error) {
-	limits, err := baseline.ParseLimits(limitText)
+	limits, err := baseline.Limits(limitText)
 	if err != nil {
 		return nil, invalid(fmt.Errorf("--max-regression: %w", err))
 	}
@@ -66,5 +66,6 @@ func (c *Campaign) compareWithBaseline(base *runBaseline, f *resultfile.File) {
 		c.warn("not compared with the baseline: %v", err)
 		return
 	}
+	baseline.JudgeRelative(f, reg)
 	baseline.Attach(f, reg)
 }

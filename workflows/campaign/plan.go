@@ -15,6 +15,7 @@ import (
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/baseline"
 	"github.com/irs-sim/irs/workflows/compare"
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/report/formats"
@@ -198,7 +199,7 @@ func (c *Campaign) printPlan(p *plan) {
 			len(p.points), len(p.variants), p.opts.Repeat, runs, p.tl.Total, campaignLength(runs, p.tl.Total))
 	}
 	if p.base != nil {
-		fmt.Fprintf(c.Stdout, "baseline: %s (limits %s)\n", p.base.file.Path, p.opts.MaxRegression)
+		fmt.Fprintf(c.Stdout, "baseline: %s (limits %s)\n", p.base.file.Path, baseline.LimitsText(p.base.limits))
 	}
 }
 

@@ -21,6 +21,9 @@ const (
 	OutcomeNotApplicable = "not-applicable"
 	// OutcomeError is an assertion that could not be evaluated (nothing measured in its scope): it fails.
 	OutcomeError = "error"
+	// OutcomeInconclusive is an assertion relative to the baseline that the figure's noise cannot decide:
+	// neither a pass nor a failure.
+	OutcomeInconclusive = "inconclusive"
 )
 
 // Outcome says what became of an assertion.
@@ -30,6 +33,8 @@ func Outcome(a *irsv1.AssertionResult) string {
 		return OutcomeNotApplicable
 	case a.GetSkipped():
 		return OutcomeSkipped
+	case a.GetInconclusive() != "":
+		return OutcomeInconclusive
 	case a.GetError() != "":
 		return OutcomeError
 	case a.GetPassed():
@@ -65,8 +70,12 @@ func AssertionMeasured(a *irsv1.AssertionResult) string {
 	case a.GetError() != "":
 		return a.GetError()
 	case a.Baseline != nil:
-		return fmt.Sprintf("%s (baseline %s, bound %s)", a.GetMeasuredText(), formatMetric(a.GetExpect(), a.GetBaseline()),
+		s := fmt.Sprintf("%s (baseline %s, bound %s)", a.GetMeasuredText(), formatMetric(a.GetExpect(), a.GetBaseline()),
 			formatMetric(a.GetExpect(), a.GetBound()))
+		if a.GetInconclusive() != "" {
+			s += ": inconclusive, " + a.GetInconclusive()
+		}
+		return s
 	}
 	return a.GetMeasuredText()
 }
@@ -158,6 +167,40 @@ func Detectable(ch *irsv1.Change) string {
 	return workflows.FormatAmount(workflows.Metric(ch.GetMetric()), ch.GetMinimumDetectable())
 }
 
+// OwnNote says, when a comparison with a baseline heads a run's status, what the run's own verdict was ("" when
+// they agree or none was attached): "the run's own: FAILED; this verdict is the comparison's".
+func OwnNote(status, own string) string {
+	if own == "" || own == status {
+		return ""
+	}
+	return fmt.Sprintf("the run's own: %s; this verdict is the comparison's with its baseline", strings.ToUpper(own))
+}
+
+// AssertionsCount says whether a run's assertions count to its verdict: not when the comparison alone heads it
+// (irs workflow compare, of a run that failed its own).
+func AssertionsCount(status, own string) bool {
+	return !(own == "failed" && status != "failed" || own == "inconclusive" && status == "passed")
+}
+
+// LimitText is a change's limit as a report shows it: the limit, or that its phase is not gated.
+func LimitText(ch *irsv1.Change) string {
+	if ch.GetUngated() {
+		return "not gated"
+	}
+	return ch.GetLimit()
+}
+
+// TestedCount is how many of a comparison's figures were tested against noise: the m of the correction.
+func TestedCount(r *irsv1.Regressions) int {
+	n := 0
+	for _, ch := range r.GetChanges() {
+		if ch.GetStandardError() > 0 && ch.GetVerdict() != "missing" {
+			n++
+		}
+	}
+	return n
+}
+
 // PValue formats a p-value for reading.
 func PValue(p float64) string {
 	switch {
@@ -193,10 +236,10 @@ func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
 			break
 		}
 		b, c, d := ChangeValues(ch)
-		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), ch.GetLimit(), Detectable(ch))
+		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), LimitText(ch), Detectable(ch))
 	}
 	t.write(w)
-	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d metrics compared; SEEN FROM: the minimum detectable change, found 8 times in 10 at the noise measured: smaller changes could pass unseen)\n", r.GetMethod(), len(r.GetChanges()))
+	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d figures tested; SEEN FROM: the minimum detectable change, a lone change this large found 8 times in 10 at the noise measured after the correction: smaller changes could pass unseen)\n", r.GetMethod(), TestedCount(r))
 }
 
 // describeRef says where a reference run came from: "IRS v1.2 on host, 2026-11-24 05:44".

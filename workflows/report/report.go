@@ -223,6 +223,9 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 	if res.GetError() != "" {
 		fmt.Fprintf(w, " (%s)", res.GetError())
 	}
+	if n := OwnNote(res.GetStatus(), res.GetOwnStatus()); n != "" {
+		fmt.Fprintf(w, " (%s)", n)
+	}
 	if t := res.GetTotal(); res.GetStatus() == "interrupted" && t != nil {
 		fmt.Fprintf(w, " after %.1fs", t.GetEnd())
 	}
@@ -321,7 +324,7 @@ func Summary(w io.Writer, res *irsv1.WorkflowResult, resultPath string) {
 	}
 	fmt.Fprintln(w, "\nassertions:")
 	for _, a := range res.GetAssertions() {
-		verdict := map[string]string{OutcomePassed: "PASS", OutcomeSkipped: "SKIP", OutcomeNotApplicable: "N/A "}[Outcome(a)]
+		verdict := map[string]string{OutcomePassed: "PASS", OutcomeSkipped: "SKIP", OutcomeNotApplicable: "N/A ", OutcomeInconclusive: "INCONCLUSIVE"}[Outcome(a)]
 		if verdict == "" {
 			verdict = "FAIL"
 		}

@@ -43,7 +43,7 @@ comparison's figures are taken again from another phase of its runs (or total: t
 	cmd.Flags().StringVarP(&o.out, "output", "o", "", "write to this file instead of standard output")
 	cmd.Flags().StringVar(&o.base, "baseline", "", "a result or comparison to compare with (the report shows what changed)")
 	cmd.Flags().StringVar(&o.phase, "phase", "", "a comparison: the phase its figures come from (total: the whole run)")
-	cmd.Flags().StringVar(&o.limits, "max-regression", baseline.DefaultLimits, "how much each metric may get worse: metric=10% or metric=+<value>, comma-separated")
+	cmd.Flags().StringVar(&o.limits, "max-regression", "", "how much each metric may get worse, over the defaults ("+baseline.DefaultLimits+"): metric=10% or metric=+<value>, metric=off to turn one off, comma-separated")
 	return cmd
 }
 
@@ -102,7 +102,7 @@ func attachRegressions(ctx context.Context, f *resultfile.File, basePath, limitT
 	if f.Suite != nil {
 		return withExitCode(errors.New("--baseline: compare the runs of a suite one by one, or run the suite with --baseline"), ExitInvalidConfig)
 	}
-	limits, err := baseline.ParseLimits(limitText)
+	limits, err := baseline.Limits(limitText)
 	if err != nil {
 		return withExitCode(fmt.Errorf("--max-regression: %w", err), ExitInvalidConfig)
 	}
@@ -114,7 +114,7 @@ func attachRegressions(ctx context.Context, f *resultfile.File, basePath, limitT
 	if err != nil {
 		return withExitCode(err, ExitInvalidConfig)
 	}
-	baseline.Attach(f, r)
+	baseline.AttachVerdict(f, r) // after the fact, the comparison is the verdict
 	return nil
 }
 
@@ -156,7 +156,7 @@ phases, another time scale), or bad input.`,
 	}
 	cmd.Flags().StringVarP(&o.format, "format", "f", "text", "text (the changes), json (the changes), html, junit or markdown (the new run with its changes)")
 	cmd.Flags().StringVarP(&o.out, "output", "o", "", "write to this file instead of standard output")
-	cmd.Flags().StringVar(&o.limits, "max-regression", baseline.DefaultLimits, "how much each metric may get worse: metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), comma-separated")
+	cmd.Flags().StringVar(&o.limits, "max-regression", "", "how much each metric may get worse, over the defaults ("+baseline.DefaultLimits+"): metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), metric=off to turn one off, comma-separated")
 	return cmd
 }
 
@@ -180,7 +180,7 @@ func (a *app) compare(ctx context.Context, base, cur string, o compareOptions) e
 	if err := a.writeChanges(ctx, f, r, o); err != nil {
 		return err
 	}
-	switch r.GetStatus() {
+	switch r.GetStatus() { // the verdict every format heads with (baseline.AttachVerdict)
 	case baseline.StatusRegressed:
 		return withExitCode(fmt.Errorf("%s regressed against %s: %s", cur, base, report.CountsLine(r)), ExitAssertionFailed)
 	case baseline.StatusInconclusive:

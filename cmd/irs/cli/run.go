@@ -45,7 +45,7 @@ A workflow's sweep (or --sweep connections=2,4,8) runs it once per value, times 
 With --baseline (a previous result, comparison, or for several workflows a previous suite's run directory),
 the run is compared with it: per service, edge, phase and metric, what changed beyond noise; a change beyond
 its limit (--max-regression) fails the run (exit 3), as do assertions relative to the baseline
-("p99 < baseline * 1.10"). A baseline of another workflow, topology, timeline or time scale is refused (exit 2).
+("p99 < baseline * 1.10") that fail beyond the figure's noise (within it they are inconclusive, exit 5). A baseline of another workflow, topology, timeline or time scale is refused (exit 2).
 
 Several files (or a directory of them) run one after the other as a suite: each in <run-dir>/<workflow>/, one
 summary, suite.json and one JUnit file; the exit code is the worst of the runs'. Every file is validated before
@@ -84,7 +84,7 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&c.Phase, "compare-phase", "", "the phase the comparison's figures come from (default: the last phase with actions, else the last; total: the whole run)")
 	f.StringArrayVar(&c.Sweep, "sweep", nil, "sweep a load setting: name=v1,v2,... (rate, connections, request_size, protocol, keepalive; services=a,b limits which generators); repeatable; replaces the workflow's sweep")
 	f.StringVar(&c.Baseline, "baseline", "", "a previous result, comparison or suite run directory to compare the run with")
-	f.StringVar(&c.MaxRegression, "max-regression", baseline.DefaultLimits, "with --baseline: how much each metric may get worse: metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), comma-separated")
+	f.StringVar(&c.MaxRegression, "max-regression", "", "with --baseline: how much each metric may get worse, over the defaults ("+baseline.DefaultLimits+"): metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), metric=off to turn one off, comma-separated")
 	f.StringSliceVar(&c.Reports, "report", []string{"html"}, "reports to write into the run directory: html, junit, markdown, text (none: no report)")
 	o.kube.register(f)
 	f.BoolVar(&o.detach, "detach", false, "kubernetes: run the engine in the cluster, as a Job in the run's namespace, and follow it; "+

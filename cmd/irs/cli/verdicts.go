@@ -121,6 +121,11 @@ func runError(name string, res *irsv1.WorkflowResult, err error) error {
 	case res.GetStatus() == engine.StatusInvalid:
 		return withExitCode(invalidError(res), ExitInvalidRun)
 	case res.GetStatus() == engine.StatusInconclusive:
+		for _, a := range res.GetAssertions() {
+			if a.GetInconclusive() != "" && res.GetRegressions().GetStatus() != baseline.StatusInconclusive {
+				return withExitCode(fmt.Errorf("assertion %s (%s) is inconclusive: %s", report.AssertionLabel(a), a.GetExpect(), a.GetInconclusive()), ExitInvalidRun)
+			}
+		}
 		return withExitCode(inconclusiveError(res.GetRegressions()), ExitInvalidRun)
 	case res.GetStatus() == engine.StatusFailed && res.GetRegressions().GetStatus() == baseline.StatusRegressed:
 		msg := "a metric regressed beyond its limit against the baseline"

@@ -35,6 +35,9 @@ type WorkflowResult struct {
 	// schedule, see saturation; or its figures stand on too little, see invalid), inconclusive (it passed, but its
 	// comparison with a baseline has no verdict), interrupted, error.
 	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The run's own status (its assertions, its validity), as it was before a comparison with a baseline headed
+	// status; empty when none was attached. A second comparison heads it again from this, not from the first's.
+	OwnStatus string `protobuf:"bytes,31,opt,name=own_status,json=ownStatus,proto3" json:"own_status,omitempty"`
 	// What went wrong, for status error.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// The workflow as run (seed filled in).
@@ -143,6 +146,13 @@ func (x *WorkflowResult) GetSchema() string {
 func (x *WorkflowResult) GetStatus() string {
 	if x != nil {
 		return x.Status
+	}
+	return ""
+}
+
+func (x *WorkflowResult) GetOwnStatus() string {
+	if x != nil {
+		return x.OwnStatus
 	}
 	return ""
 }
@@ -2409,8 +2419,12 @@ type AssertionResult struct {
 	// variant with no mesh), a node proxy's where it has none. Never a pass.
 	NotApplicable bool `protobuf:"varint,12,opt,name=not_applicable,json=notApplicable,proto3" json:"not_applicable,omitempty"`
 	// For an assertion relative to the baseline: the baseline's value and the bound it gave.
-	Baseline      *float64 `protobuf:"fixed64,10,opt,name=baseline,proto3,oneof" json:"baseline,omitempty"`
-	Bound         *float64 `protobuf:"fixed64,11,opt,name=bound,proto3,oneof" json:"bound,omitempty"`
+	Baseline *float64 `protobuf:"fixed64,10,opt,name=baseline,proto3,oneof" json:"baseline,omitempty"`
+	Bound    *float64 `protobuf:"fixed64,11,opt,name=bound,proto3,oneof" json:"bound,omitempty"`
+	// An assertion relative to the baseline whose bound the figure passed by less than its noise (the comparison's
+	// change of the figure is not beyond noise): the data cannot tell, so it neither passes nor fails, and the run
+	// is inconclusive; inconclusive says why.
+	Inconclusive  string `protobuf:"bytes,13,opt,name=inconclusive,proto3" json:"inconclusive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2529,14 +2543,24 @@ func (x *AssertionResult) GetBound() float64 {
 	return 0
 }
 
+func (x *AssertionResult) GetInconclusive() string {
+	if x != nil {
+		return x.Inconclusive
+	}
+	return ""
+}
+
 // Comparison is what `irs workflow run --mesh none,envoy [--repeat N]` writes: the same workflow run once per
 // variant (a mesh and sidecar placement) and repetition, interleaved, with each figure's median and spread.
 type Comparison struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "irs.workflow.comparison/v1".
 	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
-	// running, passed, failed (an assertion of some run), interrupted, error.
-	Status      string       `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// running, passed, failed (an assertion of some run), interrupted, error; inconclusive (its comparison with a
+	// baseline has no verdict).
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Its own status before a comparison with a baseline headed status (see WorkflowResult.own_status).
+	OwnStatus   string       `protobuf:"bytes,12,opt,name=own_status,json=ownStatus,proto3" json:"own_status,omitempty"`
 	Workflow    *Workflow    `protobuf:"bytes,3,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	Environment *Environment `protobuf:"bytes,4,opt,name=environment,proto3" json:"environment,omitempty"`
 	Repeat      uint32       `protobuf:"varint,5,opt,name=repeat,proto3" json:"repeat,omitempty"`
@@ -2595,6 +2619,13 @@ func (x *Comparison) GetSchema() string {
 func (x *Comparison) GetStatus() string {
 	if x != nil {
 		return x.Status
+	}
+	return ""
+}
+
+func (x *Comparison) GetOwnStatus() string {
+	if x != nil {
+		return x.OwnStatus
 	}
 	return ""
 }
@@ -3235,7 +3266,10 @@ type Change struct {
 	// assumed", "between 5 and 5 runs").
 	Noise string `protobuf:"bytes,16,opt,name=noise,proto3" json:"noise,omitempty"`
 	// Why the verdict is inconclusive, or "".
-	Reason        string `protobuf:"bytes,17,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,17,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The phase is not gated (Phase.gate: a warm-up by default): the change is shown, its verdict at most
+	// "worse", and it does not decide the comparison.
+	Ungated       bool `protobuf:"varint,18,opt,name=ungated,proto3" json:"ungated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3387,6 +3421,13 @@ func (x *Change) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Change) GetUngated() bool {
+	if x != nil {
+		return x.Ungated
+	}
+	return false
 }
 
 // Suite is what `irs workflow run a.yaml b.yaml` (or a directory) writes as suite.json in its run directory:
@@ -3588,11 +3629,13 @@ var File_irs_v1_result_proto protoreflect.FileDescriptor
 
 const file_irs_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xa6\n" +
+	"\x13irs/v1/result.proto\x12\x06irs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11irs/v1/mesh.proto\x1a\x12irs/v1/stats.proto\x1a\x15irs/v1/workflow.proto\"\xc5\n" +
 	"\n" +
 	"\x0eWorkflowResult\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1d\n" +
+	"\n" +
+	"own_status\x18\x1f \x01(\tR\townStatus\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12,\n" +
 	"\bworkflow\x18\x04 \x01(\v2\x10.irs.v1.WorkflowR\bworkflow\x125\n" +
 	"\venvironment\x18\x05 \x01(\v2\x13.irs.v1.EnvironmentR\venvironment\x12\x12\n" +
@@ -3857,7 +3900,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\tcompleted\x18\x06 \x01(\x03R\tcompleted\x12\x1a\n" +
 	"\brequests\x18\a \x01(\x03R\brequests\x12\x18\n" +
 	"\amissing\x18\b \x03(\tR\amissing\x12+\n" +
-	"\x11intervals_excused\x18\t \x01(\x03R\x10intervalsExcused\"\xec\x02\n" +
+	"\x11intervals_excused\x18\t \x01(\x03R\x10intervalsExcused\"\x90\x03\n" +
 	"\x0fAssertionResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06expect\x18\x02 \x01(\tR\x06expect\x12\x14\n" +
@@ -3871,13 +3914,16 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x0enot_applicable\x18\f \x01(\bR\rnotApplicable\x12\x1f\n" +
 	"\bbaseline\x18\n" +
 	" \x01(\x01H\x00R\bbaseline\x88\x01\x01\x12\x19\n" +
-	"\x05bound\x18\v \x01(\x01H\x01R\x05bound\x88\x01\x01B\v\n" +
+	"\x05bound\x18\v \x01(\x01H\x01R\x05bound\x88\x01\x01\x12\"\n" +
+	"\finconclusive\x18\r \x01(\tR\finconclusiveB\v\n" +
 	"\t_baselineB\b\n" +
-	"\x06_bound\"\x91\x03\n" +
+	"\x06_bound\"\xb0\x03\n" +
 	"\n" +
 	"Comparison\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12,\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1d\n" +
+	"\n" +
+	"own_status\x18\f \x01(\tR\townStatus\x12,\n" +
 	"\bworkflow\x18\x03 \x01(\v2\x10.irs.v1.WorkflowR\bworkflow\x125\n" +
 	"\venvironment\x18\x04 \x01(\v2\x13.irs.v1.EnvironmentR\venvironment\x12\x16\n" +
 	"\x06repeat\x18\x05 \x01(\rR\x06repeat\x12\x18\n" +
@@ -3938,7 +3984,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06metric\x18\x01 \x01(\tR\x06metric\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1a\n" +
 	"\brelative\x18\x03 \x01(\x01R\brelative\x12\x1a\n" +
-	"\babsolute\x18\x04 \x01(\x01R\babsolute\"\xdf\x03\n" +
+	"\babsolute\x18\x04 \x01(\x01R\babsolute\"\xf9\x03\n" +
 	"\x06Change\x12\x18\n" +
 	"\avariant\x18\x01 \x01(\tR\avariant\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x14\n" +
@@ -3957,7 +4003,8 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x0estandard_error\x18\x0e \x01(\x01R\rstandardError\x12-\n" +
 	"\x12minimum_detectable\x18\x0f \x01(\x01R\x11minimumDetectable\x12\x14\n" +
 	"\x05noise\x18\x10 \x01(\tR\x05noise\x12\x16\n" +
-	"\x06reason\x18\x11 \x01(\tR\x06reason\"\xa3\x02\n" +
+	"\x06reason\x18\x11 \x01(\tR\x06reason\x12\x18\n" +
+	"\aungated\x18\x12 \x01(\bR\aungated\"\xa3\x02\n" +
 	"\x05Suite\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1b\n" +

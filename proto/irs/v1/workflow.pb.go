@@ -868,7 +868,11 @@ type Phase struct {
 	Duration string `protobuf:"bytes,2,opt,name=duration,proto3" json:"duration,omitempty"`
 	// What happens during the phase. Each action starts at its `at` (from the start of the phase); actions with
 	// `every` repeat until the phase ends.
-	Actions       []*Action `protobuf:"bytes,3,rep,name=actions,proto3" json:"actions,omitempty"`
+	Actions []*Action `protobuf:"bytes,3,rep,name=actions,proto3" json:"actions,omitempty"`
+	// Whether a comparison with a baseline gates on the phase's figures (a change beyond its limit regresses the
+	// run). Default: every phase but a warm-up (a phase named warm-up, warmup or warm_up), whose figures move with
+	// how the processes, connections and caches warm and are shown, not gated.
+	Gate          *bool `protobuf:"varint,4,opt,name=gate,proto3,oneof" json:"gate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -922,6 +926,13 @@ func (x *Phase) GetActions() []*Action {
 		return x.Actions
 	}
 	return nil
+}
+
+func (x *Phase) GetGate() bool {
+	if x != nil && x.Gate != nil {
+		return *x.Gate
+	}
+	return false
 }
 
 // Action is one thing that happens, or a group of them: exactly one of load, kill, configure, scale, link,
@@ -1953,11 +1964,13 @@ const file_irs_v1_workflow_proto_rawDesc = "" +
 	"\aService\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\breplicas\x18\x02 \x01(\rR\breplicas\x12,\n" +
-	"\x06worker\x18\x03 \x01(\v2\x14.irs.v1.WorkerConfigR\x06worker\"a\n" +
+	"\x06worker\x18\x03 \x01(\v2\x14.irs.v1.WorkerConfigR\x06worker\"\x83\x01\n" +
 	"\x05Phase\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bduration\x18\x02 \x01(\tR\bduration\x12(\n" +
-	"\aactions\x18\x03 \x03(\v2\x0e.irs.v1.ActionR\aactions\"\x8d\x04\n" +
+	"\aactions\x18\x03 \x03(\v2\x0e.irs.v1.ActionR\aactions\x12\x17\n" +
+	"\x04gate\x18\x04 \x01(\bH\x00R\x04gate\x88\x01\x01B\a\n" +
+	"\x05_gate\"\x8d\x04\n" +
 	"\x06Action\x12\x0e\n" +
 	"\x02at\x18\x01 \x01(\tR\x02at\x12\x14\n" +
 	"\x05every\x18\x02 \x01(\tR\x05every\x12\x14\n" +
@@ -2135,6 +2148,7 @@ func file_irs_v1_workflow_proto_init() {
 	file_irs_v1_config_proto_init()
 	file_irs_v1_mesh_proto_init()
 	file_irs_v1_underlay_proto_init()
+	file_irs_v1_workflow_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

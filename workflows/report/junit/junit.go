@@ -64,7 +64,7 @@ type outcome struct {
 
 // Result writes a run as a JUnit file of one test suite.
 func Result(w io.Writer, res *irsv1.WorkflowResult) error {
-	return write(w, res.GetWorkflow().GetName(), []testSuite{runSuite(res, res.GetWorkflow().GetName())})
+	return write(w, res.GetWorkflow().GetName(), []testSuite{runSuite(res, res.GetWorkflow().GetName(), report.AssertionsCount(res.GetStatus(), res.GetOwnStatus()))})
 }
 
 // Comparison writes a comparison: a test suite per run of each variant, and one for the comparison against a
@@ -75,9 +75,10 @@ func Comparison(w io.Writer, c *irsv1.Comparison) error {
 
 func comparisonSuites(c *irsv1.Comparison) []testSuite {
 	var suites []testSuite
+	count := report.AssertionsCount(c.GetStatus(), c.GetOwnStatus()) // the runs' assertions, as the comparison's verdict takes them
 	for _, v := range c.GetVariants() {
 		for i, r := range v.GetRuns() {
-			suites = append(suites, runSuite(r, fmt.Sprintf("%s [%s#%d]", c.GetWorkflow().GetName(), v.GetName(), i+1)))
+			suites = append(suites, runSuite(r, fmt.Sprintf("%s [%s#%d]", c.GetWorkflow().GetName(), v.GetName(), i+1), count))
 		}
 	}
 	if _, why := compare.Verdict(c); why != "" {
@@ -108,7 +109,7 @@ func Suite(w io.Writer, runs []Run) error {
 	for _, r := range runs {
 		switch {
 		case r.Result != nil:
-			suites = append(suites, runSuite(r.Result, r.Result.GetWorkflow().GetName()))
+			suites = append(suites, runSuite(r.Result, r.Result.GetWorkflow().GetName(), report.AssertionsCount(r.Result.GetStatus(), r.Result.GetOwnStatus())))
 		case r.Comparison != nil:
 			suites = append(suites, comparisonSuites(r.Comparison)...)
 		default:
@@ -131,7 +132,9 @@ func Suite(w io.Writer, runs []Run) error {
 }
 
 // runSuite is the test suite of one run.
-func runSuite(res *irsv1.WorkflowResult, name string) testSuite {
+// runSuite is a run's suite; count says whether its assertions count to the verdict (AssertionsCount): when not,
+// one that did not pass is a skip, so that CI reads what the exit code says.
+func runSuite(res *irsv1.WorkflowResult, name string, count bool) testSuite {
 	class := res.GetWorkflow().GetName()
 	s := testSuite{Name: name, secs: duration(res), Hostname: res.GetEnvironment().GetHostname()}
 	if res.GetStartedAt() != nil {
@@ -150,7 +153,11 @@ func runSuite(res *irsv1.WorkflowResult, name string) testSuite {
 	}
 	s.add(runCase(res, class))
 	for _, a := range res.GetAssertions() {
-		s.add(assertionCase(a, class))
+		tc := assertionCase(a, class)
+		if bad := cmpOr(tc.Failure, tc.Error); !count && bad != nil {
+			tc.Skipped, tc.Failure, tc.Error = &outcome{Message: "did not pass in the run itself (" + bad.Message + "); not part of this comparison's verdict"}, nil, nil
+		}
+		s.add(tc)
 	}
 	if r := res.GetRegressions(); r != nil {
 		s.add(regressionCases(class, r)...)
@@ -192,6 +199,10 @@ func assertionCase(a *irsv1.AssertionResult, class string) testCase {
 	switch report.Outcome(a) {
 	case report.OutcomeSkipped, report.OutcomeNotApplicable:
 		tc.Skipped = &outcome{Message: a.GetMeasuredText()}
+	case report.OutcomeInconclusive:
+		// Neither a pass nor a failure: the data cannot tell, which CI must not read as green.
+		msg := fmt.Sprintf("%s: %s is inconclusive: %s", where, a.GetExpect(), a.GetInconclusive())
+		tc.Error = &outcome{Message: msg, Type: "inconclusive", Text: fmt.Sprintf("%s\nmeasured: %s\n", msg, report.AssertionMeasured(a))}
 	case report.OutcomeError:
 		msg := fmt.Sprintf("%s: %s could not be measured: %s", where, a.GetExpect(), a.GetError())
 		tc.Error = &outcome{Message: msg, Type: "unmeasured", Text: fmt.Sprintf("%s\nexpected: %s\nscope: %s\nerror: %s\n", msg, a.GetExpect(), where, a.GetError())}
@@ -312,4 +323,14 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// cmpOr is the first outcome set.
+func cmpOr(outcomes ...*outcome) *outcome {
+	for _, o := range outcomes {
+		if o != nil {
+			return o
+		}
+	}
+	return nil
 }

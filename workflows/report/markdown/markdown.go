@@ -62,6 +62,9 @@ func code(s string) string {
 // Result writes a run's summary.
 func Result(w io.Writer, res *irsv1.WorkflowResult) {
 	fmt.Fprintf(w, "### %s %s: %s\n\n", icon(res.GetStatus()), md(res.GetWorkflow().GetName()), md(strings.ToUpper(res.GetStatus())))
+	if n := report.OwnNote(res.GetStatus(), res.GetOwnStatus()); n != "" {
+		fmt.Fprintf(w, "_%s._\n\n", md(n))
+	}
 	fmt.Fprintf(w, "%s\n\n", md(facts(res)))
 	if res.GetError() != "" {
 		fmt.Fprintf(w, "**Error:** %s\n\n", md(res.GetError()))
@@ -113,7 +116,7 @@ func assertions(w io.Writer, as []*irsv1.AssertionResult) {
 	for _, a := range as {
 		o := report.Outcome(a)
 		n[o]++
-		if o == report.OutcomeFailed || o == report.OutcomeError {
+		if o == report.OutcomeFailed || o == report.OutcomeError || o == report.OutcomeInconclusive {
 			bad = append(bad, a)
 		}
 	}
@@ -124,6 +127,9 @@ func assertions(w io.Writer, as []*irsv1.AssertionResult) {
 	if n[report.OutcomeNotApplicable] > 0 {
 		fmt.Fprintf(w, ", %d not applicable", n[report.OutcomeNotApplicable])
 	}
+	if n[report.OutcomeInconclusive] > 0 {
+		fmt.Fprintf(w, ", %d inconclusive (within the noise of the baseline)", n[report.OutcomeInconclusive])
+	}
 	fmt.Fprint(w, "\n\n")
 	if len(bad) == 0 {
 		return
@@ -131,7 +137,11 @@ func assertions(w io.Writer, as []*irsv1.AssertionResult) {
 	fmt.Fprintln(w, "| | Assertion | Where | Expected | Measured |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, a := range bad {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", icon("failed"), cell(a.GetName()), cell(report.AssertionScope(a)),
+		status := "failed"
+		if report.Outcome(a) == report.OutcomeInconclusive {
+			status = "inconclusive"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", icon(status), cell(a.GetName()), cell(report.AssertionScope(a)),
 			code(a.GetExpect()), cell(report.AssertionMeasured(a)))
 	}
 	fmt.Fprintln(w)
@@ -270,9 +280,9 @@ func Regressions(w io.Writer, r *irsv1.Regressions) {
 		}
 		b, c, d := report.ChangeValues(ch)
 		fmt.Fprintf(w, "| %s %s | %s | %s | %s | %s | %s | %s | %s |\n", icon(ch.GetVerdict()), cell(ch.GetVerdict()), cell(report.ChangeScope(ch)),
-			cell(b), cell(c), cell(d), cell(report.PValue(ch.GetPValue())), cell(ch.GetLimit()), cell(report.Detectable(ch)))
+			cell(b), cell(c), cell(d), cell(report.PValue(ch.GetPValue())), cell(report.LimitText(ch)), cell(report.Detectable(ch)))
 	}
-	fmt.Fprintf(w, "\n<sub>%s; p-values adjusted for the %d metrics compared. Seen from: the minimum detectable change (found 8 times in 10 at the noise measured; smaller ones could pass unseen).</sub>\n\n", md(r.GetMethod()), len(r.GetChanges()))
+	fmt.Fprintf(w, "\n<sub>%s; p-values adjusted for the %d figures tested. Seen from: the minimum detectable change (a lone change this large is found 8 times in 10 at the noise measured, after the correction; smaller ones could pass unseen).</sub>\n\n", md(r.GetMethod()), report.TestedCount(r))
 }
 
 // Comparison writes a comparison of variants: its verdict, and the figures side by side (a sweep: per figure,

@@ -78,6 +78,9 @@ func Result(w io.Writer, res *irsv1.WorkflowResult) error {
 		Assertions: assertionRows(res.GetAssertions()), Regression: regressionRows(res.GetRegressions()),
 		Kills: killRows(res.GetKills(), report.ReplicaNodes(res)), Replicas: replicaRows(res), Faults: report.Faults(res.GetFaults()),
 		Env: environment(res.GetEnvironment(), [2]string{"Load generators", report.LoadgenPlacement(res.GetEnvironment())})}
+	if n := report.OwnNote(res.GetStatus(), res.GetOwnStatus()); n != "" {
+		v.Facts = append(v.Facts, n)
+	}
 	for _, p := range append(append([]*irsv1.PhaseResult{}, res.GetPhases()...), res.GetTotal()) {
 		if p != nil {
 			v.Phases = append(v.Phases, phaseView{Name: p.GetName(), Start: p.GetStart(), End: p.GetEnd(),
@@ -131,7 +134,7 @@ func regressionRows(r *irsv1.Regressions) *regressionView {
 		}
 		b, c, d := report.ChangeValues(ch)
 		v.Rows = append(v.Rows, changeRow{Verdict: ch.GetVerdict(), Change: report.ChangeScope(ch), Base: b, Current: c,
-			Delta: d, P: report.PValue(ch.GetPValue()), Limit: ch.GetLimit(), Detectable: report.Detectable(ch)})
+			Delta: d, P: report.PValue(ch.GetPValue()), Limit: report.LimitText(ch), Detectable: report.Detectable(ch)})
 	}
 	return v
 }
