@@ -67,26 +67,19 @@ func TestCombineLinear(t *testing.T) { combine(t, 20_000) }
 
 // BenchmarkLocateManyKeys and BenchmarkCombine time the two at 1/8 and the whole of their sizes: linear is 8
 // times longer at the whole, quadratic 64.
-func BenchmarkLocateManyKeys(b *testing.B) {
-	for _, n := range []int{50_000 / 8, 50_000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			var took time.Duration
-			for range b.N {
-				took += locateKeys(b, n)
-			}
-			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N), "locate-ns/op")
-		})
-	}
-}
+func BenchmarkLocateManyKeys(b *testing.B) { benchSizes(b, 50_000, "locate-ns/op", locateKeys) }
 
-func BenchmarkCombine(b *testing.B) {
-	for _, n := range []int{20_000 / 8, 20_000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
+func BenchmarkCombine(b *testing.B) { benchSizes(b, 20_000, "combine-ns/op", combine) }
+
+// benchSizes times run at 1/8 and the whole of n, reporting what it measured itself as metric.
+func benchSizes(b *testing.B, n int, metric string, run func(testing.TB, int) time.Duration) {
+	for _, size := range []int{n / 8, n} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
 			var took time.Duration
 			for range b.N {
-				took += combine(b, n)
+				took += run(b, size)
 			}
-			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N), "combine-ns/op")
+			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N), metric)
 		})
 	}
 }
