@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -35,6 +36,11 @@ type Options struct {
 	Sweep []string
 	// Baseline is a result, comparison or suite (run directory) to compare with, MaxRegression the limits.
 	Baseline, MaxRegression string
+	// Against is a base workflow file: the run becomes an interleaved A/B gate of the workflow (the candidate)
+	// against it, of at most MaxRuns runs a side and, when set, TimeBudget.
+	Against    string
+	MaxRuns    int
+	TimeBudget time.Duration
 	// Reports are the report formats written into the run directory at the end.
 	Reports []string
 }
@@ -181,6 +187,9 @@ func (c *Campaign) Run(ctx context.Context, path string, opts Options) Outcome {
 	}
 	if err := c.ready(ctx, p); err != nil {
 		return Outcome{Workflow: p.name(), Err: err}
+	}
+	if p.against != nil {
+		return c.gate(ctx, p)
 	}
 	if len(p.variants) == 1 && opts.Repeat == 1 && len(p.points) == 1 {
 		return c.single(ctx, p, p.variants[0], p.points[0])

@@ -32,6 +32,7 @@ type plan struct {
 	points   []workflows.SweepPoint
 	reports  []string
 	base     *runBaseline
+	against  *abGate // an A/B gate's base
 	backends Backends
 	// Set by ready: whether the progress view rewrites one line, and a comparison's environment.
 	interactive bool
@@ -75,6 +76,11 @@ func (c *Campaign) check(ctx context.Context, path string, opts Options) (*plan,
 	}
 	if opts.Baseline != "" {
 		if p.base, err = c.loadBaseline(ctx, opts.Baseline, opts.MaxRegression, p.wf, opts.TimeScale); err != nil {
+			return p, err
+		}
+	}
+	if opts.Against != "" {
+		if err := c.checkAgainst(ctx, p); err != nil {
 			return p, err
 		}
 	}
@@ -201,6 +207,13 @@ func (c *Campaign) printPlan(p *plan) {
 	if p.base != nil {
 		fmt.Fprintf(c.Stdout, "baseline: %s (limits %s)\n", p.base.file.Path, baseline.LimitsText(p.base.limits))
 	}
+	if g := p.against; g != nil {
+		fmt.Fprintf(c.Stdout, "gate: against %s, interleaved ABBA, 2 to %d runs a side%s (%v each, plus start and stop); limits %s\n",
+			g.path, g.design.MaxRuns, budgetText(p.opts.TimeBudget), p.tl.Total, baseline.LimitsText(g.limits))
+		for _, n := range g.notes {
+			fmt.Fprintf(c.Stdout, "note: %s\n", n)
+		}
+	}
 }
 
 // campaignLength says how long runs of d each last in all, in hours when that is beyond what a time.Duration
@@ -222,6 +235,12 @@ func (c *Campaign) ready(ctx context.Context, p *plan) error {
 	}
 	if p.env, err = p.backends.Prepare(ctx, p.variants); err != nil {
 		return err
+	}
+	if g := p.against; g != nil {
+		g.base.interactive = p.interactive
+		if g.base.env, err = g.base.backends.Prepare(ctx, g.base.variants); err != nil {
+			return err
+		}
 	}
 	if p.opts.RunDir == "" {
 		p.opts.RunDir = filepath.Join("irs-runs", p.wf.GetName()+"-"+time.Now().Format("20060102-150405"))

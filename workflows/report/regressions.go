@@ -216,8 +216,13 @@ func PValue(p float64) string {
 // not noise (up to limit rows; 0 for all).
 func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
 	r = Escaped(r, Inert)
-	fmt.Fprintf(w, "\nagainst baseline %s (%s): %s — %s\n", r.GetBase().GetPath(), describeRef(r.GetBase()),
-		strings.ToUpper(r.GetStatus()), CountsLine(r))
+	seq := r.GetSequential()
+	if seq != nil {
+		fmt.Fprintf(w, "\nA/B gate against %s: %s — %s\n  %s\n", r.GetBase().GetPath(), strings.ToUpper(r.GetStatus()), CountsLine(r), GateLine(seq))
+	} else {
+		fmt.Fprintf(w, "\nagainst baseline %s (%s): %s — %s\n", r.GetBase().GetPath(), describeRef(r.GetBase()),
+			strings.ToUpper(r.GetStatus()), CountsLine(r))
+	}
 	for _, n := range r.GetReasons() {
 		fmt.Fprintf(w, "  inconclusive: %s\n", n)
 	}
@@ -225,21 +230,67 @@ func Regressions(w io.Writer, r *irsv1.Regressions, limit int) {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
 	notable := NotableChanges(r)
+	if len(notable) == 0 && seq != nil {
+		fmt.Fprintf(w, "  every gated figure lies within its limit, none moved beyond noise (%s)\n", r.GetMethod())
+		return
+	}
 	if len(notable) == 0 {
 		fmt.Fprintf(w, "  no change beyond noise (%s)\n", r.GetMethod())
 		return
 	}
 	t := table{header: []string{"VERDICT", "CHANGE", "BASELINE", "NOW", "DELTA", "P", "LIMIT", "SEEN FROM"}, align: "llrrrrlr"}
+	if seq != nil {
+		t.header[5] = "INTERVAL"
+	}
 	for i, ch := range notable {
 		if limit > 0 && i == limit {
 			t.add("...", fmt.Sprintf("and %d more (see the JSON)", len(notable)-limit))
 			break
 		}
 		b, c, d := ChangeValues(ch)
-		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, PValue(ch.GetPValue()), LimitText(ch), Detectable(ch))
+		p := PValue(ch.GetPValue())
+		if seq != nil {
+			p = Interval(ch)
+		}
+		t.add(strings.ToUpper(ch.GetVerdict()), ChangeScope(ch), b, c, d, p, LimitText(ch), Detectable(ch))
 	}
 	t.write(w)
+	if seq != nil {
+		fmt.Fprintf(w, "  (%s; INTERVAL: the change's interval at the gate's level, within the limit to pass, beyond it to regress; SEEN FROM: a change this far beyond the limit is found 8 times in 10 at the noise measured)\n", r.GetMethod())
+		return
+	}
 	fmt.Fprintf(w, "  (%s; p-values adjusted for the %d figures tested; SEEN FROM: the minimum detectable change, a lone change this large found 8 times in 10 at the noise measured after the correction: smaller changes could pass unseen)\n", r.GetMethod(), TestedCount(r))
+}
+
+// GateLine says where an A/B gate stopped: "decided at look 2 of 4, after 3 runs a side (base#1, candidate#1,
+// ...)", or "undecided after 5 runs a side: budget: 5 runs a side".
+func GateLine(seq *irsv1.SequentialGate) string {
+	s := fmt.Sprintf("decided at look %d of %d, after %d runs a side", seq.GetLook(), seq.GetLooks(), seq.GetRuns())
+	if seq.GetStopped() != "" {
+		s = fmt.Sprintf("undecided after %d runs a side (%d of %d gated figures decided): %s", seq.GetRuns(), seq.GetDecided(), seq.GetGated(), seq.GetStopped())
+	}
+	if len(seq.GetOrder()) > 0 {
+		s += "; order " + strings.Join(seq.GetOrder(), ", ")
+	}
+	return s
+}
+
+// Interval formats a gated change's interval: "[-1.2%, +7.5%]" ("-" for a change no gate judged).
+func Interval(ch *irsv1.Change) string {
+	if ch.GetIntervalLow() == 0 && ch.GetIntervalHigh() == 0 {
+		return "-"
+	}
+	m := workflows.Metric(ch.GetMetric())
+	amount := func(v float64) string {
+		switch u, _ := workflows.UnitOf(m); {
+		case u == workflows.UnitRatio:
+			return fmt.Sprintf("%+.2fpp", 100*v)
+		case ch.GetBase() != 0:
+			return fmt.Sprintf("%+.1f%%", 100*v/math.Abs(ch.GetBase()))
+		}
+		return workflows.FormatAmount(m, v)
+	}
+	return fmt.Sprintf("[%s, %s]", amount(ch.GetIntervalLow()), amount(ch.GetIntervalHigh()))
 }
 
 // describeRef says where a reference run came from: "IRS v1.2 on host, 2026-11-24 05:44".

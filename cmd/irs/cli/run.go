@@ -84,7 +84,10 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&c.Phase, "compare-phase", "", "the phase the comparison's figures come from (default: the last phase with actions, else the last; total: the whole run)")
 	f.StringArrayVar(&c.Sweep, "sweep", nil, "sweep a load setting: name=v1,v2,... (rate, connections, request_size, protocol, keepalive; services=a,b limits which generators); repeatable; replaces the workflow's sweep")
 	f.StringVar(&c.Baseline, "baseline", "", "a previous result, comparison or suite run directory to compare the run with")
-	f.StringVar(&c.MaxRegression, "max-regression", "", "with --baseline: how much each metric may get worse, over the defaults ("+baseline.DefaultLimits+"): metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), metric=off to turn one off, comma-separated")
+	f.StringVar(&c.MaxRegression, "max-regression", "", "with --baseline or --against: how much each metric may get worse, over the defaults ("+baseline.DefaultLimits+"): metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), metric=off to turn one off, comma-separated")
+	f.StringVar(&c.Against, "against", "", "a base workflow file: run it and this one interleaved (ABBA) until every gated figure is decided within or beyond its limit (--max-regression), or the budget is spent")
+	f.IntVar(&c.MaxRuns, "max-runs", baseline.DefaultMaxRuns, "with --against: at most this many runs a side")
+	f.DurationVar(&c.TimeBudget, "time-budget", 0, "with --against: start no pair of runs that would end after this (0: no time budget)")
 	f.StringSliceVar(&c.Reports, "report", []string{"html"}, "reports to write into the run directory: html, junit, markdown, text (none: no report)")
 	o.kube.register(f)
 	f.BoolVar(&o.detach, "detach", false, "kubernetes: run the engine in the cluster, as a Job in the run's namespace, and follow it; "+

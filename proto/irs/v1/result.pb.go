@@ -2953,7 +2953,9 @@ type Regressions struct {
 	Notes []string `protobuf:"bytes,9,rep,name=notes,proto3" json:"notes,omitempty"`
 	// Why the comparison is inconclusive ("the run is invalid: ...", "loadgen p99 in steady: one run a side ..."),
 	// in words; empty unless status is inconclusive.
-	Reasons       []string `protobuf:"bytes,10,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	Reasons []string `protobuf:"bytes,10,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	// Set for an interleaved A/B gate (irs workflow run --against): how its runs were ordered and when it decided.
+	Sequential    *SequentialGate `protobuf:"bytes,11,opt,name=sequential,proto3" json:"sequential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3058,6 +3060,129 @@ func (x *Regressions) GetReasons() []string {
 	return nil
 }
 
+func (x *Regressions) GetSequential() *SequentialGate {
+	if x != nil {
+		return x.Sequential
+	}
+	return nil
+}
+
+// SequentialGate is the sequential design of an interleaved A/B gate and where it stopped.
+type SequentialGate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The runs a side behind the decision, and the most the budget allowed.
+	Runs    uint32 `protobuf:"varint,1,opt,name=runs,proto3" json:"runs,omitempty"`
+	MaxRuns uint32 `protobuf:"varint,2,opt,name=max_runs,json=maxRuns,proto3" json:"max_runs,omitempty"`
+	// The look at which the gate stopped (the first is at 2 runs a side), of the looks planned.
+	Look  uint32 `protobuf:"varint,3,opt,name=look,proto3" json:"look,omitempty"`
+	Looks uint32 `protobuf:"varint,4,opt,name=looks,proto3" json:"looks,omitempty"`
+	// The order the runs ran in ("base#1", "candidate#1", "candidate#2", "base#2", ...).
+	Order []string `protobuf:"bytes,5,rep,name=order,proto3" json:"order,omitempty"`
+	// The gated figures, and how many of them were decided (within or beyond their limits).
+	Gated   uint32 `protobuf:"varint,6,opt,name=gated,proto3" json:"gated,omitempty"`
+	Decided uint32 `protobuf:"varint,7,opt,name=decided,proto3" json:"decided,omitempty"`
+	// Why the gate stopped before deciding ("budget: 5 runs a side", "time budget 20m0s", "run base#3 is
+	// invalid: ..."), or "".
+	Stopped string `protobuf:"bytes,8,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	// The design, in words.
+	Design        string `protobuf:"bytes,9,opt,name=design,proto3" json:"design,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SequentialGate) Reset() {
+	*x = SequentialGate{}
+	mi := &file_irs_v1_result_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SequentialGate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SequentialGate) ProtoMessage() {}
+
+func (x *SequentialGate) ProtoReflect() protoreflect.Message {
+	mi := &file_irs_v1_result_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SequentialGate.ProtoReflect.Descriptor instead.
+func (*SequentialGate) Descriptor() ([]byte, []int) {
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SequentialGate) GetRuns() uint32 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+func (x *SequentialGate) GetMaxRuns() uint32 {
+	if x != nil {
+		return x.MaxRuns
+	}
+	return 0
+}
+
+func (x *SequentialGate) GetLook() uint32 {
+	if x != nil {
+		return x.Look
+	}
+	return 0
+}
+
+func (x *SequentialGate) GetLooks() uint32 {
+	if x != nil {
+		return x.Looks
+	}
+	return 0
+}
+
+func (x *SequentialGate) GetOrder() []string {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *SequentialGate) GetGated() uint32 {
+	if x != nil {
+		return x.Gated
+	}
+	return 0
+}
+
+func (x *SequentialGate) GetDecided() uint32 {
+	if x != nil {
+		return x.Decided
+	}
+	return 0
+}
+
+func (x *SequentialGate) GetStopped() string {
+	if x != nil {
+		return x.Stopped
+	}
+	return ""
+}
+
+func (x *SequentialGate) GetDesign() string {
+	if x != nil {
+		return x.Design
+	}
+	return ""
+}
+
 // RunReference names a result or comparison file.
 type RunReference struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -3076,7 +3201,7 @@ type RunReference struct {
 
 func (x *RunReference) Reset() {
 	*x = RunReference{}
-	mi := &file_irs_v1_result_proto_msgTypes[23]
+	mi := &file_irs_v1_result_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3213,7 @@ func (x *RunReference) String() string {
 func (*RunReference) ProtoMessage() {}
 
 func (x *RunReference) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[23]
+	mi := &file_irs_v1_result_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3226,7 @@ func (x *RunReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReference.ProtoReflect.Descriptor instead.
 func (*RunReference) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{23}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RunReference) GetPath() string {
@@ -3174,7 +3299,7 @@ type RegressionLimit struct {
 
 func (x *RegressionLimit) Reset() {
 	*x = RegressionLimit{}
-	mi := &file_irs_v1_result_proto_msgTypes[24]
+	mi := &file_irs_v1_result_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3186,7 +3311,7 @@ func (x *RegressionLimit) String() string {
 func (*RegressionLimit) ProtoMessage() {}
 
 func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[24]
+	mi := &file_irs_v1_result_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3199,7 +3324,7 @@ func (x *RegressionLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegressionLimit.ProtoReflect.Descriptor instead.
 func (*RegressionLimit) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{24}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegressionLimit) GetMetric() string {
@@ -3269,14 +3394,21 @@ type Change struct {
 	Reason string `protobuf:"bytes,17,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The phase is not gated (Phase.gate: a warm-up by default): the change is shown, its verdict at most
 	// "worse", and it does not decide the comparison.
-	Ungated       bool `protobuf:"varint,18,opt,name=ungated,proto3" json:"ungated,omitempty"`
+	Ungated bool `protobuf:"varint,18,opt,name=ungated,proto3" json:"ungated,omitempty"`
+	// The interval of the change (current - base, in the metric's unit) at the gate's level, for a change an
+	// interleaved A/B gate (run --against) judged: it passes when the interval lies within its limit, regresses
+	// when it lies beyond.
+	IntervalLow  float64 `protobuf:"fixed64,19,opt,name=interval_low,json=intervalLow,proto3" json:"interval_low,omitempty"`
+	IntervalHigh float64 `protobuf:"fixed64,20,opt,name=interval_high,json=intervalHigh,proto3" json:"interval_high,omitempty"`
+	// For a gated change left undecided: about how many runs a side would decide it at the noise seen.
+	RunsToDecide  uint32 `protobuf:"varint,21,opt,name=runs_to_decide,json=runsToDecide,proto3" json:"runs_to_decide,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_irs_v1_result_proto_msgTypes[25]
+	mi := &file_irs_v1_result_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3420,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[25]
+	mi := &file_irs_v1_result_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3433,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{25}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Change) GetVariant() string {
@@ -3430,6 +3562,27 @@ func (x *Change) GetUngated() bool {
 	return false
 }
 
+func (x *Change) GetIntervalLow() float64 {
+	if x != nil {
+		return x.IntervalLow
+	}
+	return 0
+}
+
+func (x *Change) GetIntervalHigh() float64 {
+	if x != nil {
+		return x.IntervalHigh
+	}
+	return 0
+}
+
+func (x *Change) GetRunsToDecide() uint32 {
+	if x != nil {
+		return x.RunsToDecide
+	}
+	return 0
+}
+
 // Suite is what `irs workflow run a.yaml b.yaml` (or a directory) writes as suite.json in its run directory:
 // each workflow's outcome, in the order run.
 type Suite struct {
@@ -3450,7 +3603,7 @@ type Suite struct {
 
 func (x *Suite) Reset() {
 	*x = Suite{}
-	mi := &file_irs_v1_result_proto_msgTypes[26]
+	mi := &file_irs_v1_result_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3462,7 +3615,7 @@ func (x *Suite) String() string {
 func (*Suite) ProtoMessage() {}
 
 func (x *Suite) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[26]
+	mi := &file_irs_v1_result_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3475,7 +3628,7 @@ func (x *Suite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suite.ProtoReflect.Descriptor instead.
 func (*Suite) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{26}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Suite) GetSchema() string {
@@ -3548,7 +3701,7 @@ type SuiteRun struct {
 
 func (x *SuiteRun) Reset() {
 	*x = SuiteRun{}
-	mi := &file_irs_v1_result_proto_msgTypes[27]
+	mi := &file_irs_v1_result_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3560,7 +3713,7 @@ func (x *SuiteRun) String() string {
 func (*SuiteRun) ProtoMessage() {}
 
 func (x *SuiteRun) ProtoReflect() protoreflect.Message {
-	mi := &file_irs_v1_result_proto_msgTypes[27]
+	mi := &file_irs_v1_result_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3573,7 +3726,7 @@ func (x *SuiteRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuiteRun.ProtoReflect.Descriptor instead.
 func (*SuiteRun) Descriptor() ([]byte, []int) {
-	return file_irs_v1_result_proto_rawDescGZIP(), []int{27}
+	return file_irs_v1_result_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SuiteRun) GetFile() string {
@@ -3956,7 +4109,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12\x16\n" +
 	"\x06median\x18\x04 \x01(\x01R\x06median\x12\x16\n" +
-	"\x06stddev\x18\x05 \x01(\x01R\x06stddev\"\xd0\x02\n" +
+	"\x06stddev\x18\x05 \x01(\x01R\x06stddev\"\x88\x03\n" +
 	"\vRegressions\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12(\n" +
@@ -3968,7 +4121,20 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\achanges\x18\b \x03(\v2\x0e.irs.v1.ChangeR\achanges\x12\x14\n" +
 	"\x05notes\x18\t \x03(\tR\x05notes\x12\x18\n" +
 	"\areasons\x18\n" +
-	" \x03(\tR\areasons\"\xf6\x01\n" +
+	" \x03(\tR\areasons\x126\n" +
+	"\n" +
+	"sequential\x18\v \x01(\v2\x16.irs.v1.SequentialGateR\n" +
+	"sequential\"\xe1\x01\n" +
+	"\x0eSequentialGate\x12\x12\n" +
+	"\x04runs\x18\x01 \x01(\rR\x04runs\x12\x19\n" +
+	"\bmax_runs\x18\x02 \x01(\rR\amaxRuns\x12\x12\n" +
+	"\x04look\x18\x03 \x01(\rR\x04look\x12\x14\n" +
+	"\x05looks\x18\x04 \x01(\rR\x05looks\x12\x14\n" +
+	"\x05order\x18\x05 \x03(\tR\x05order\x12\x14\n" +
+	"\x05gated\x18\x06 \x01(\rR\x05gated\x12\x18\n" +
+	"\adecided\x18\a \x01(\rR\adecided\x12\x18\n" +
+	"\astopped\x18\b \x01(\tR\astopped\x12\x16\n" +
+	"\x06design\x18\t \x01(\tR\x06design\"\xf6\x01\n" +
 	"\fRunReference\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
 	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x16\n" +
@@ -3984,7 +4150,7 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x06metric\x18\x01 \x01(\tR\x06metric\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1a\n" +
 	"\brelative\x18\x03 \x01(\x01R\brelative\x12\x1a\n" +
-	"\babsolute\x18\x04 \x01(\x01R\babsolute\"\xf9\x03\n" +
+	"\babsolute\x18\x04 \x01(\x01R\babsolute\"\xe7\x04\n" +
 	"\x06Change\x12\x18\n" +
 	"\avariant\x18\x01 \x01(\tR\avariant\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x14\n" +
@@ -4004,7 +4170,10 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\x12minimum_detectable\x18\x0f \x01(\x01R\x11minimumDetectable\x12\x14\n" +
 	"\x05noise\x18\x10 \x01(\tR\x05noise\x12\x16\n" +
 	"\x06reason\x18\x11 \x01(\tR\x06reason\x12\x18\n" +
-	"\aungated\x18\x12 \x01(\bR\aungated\"\xa3\x02\n" +
+	"\aungated\x18\x12 \x01(\bR\aungated\x12!\n" +
+	"\finterval_low\x18\x13 \x01(\x01R\vintervalLow\x12#\n" +
+	"\rinterval_high\x18\x14 \x01(\x01R\fintervalHigh\x12$\n" +
+	"\x0eruns_to_decide\x18\x15 \x01(\rR\frunsToDecide\"\xa3\x02\n" +
 	"\x05Suite\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1b\n" +
@@ -4035,7 +4204,7 @@ func file_irs_v1_result_proto_rawDescGZIP() []byte {
 	return file_irs_v1_result_proto_rawDescData
 }
 
-var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_irs_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_irs_v1_result_proto_goTypes = []any{
 	(*WorkflowResult)(nil),        // 0: irs.v1.WorkflowResult
 	(*DroppedUsage)(nil),          // 1: irs.v1.DroppedUsage
@@ -4060,28 +4229,29 @@ var file_irs_v1_result_proto_goTypes = []any{
 	(*Variant)(nil),               // 20: irs.v1.Variant
 	(*Figure)(nil),                // 21: irs.v1.Figure
 	(*Regressions)(nil),           // 22: irs.v1.Regressions
-	(*RunReference)(nil),          // 23: irs.v1.RunReference
-	(*RegressionLimit)(nil),       // 24: irs.v1.RegressionLimit
-	(*Change)(nil),                // 25: irs.v1.Change
-	(*Suite)(nil),                 // 26: irs.v1.Suite
-	(*SuiteRun)(nil),              // 27: irs.v1.SuiteRun
-	nil,                           // 28: irs.v1.WorkflowResult.ParametersEntry
-	nil,                           // 29: irs.v1.EdgeDamage.ProxyCausesEntry
-	nil,                           // 30: irs.v1.Point.StatusesEntry
-	nil,                           // 31: irs.v1.Point.ErrorsEntry
-	nil,                           // 32: irs.v1.Point.ProxyStatusesEntry
-	nil,                           // 33: irs.v1.Point.ProxyCausesEntry
-	nil,                           // 34: irs.v1.Variant.ParametersEntry
-	(*Workflow)(nil),              // 35: irs.v1.Workflow
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
-	(*Histogram)(nil),             // 37: irs.v1.Histogram
-	(*Mesh)(nil),                  // 38: irs.v1.Mesh
+	(*SequentialGate)(nil),        // 23: irs.v1.SequentialGate
+	(*RunReference)(nil),          // 24: irs.v1.RunReference
+	(*RegressionLimit)(nil),       // 25: irs.v1.RegressionLimit
+	(*Change)(nil),                // 26: irs.v1.Change
+	(*Suite)(nil),                 // 27: irs.v1.Suite
+	(*SuiteRun)(nil),              // 28: irs.v1.SuiteRun
+	nil,                           // 29: irs.v1.WorkflowResult.ParametersEntry
+	nil,                           // 30: irs.v1.EdgeDamage.ProxyCausesEntry
+	nil,                           // 31: irs.v1.Point.StatusesEntry
+	nil,                           // 32: irs.v1.Point.ErrorsEntry
+	nil,                           // 33: irs.v1.Point.ProxyStatusesEntry
+	nil,                           // 34: irs.v1.Point.ProxyCausesEntry
+	nil,                           // 35: irs.v1.Variant.ParametersEntry
+	(*Workflow)(nil),              // 36: irs.v1.Workflow
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*Histogram)(nil),             // 38: irs.v1.Histogram
+	(*Mesh)(nil),                  // 39: irs.v1.Mesh
 }
 var file_irs_v1_result_proto_depIdxs = []int32{
-	35, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
+	36, // 0: irs.v1.WorkflowResult.workflow:type_name -> irs.v1.Workflow
 	10, // 1: irs.v1.WorkflowResult.environment:type_name -> irs.v1.Environment
-	36, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
-	36, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
+	37, // 2: irs.v1.WorkflowResult.started_at:type_name -> google.protobuf.Timestamp
+	37, // 3: irs.v1.WorkflowResult.ended_at:type_name -> google.protobuf.Timestamp
 	15, // 4: irs.v1.WorkflowResult.phases:type_name -> irs.v1.PhaseResult
 	11, // 5: irs.v1.WorkflowResult.events:type_name -> irs.v1.RunEvent
 	12, // 6: irs.v1.WorkflowResult.series:type_name -> irs.v1.Tick
@@ -4090,7 +4260,7 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	9,  // 9: irs.v1.WorkflowResult.saturation:type_name -> irs.v1.Saturation
 	8,  // 10: irs.v1.WorkflowResult.kills:type_name -> irs.v1.KillRecord
 	22, // 11: irs.v1.WorkflowResult.regressions:type_name -> irs.v1.Regressions
-	28, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
+	29, // 12: irs.v1.WorkflowResult.parameters:type_name -> irs.v1.WorkflowResult.ParametersEntry
 	3,  // 13: irs.v1.WorkflowResult.replicas:type_name -> irs.v1.ReplicaRecord
 	4,  // 14: irs.v1.WorkflowResult.faults:type_name -> irs.v1.FaultRecord
 	2,  // 15: irs.v1.WorkflowResult.gaps:type_name -> irs.v1.Gap
@@ -4099,7 +4269,7 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	5,  // 18: irs.v1.FaultRecord.edges:type_name -> irs.v1.EdgeDamage
 	7,  // 19: irs.v1.FaultRecord.before:type_name -> irs.v1.FaultWindow
 	7,  // 20: irs.v1.FaultRecord.after:type_name -> irs.v1.FaultWindow
-	29, // 21: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
+	30, // 21: irs.v1.EdgeDamage.proxy_causes:type_name -> irs.v1.EdgeDamage.ProxyCausesEntry
 	6,  // 22: irs.v1.EdgeDamage.caller_replicas:type_name -> irs.v1.ReplicaErrors
 	14, // 23: irs.v1.FaultWindow.callers:type_name -> irs.v1.Point
 	6,  // 24: irs.v1.FaultWindow.replicas:type_name -> irs.v1.ReplicaErrors
@@ -4108,40 +4278,41 @@ var file_irs_v1_result_proto_depIdxs = []int32{
 	14, // 27: irs.v1.Tick.control_plane:type_name -> irs.v1.Point
 	14, // 28: irs.v1.Tick.node_proxies:type_name -> irs.v1.Point
 	13, // 29: irs.v1.Tick.machine:type_name -> irs.v1.Machine
-	30, // 30: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
-	31, // 31: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
-	37, // 32: irs.v1.Point.latency:type_name -> irs.v1.Histogram
-	32, // 33: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
-	33, // 34: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
-	37, // 35: irs.v1.Point.lateness:type_name -> irs.v1.Histogram
+	31, // 30: irs.v1.Point.statuses:type_name -> irs.v1.Point.StatusesEntry
+	32, // 31: irs.v1.Point.errors:type_name -> irs.v1.Point.ErrorsEntry
+	38, // 32: irs.v1.Point.latency:type_name -> irs.v1.Histogram
+	33, // 33: irs.v1.Point.proxy_statuses:type_name -> irs.v1.Point.ProxyStatusesEntry
+	34, // 34: irs.v1.Point.proxy_causes:type_name -> irs.v1.Point.ProxyCausesEntry
+	38, // 35: irs.v1.Point.lateness:type_name -> irs.v1.Histogram
 	14, // 36: irs.v1.PhaseResult.services:type_name -> irs.v1.Point
 	14, // 37: irs.v1.PhaseResult.edges:type_name -> irs.v1.Point
 	14, // 38: irs.v1.PhaseResult.control_plane:type_name -> irs.v1.Point
 	14, // 39: irs.v1.PhaseResult.node_proxies:type_name -> irs.v1.Point
 	16, // 40: irs.v1.PhaseResult.coverage:type_name -> irs.v1.Coverage
-	35, // 41: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
+	36, // 41: irs.v1.Comparison.workflow:type_name -> irs.v1.Workflow
 	10, // 42: irs.v1.Comparison.environment:type_name -> irs.v1.Environment
 	20, // 43: irs.v1.Comparison.variants:type_name -> irs.v1.Variant
 	19, // 44: irs.v1.Comparison.sweep:type_name -> irs.v1.SweepParameter
 	22, // 45: irs.v1.Comparison.regressions:type_name -> irs.v1.Regressions
-	38, // 46: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
-	34, // 47: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
+	39, // 46: irs.v1.Variant.mesh:type_name -> irs.v1.Mesh
+	35, // 47: irs.v1.Variant.parameters:type_name -> irs.v1.Variant.ParametersEntry
 	0,  // 48: irs.v1.Variant.runs:type_name -> irs.v1.WorkflowResult
 	21, // 49: irs.v1.Variant.figures:type_name -> irs.v1.Figure
-	23, // 50: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
-	23, // 51: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
-	24, // 52: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
-	25, // 53: irs.v1.Regressions.changes:type_name -> irs.v1.Change
-	36, // 54: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
-	10, // 55: irs.v1.Suite.environment:type_name -> irs.v1.Environment
-	36, // 56: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
-	36, // 57: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
-	27, // 58: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	24, // 50: irs.v1.Regressions.base:type_name -> irs.v1.RunReference
+	24, // 51: irs.v1.Regressions.current:type_name -> irs.v1.RunReference
+	25, // 52: irs.v1.Regressions.limits:type_name -> irs.v1.RegressionLimit
+	26, // 53: irs.v1.Regressions.changes:type_name -> irs.v1.Change
+	23, // 54: irs.v1.Regressions.sequential:type_name -> irs.v1.SequentialGate
+	37, // 55: irs.v1.RunReference.started_at:type_name -> google.protobuf.Timestamp
+	10, // 56: irs.v1.Suite.environment:type_name -> irs.v1.Environment
+	37, // 57: irs.v1.Suite.started_at:type_name -> google.protobuf.Timestamp
+	37, // 58: irs.v1.Suite.ended_at:type_name -> google.protobuf.Timestamp
+	28, // 59: irs.v1.Suite.runs:type_name -> irs.v1.SuiteRun
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_irs_v1_result_proto_init() }
@@ -4165,7 +4336,7 @@ func file_irs_v1_result_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_irs_v1_result_proto_rawDesc), len(file_irs_v1_result_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
