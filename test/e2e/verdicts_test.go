@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -108,5 +110,85 @@ phases:
 		if b, err := os.ReadFile(filepath.Join(run.dir, f)); err != nil || !strings.Contains(string(b), "api-1: ") {
 			t.Errorf("%s does not name the replica's missing seconds (%v)", f, err)
 		}
+	}
+}
+
+// gateWorkflow is the workflow of the A/B gate's tests: a server whose latency is mostly its own delay, so that
+// a loaded machine's scheduling moves it by little next to its limits.
+const gateWorkflow = `name: gate
+seed: 7
+services:
+  - name: loadgen
+    worker: {load: {target: server, rate: 100, connections: 16, timeout: 2s}}
+  - name: server
+    replicas: 2
+    worker: {serve: {delay: "lognormal(p50=%s, p99=%s)"}}
+phases:
+  - name: steady
+    duration: 8s
+`
+
+// TestAgainstGate: `irs workflow run NEW --against BASE` runs the two interleaved, ABBA, and decides: unchanged
+// code passes (every gated figure's interval within its limit) and a server 50 % slower regresses, each within
+// the budget of five runs a side, exiting 0 and 3. CPU and memory are not gated here: their noise on a loaded
+// 2-core machine is what make bench-verdicts measures; their statistics are the latencies', unit-tested.
+func TestAgainstGate(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, p50, p99 string) string {
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(fmt.Sprintf(gateWorkflow, p50, p99)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	base, same, slow := write("base", "20ms", "60ms"), write("same", "20ms", "60ms"), write("slow", "30ms", "90ms")
+	for _, tt := range []struct {
+		name, candidate, status string
+		code                    int
+	}{
+		{"unchanged code passes", same, "passed", 0},
+		{"a slower server regresses", slow, "regressed", 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			runDir := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-"))
+			p := command(t, nil, "workflow", "run", tt.candidate, "--against", base, "--run-dir", runDir, "--progress", "off",
+				"--report", "text", "--max-regression", "cpu_mcores=off,rss_mb=off")
+			t.Cleanup(func() {
+				for _, sub := range []string{"base", "candidate"} {
+					for i := 1; i <= 5; i++ {
+						assertNoWorkers(t, filepath.Join(runDir, fmt.Sprintf("%s-%d", sub, i)), 10*time.Second)
+					}
+				}
+			})
+			p.start()
+			if code := p.exitCode(10 * time.Minute); code != tt.code {
+				t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, tt.code, p.stdout, p.stderr)
+			}
+			cmp := readComparison(t, filepath.Join(runDir, "comparison.json"))
+			reg, seq := cmp.GetRegressions(), cmp.GetRegressions().GetSequential()
+			if reg.GetStatus() != tt.status || seq.GetRuns() < 2 || seq.GetRuns() > 5 || seq.GetStopped() != "" {
+				t.Fatalf("gate %s after %d runs a side (stopped: %q); want %s within 2 to 5; reasons %q", reg.GetStatus(), seq.GetRuns(), seq.GetStopped(), tt.status, reg.GetReasons())
+			}
+			// ABBA: base first in odd pairs, the candidate first in even ones.
+			want := []string{"base#1", "candidate#1", "candidate#2", "base#2", "base#3", "candidate#3", "candidate#4", "base#4", "base#5", "candidate#5"}
+			if got := seq.GetOrder(); !slices.Equal(got, want[:len(got)]) || len(got) != 2*int(seq.GetRuns()) {
+				t.Errorf("order %v, want the ABBA order of %d runs a side", got, seq.GetRuns())
+			}
+			if !strings.Contains(p.stdout.String(), "A/B gate against "+base+": "+strings.ToUpper(tt.status)) {
+				t.Errorf("stdout lacks the gate's verdict:\n%s", p.stdout)
+			}
+			for _, ch := range reg.GetChanges() {
+				gated := ch.GetLimit() != "" && !ch.GetUngated()
+				if !gated || ch.GetVerdict() == "missing" {
+					continue
+				}
+				if ch.GetIntervalLow() > ch.GetDelta() || ch.GetIntervalHigh() < ch.GetDelta() {
+					t.Errorf("%s %s: delta %g outside its interval [%g, %g]", ch.GetScope(), ch.GetMetric(), ch.GetDelta(), ch.GetIntervalLow(), ch.GetIntervalHigh())
+				}
+				if tt.status == "regressed" && ch.GetScope() == "server" && ch.GetMetric() == "p50" && ch.GetVerdict() != "regressed" {
+					t.Errorf("server p50 in %s: %s, want regressed (+50 %%)", ch.GetPhase(), ch.GetVerdict())
+				}
+			}
+		})
 	}
 }

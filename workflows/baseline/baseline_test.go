@@ -449,8 +449,9 @@ func TestUngatedPhases(t *testing.T) {
 		t.Errorf("%d ungated changes, %d regressed over the whole run, status %s; want some, some, regressed", ungated, regressed, r.GetStatus())
 	}
 	wf := &irsv1.Workflow{Phases: []*irsv1.Phase{{Name: "warm-up"}, {Name: "WarmUp"}, {Name: "warm_up", Gate: proto.Bool(true)},
-		{Name: "steady"}, {Name: "kill", Gate: proto.Bool(false)}}}
-	want := map[string]bool{"warm-up": true, "WarmUp": true, "warm_up": false, "steady": false, "kill": true}
+		{Name: "steady", Duration: "10s"}, {Name: "kill", Gate: proto.Bool(false)}, {Name: "blip", Duration: "9s"},
+		{Name: "blip-gated", Duration: "5s", Gate: proto.Bool(true)}}}
+	want := map[string]bool{"warm-up": true, "WarmUp": true, "warm_up": false, "steady": false, "kill": true, "blip": true, "blip-gated": false}
 	if got := baseline.UngatedPhases(wf); !maps.Equal(got, want) {
 		t.Errorf("UngatedPhases = %v, want %v", got, want)
 	}

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/irs-sim/irs/internal/units"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/resultfile"
@@ -153,8 +155,9 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 }
 
 // UngatedPhases are the phases of wf whose figures a comparison shows without gating on them: those with gate
-// false, and warm-ups (by name) without gate true. The first seconds of a run move with how its processes,
-// connections and caches warm: identical runs' warm-up p50 differed by 63.5 %, and were called regressions.
+// false, and, without gate true, warm-ups (by name) and phases shorter than MinGatedPhase. The first seconds of
+// a run move with how its processes, connections and caches warm: identical runs' warm-up p50 differed by
+// 63.5 %, and were called regressions; a phase of a few seconds has too few of them to say more than noise.
 func UngatedPhases(wf *irsv1.Workflow) map[string]bool {
 	out := map[string]bool{}
 	for _, p := range wf.GetPhases() {
@@ -162,10 +165,14 @@ func UngatedPhases(wf *irsv1.Workflow) map[string]bool {
 			out[p.GetName()] = !p.GetGate()
 			continue
 		}
-		out[p.GetName()] = IsWarmUp(p.GetName())
+		d, err := units.ParseDuration(p.GetDuration())
+		out[p.GetName()] = IsWarmUp(p.GetName()) || (err == nil && d < MinGatedPhase)
 	}
 	return out
 }
+
+// MinGatedPhase is the shortest phase gated by default (as the workflow states it, before any time scale).
+const MinGatedPhase = 10 * time.Second
 
 // IsWarmUp says whether a phase's name makes it a warm-up: warm-up, warmup or warm_up, in any case.
 func IsWarmUp(name string) bool {

@@ -78,6 +78,13 @@ func Gate(base, cand []*irsv1.WorkflowResult, limits []*irsv1.RegressionLimit, d
 		det.settle(ch, tests)
 	}
 	ungated := UngatedPhases(cand[0].GetWorkflow())
+	// The whole run is shown, not gated, when a phase is: its figures mix the phases', each gated on its own,
+	// and the ungated warm-up's; gating it too would count every figure twice in the correction.
+	for _, ph := range cand[0].GetWorkflow().GetPhases() {
+		if !ungated[ph.GetName()] {
+			ungated[TotalPhase] = true
+		}
+	}
 	var figures []*gateFigure
 	for _, ch := range out.Changes {
 		if ch.GetVerdict() == VerdictMissing {
