@@ -257,7 +257,7 @@ func (d *detection) settle(ch *irsv1.Change, tests int) {
 	tests = max(tests, 1)
 	ch.MinimumDetectable = max(d.floor, (d.dist.Quantile(1-Alpha/(2*float64(tests)))+d.dist.Quantile(power))*d.se+d.shift)
 	if d.baseRuns < 2 || d.runs < 2 {
-		ch.Reason = fmt.Sprintf("one run a side: changes under %s cannot be told from noise; use --repeat 3 or more", workflows.FormatAmount(d.metric, ch.GetMinimumDetectable()))
+		ch.Reason = fmt.Sprintf("one run a side: changes under %s cannot be told from noise (a screen, not a gate: the drift between runs is assumed); to decide, run NEW.yaml --against BASE.yaml, or use --repeat 3 or more", workflows.FormatAmount(d.metric, ch.GetMinimumDetectable()))
 	} else {
 		ch.Reason = fmt.Sprintf("within noise: changes under %s cannot be told from it at %d and %d runs", workflows.FormatAmount(d.metric, ch.GetMinimumDetectable()), d.baseRuns, d.runs)
 	}

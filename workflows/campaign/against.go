@@ -182,6 +182,10 @@ pairs:
 		if reg.GetStatus() != baseline.StatusInconclusive {
 			break
 		}
+		if reg.GetSequential().GetGated() == 0 {
+			stopped = "no gated figure was measured on both sides: more runs would not decide"
+			break
+		}
 	}
 	cmp.Regressions = c.gateVerdict(g, p, reg, cmp, stopped, out)
 	cmp.OwnStatus = engine.StatusPassed

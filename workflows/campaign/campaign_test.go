@@ -95,6 +95,7 @@ func TestRunRefusals(t *testing.T) {
 	file := writeWorkflow(t, dir, "tiny", fmt.Sprintf(tinyWorkflow, "tiny"))
 	byNode := writeWorkflow(t, dir, "by-node", fmt.Sprintf(tinyWorkflow, "by-node")+
 		"    actions: [{configure: {service: bar, node: worker-2, set: {serve: {delay: 50ms}}}}]\n")
+	other := writeWorkflow(t, dir, "other", strings.Replace(fmt.Sprintf(tinyWorkflow, "tiny"), "name: bar", "name: baz", 1))
 	notADir := filepath.Join(dir, "file")
 	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -120,6 +121,14 @@ func TestRunRefusals(t *testing.T) {
 		{name: "baseline", opts: func(o *Options) { o.Baseline = filepath.Join(dir, "none.json") }, invalid: true, want: "--baseline"},
 		{name: "limits", opts: func(o *Options) { o.Baseline, o.MaxRegression = file, "p99=lots" }, invalid: true, want: "--max-regression"},
 		{name: "progress", opts: func(o *Options) { o.Progress = "loud" }, invalid: true, want: `--progress "loud"`},
+		{name: "against and baseline", opts: func(o *Options) { o.Against, o.MaxRuns, o.Baseline = file, 5, file }, invalid: true, want: "--against and --baseline"},
+		{name: "against and repeat", opts: func(o *Options) { o.Against, o.MaxRuns, o.Repeat = file, 5, 3 }, invalid: true, want: "use --max-runs, not --repeat"},
+		{name: "against two meshes", opts: func(o *Options) { o.Against, o.MaxRuns, o.Meshes = file, 5, []string{"none", "envoy"} }, invalid: true, want: "one --mesh"},
+		{name: "max runs", opts: func(o *Options) { o.Against, o.MaxRuns = file, 1 }, invalid: true, want: "--max-runs 1: want 2 to 100"},
+		{name: "time budget", opts: func(o *Options) { o.Against, o.MaxRuns, o.TimeBudget = file, 5, -time.Second }, invalid: true, want: "--time-budget -1s"},
+		{name: "against no such file", opts: func(o *Options) { o.Against, o.MaxRuns = filepath.Join(dir, "none.yaml"), 5 }, invalid: true, want: "--against: "},
+		{name: "against an incomparable workflow", opts: func(o *Options) { o.Against, o.MaxRuns = other, 5 }, invalid: true, want: "--against: baseline " + other + " cannot be compared: the services differ"},
+		{name: "against limits", opts: func(o *Options) { o.Against, o.MaxRuns, o.MaxRegression = file, 5, "p99=5%,p99=off" }, invalid: true, want: "--max-regression: p99: given twice"},
 		{name: "result", opts: func(o *Options) { o.Result = filepath.Join(notADir, "result.json") }, invalid: true, want: "--result"},
 		{name: "run directory", opts: func(o *Options) { o.RunDir = filepath.Join(notADir, "run") }, invalid: true, want: "--run-dir"},
 		{name: "the backends' settings", ctorErr: errCluster, want: "no cluster"},
@@ -309,5 +318,42 @@ func TestCampaignLength(t *testing.T) {
 		if got := campaignLength(tt.runs, tt.d); got != tt.want {
 			t.Errorf("campaignLength(%d, %v) = %q, want %q", tt.runs, tt.d, got, tt.want)
 		}
+	}
+}
+
+// TestGateEndsWithoutData: an A/B gate runs ABBA, and looks after the second pair; runs in which no gated
+// figure was measured (these fakes serve nothing) end it there, inconclusive, saying so, with the comparison of
+// what ran written.
+func TestGateEndsWithoutData(t *testing.T) {
+	dir := t.TempDir()
+	file := writeWorkflow(t, dir, "tiny", fmt.Sprintf(tinyWorkflow, "tiny"))
+	runDir := filepath.Join(dir, "run")
+	opts := testOptions(runDir)
+	opts.Against, opts.MaxRuns = file, 5
+	backends := &fakeBackends{}
+	var stdout, stderr bytes.Buffer
+	o := testCampaign(backends, &stdout, &stderr).Run(t.Context(), file, opts)
+	if o.Err != nil || o.OutputErr != nil {
+		t.Fatalf("Run: %v, %v", o.Err, o.OutputErr)
+	}
+	var dirs []string
+	for _, m := range backends.made {
+		dirs = append(dirs, filepath.Base(m.dir))
+	}
+	if want := []string{"base-1", "candidate-1", "candidate-2", "base-2"}; !slices.Equal(dirs, want) {
+		t.Fatalf("runs in %q, want %q", dirs, want)
+	}
+	c := comparisonOf(o.File)
+	reg := c.GetRegressions()
+	if c.GetStatus() != "inconclusive" || reg.GetStatus() != "inconclusive" || !strings.HasPrefix(reg.GetSequential().GetStopped(), "no gated figure was measured") ||
+		!slices.Equal(reg.GetSequential().GetOrder(), []string{"base#1", "candidate#1", "candidate#2", "base#2"}) || o.Result.GetStatus() != "inconclusive" {
+		t.Errorf("status %s, gate %s, stopped %q, order %q; want inconclusive after 2 runs a side, nothing gated", c.GetStatus(), reg.GetStatus(),
+			reg.GetSequential().GetStopped(), reg.GetSequential().GetOrder())
+	}
+	if f, err := resultfile.Read(t.Context(), filepath.Join(runDir, "comparison.json")); err != nil || f.Comparison.GetRegressions().GetSequential() == nil {
+		t.Errorf("comparison.json: %v; want the gate in it", err)
+	}
+	if !strings.Contains(stdout.String(), "A/B gate against "+file+": INCONCLUSIVE") || !strings.Contains(stdout.String(), "undecided after 2 runs a side") {
+		t.Errorf("stdout lacks the gate's verdict:\n%s", stdout.String())
 	}
 }

@@ -74,13 +74,13 @@ func (c *Campaign) check(ctx context.Context, path string, opts Options) (*plan,
 	if p.reports, err = formats.Parse(opts.Reports); err != nil {
 		return p, invalid(err)
 	}
-	if opts.Baseline != "" {
-		if p.base, err = c.loadBaseline(ctx, opts.Baseline, opts.MaxRegression, p.wf, opts.TimeScale); err != nil {
+	if opts.Against != "" {
+		if err := c.checkAgainst(ctx, p); err != nil {
 			return p, err
 		}
 	}
-	if opts.Against != "" {
-		if err := c.checkAgainst(ctx, p); err != nil {
+	if opts.Baseline != "" {
+		if p.base, err = c.loadBaseline(ctx, opts.Baseline, opts.MaxRegression, p.wf, opts.TimeScale); err != nil {
 			return p, err
 		}
 	}
