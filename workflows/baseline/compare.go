@@ -61,6 +61,16 @@ func Compare(base, current *resultfile.File, limits []*irsv1.RegressionLimit) (*
 	out := &irsv1.Regressions{Schema: Schema, Status: StatusPassed, Base: reference(base), Current: reference(current),
 		Limits: limits, Alpha: Alpha, Notes: append(notes, environmentNotes(base, current)...)}
 	bs, cs := sidesOf(base), sidesOf(current)
+	sides := map[string][]*irsv1.WorkflowResult{}
+	for _, s := range bs {
+		sides["the baseline"] = append(sides["the baseline"], s.runs...)
+	}
+	for _, s := range cs {
+		sides["the run"] = append(sides["the run"], s.runs...)
+	}
+	if n := machineNote(sides, []string{"the baseline", "the run"}); n != "" {
+		out.Notes = append(out.Notes, n)
+	}
 	for _, s := range []struct {
 		f     *resultfile.File
 		sides []side

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sort"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -125,6 +126,9 @@ func Gate(base, cand []*irsv1.WorkflowResult, limits []*irsv1.RegressionLimit, d
 		}
 	}
 	out.Sequential.Gated = uint32(len(figures))
+	if n := machineNote(map[string][]*irsv1.WorkflowResult{"base": base, "candidate": cand}, []string{"base", "candidate"}); n != "" {
+		out.Notes = append(out.Notes, n)
+	}
 	if len(figures) == 0 {
 		out.Status = StatusInconclusive
 		out.Reasons = append(out.Reasons, "no gated figure was measured on both sides")
@@ -518,4 +522,54 @@ func intervalText(ch *irsv1.Change) string {
 		return workflows.FormatAmount(m, v)
 	}
 	return fmt.Sprintf("%s [%s, %s] (limit %s)", amount(ch.GetDelta()), amount(ch.GetIntervalLow()), amount(ch.GetIntervalHigh()), ch.GetLimit())
+}
+
+// machineNote says how the runs' machine served them, per side: the most a reference sleep overslept in any
+// interval (the median over the runs), the mean CPU pressure, and the load generators' p99 send lateness (the
+// median over the runs): a side that ran on a starved machine is visible beside its figures, not only in them.
+func machineNote(sides map[string][]*irsv1.WorkflowResult, order []string) string {
+	var parts []string
+	for _, name := range order {
+		var oversleep, pressure, late []float64
+		for _, r := range sides[name] {
+			worst, sum, n, seen := 0.0, 0.0, 0, false
+			for _, t := range r.GetSeries() {
+				if m := t.GetMachine(); m != nil {
+					seen = true
+					worst = max(worst, m.GetOversleepMs())
+					if m.GetCpuPressure() >= 0 {
+						sum += m.GetCpuPressure()
+						n++
+					}
+				}
+			}
+			if !seen {
+				continue // a result from before the machine was recorded
+			}
+			oversleep = append(oversleep, worst)
+			if n > 0 {
+				pressure = append(pressure, sum/float64(n))
+			}
+			for _, p := range r.GetTotal().GetServices() {
+				if l, ok := latenessAt(p, workflows.MetricP99); ok {
+					late = append(late, l)
+				}
+			}
+		}
+		if len(oversleep) == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%s overslept up to %.1f ms", name, median(oversleep))
+		if len(pressure) > 0 {
+			s += fmt.Sprintf(" (CPU pressure %.0f %%)", 100*stat.Mean(pressure, nil))
+		}
+		if len(late) > 0 {
+			s += fmt.Sprintf(", its generators' sends %s late at p99", workflows.FormatAmount(workflows.MetricP99, median(late)))
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "machine (median over each side's runs): " + strings.Join(parts, "; ")
 }

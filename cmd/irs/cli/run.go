@@ -47,6 +47,12 @@ the run is compared with it: per service, edge, phase and metric, what changed b
 its limit (--max-regression) fails the run (exit 3), as do assertions relative to the baseline
 ("p99 < baseline * 1.10") that fail beyond the figure's noise (within it they are inconclusive, exit 5). A baseline of another workflow, topology, timeline or time scale is refused (exit 2).
 
+With --against BASE.yaml the run is an A/B gate: BASE (the same topology and phases) and FILE run interleaved,
+ABBA, and after every pair from the second the gate decides: passed (exit 0) when every gated figure's interval
+lies within its limit, regressed (exit 3) when one lies beyond, else another pair, up to --max-runs a side or
+--time-budget; then inconclusive (exit 5), saying how many runs would decide. <run-dir>/comparison.json holds
+every run and the gate (docs/reports.md, "The A/B gate").
+
 Several files (or a directory of them) run one after the other as a suite: each in <run-dir>/<workflow>/, one
 summary, suite.json and one JUnit file; the exit code is the worst of the runs'. Every file is validated before
 the first starts.
