@@ -563,8 +563,8 @@ func TestCompareMeshes(t *testing.T) {
 	out := run.stdout.String()
 	var header string
 	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "FIGURE ") {
-			header = l
+		if strings.HasPrefix(strings.TrimSpace(l), "FIGURE ") && header == "" {
+			header = l // the side-by-side table's, not the ratios' after it
 		}
 	}
 	if f := strings.Fields(header); len(f) != 3 || f[1] != "NONE" || f[2] != "ENVOY" {
@@ -602,6 +602,14 @@ func TestCompareMeshes(t *testing.T) {
 		if p99 == nil || len(p99.GetValues()) != 2 || p99.GetMedian() <= 0 {
 			t.Errorf("variant %s: client-side p99 figure %v, want two values and a median", v.GetName(), p99)
 		}
+		// Envoy's figures as ratios to no mesh's, each with its interval and its runs.
+		if want := v.GetName() == "envoy"; want != (p99.GetRatioTo() == "none") || want && (p99.GetRatioRuns() != 2 ||
+			p99.GetRatioLow() > p99.GetRatio() || p99.GetRatioHigh() < p99.GetRatio()) {
+			t.Errorf("variant %s: client-side p99's ratio %v; want envoy's to none, from 2 and 2 runs", v.GetName(), p99)
+		}
+	}
+	if !strings.Contains(out, "relative to none (the ratio of geometric means") {
+		t.Errorf("stdout lacks the ratios to no mesh:\n%s", out)
 	}
 }
 

@@ -462,3 +462,36 @@ func TestFiguresRecomputed(t *testing.T) {
 		t.Errorf("rps values %v, median %v; want 3 values, median 115", f.GetValues(), f.GetMedian())
 	}
 }
+
+// TestRatiosToTheFirstVariant: with runs on both sides, each figure of a variant is a ratio to the first
+// variant's with its interval: a p99 2.5x as high is decided (its interval excludes 1), a rate the same within
+// the runs' spread is not; with one run a side there is no ratio.
+func TestRatiosToTheFirstVariant(t *testing.T) {
+	runs := func(rates []float64, p99s ...time.Duration) []*irsv1.WorkflowResult {
+		var out []*irsv1.WorkflowResult
+		for i, p := range p99s {
+			out = append(out, loadRun(t, rates[i], p))
+		}
+		return out
+	}
+	c := &irsv1.Comparison{Phase: "steady", Variants: []*irsv1.Variant{
+		{Name: "envoy", Runs: runs([]float64{100, 101, 99}, 40*time.Millisecond, 42*time.Millisecond, 41*time.Millisecond)},
+		{Name: "linkerd", Runs: runs([]float64{99, 101, 100}, 100*time.Millisecond, 104*time.Millisecond, 102*time.Millisecond)},
+		{Name: "once", Runs: runs([]float64{100}, 50*time.Millisecond)},
+	}}
+	compare.Figures(c)
+	p := figure(t, c.GetVariants()[1], p99)
+	if p.GetRatioTo() != "envoy" || p.GetRatioRuns() != 3 || p.GetRatioBaseRuns() != 3 || math.Abs(p.GetRatio()-2.48) > 0.05 ||
+		p.GetRatioLow() <= 1 || p.GetRatioLow() >= p.GetRatio() || p.GetRatioHigh() <= p.GetRatio() {
+		t.Errorf("linkerd p99 against envoy: %v; want about 2.48x, an interval above 1, 3 and 3 runs", p)
+	}
+	if r := figure(t, c.GetVariants()[1], rps); r.GetRatioLow() > 1 || r.GetRatioHigh() < 1 {
+		t.Errorf("linkerd rps against envoy: [%g, %g], want an interval holding 1", r.GetRatioLow(), r.GetRatioHigh())
+	}
+	if o := figure(t, c.GetVariants()[2], p99); o.GetRatio() != 0 || o.GetRatioTo() != "" {
+		t.Errorf("one run: ratio %g to %q, want none", o.GetRatio(), o.GetRatioTo())
+	}
+	if f := figure(t, c.GetVariants()[0], p99); f.GetRatio() != 0 {
+		t.Errorf("the first variant has a ratio %g to itself", f.GetRatio())
+	}
+}

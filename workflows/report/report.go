@@ -543,6 +543,7 @@ func Comparison(w io.Writer, c *irsv1.Comparison, path string) {
 			t.add(row...)
 		}
 		t.write(w)
+		ratioTable(w, c)
 	}
 	compareFaultTable(w, c)
 	if runs := RunsNotPassed(c); len(runs) > 0 {
@@ -554,6 +555,58 @@ func Comparison(w io.Writer, c *irsv1.Comparison, path string) {
 	if path != "" {
 		fmt.Fprintf(w, "\ncomparison: %s\n", path)
 	}
+}
+
+// ratioTable writes each variant's figures as ratios to the first variant's, with their 95 % intervals: a
+// ratio is decided (marked *) when its interval excludes 1x. Nothing when no figure has one (one run a side).
+func ratioTable(w io.Writer, c *irsv1.Comparison) {
+	vs := c.GetVariants()
+	if len(vs) < 2 {
+		return
+	}
+	header := []string{"FIGURE"}
+	align := "l"
+	for _, v := range vs[1:] {
+		header = append(header, strings.ToUpper(v.GetName()))
+		align += "r"
+	}
+	t := table{header: header, align: align}
+	runs := map[string]bool{}
+	for _, name := range compare.Names(c) {
+		row, any := []string{name}, false
+		for _, v := range vs[1:] {
+			f := compare.Find(v, name)
+			cell := "-"
+			if r := RatioCell(f); r != "" {
+				cell, any = r, true
+				runs[fmt.Sprintf("%s %d", v.GetName(), f.GetRatioRuns())] = true
+				runs[fmt.Sprintf("%s %d", f.GetRatioTo(), f.GetRatioBaseRuns())] = true
+			}
+			row = append(row, cell)
+		}
+		if any {
+			t.add(row...)
+		}
+	}
+	if len(t.rows) == 0 {
+		return
+	}
+	counts := slices.Sorted(maps.Keys(runs))
+	fmt.Fprintf(w, "\nrelative to %s (the ratio of geometric means over the runs, its 95 %% interval by Welch's t on their logs; "+
+		"* decided: the interval excludes 1x; runs: %s):\n", vs[0].GetName(), strings.Join(counts, ", "))
+	t.write(w)
+}
+
+// RatioCell formats a figure's ratio to the first variant's: "0.40x [0.34, 0.46] *" ("" when it has none).
+func RatioCell(f *irsv1.Figure) string {
+	if f.GetRatio() == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%.2fx [%.2f, %.2f]", f.GetRatio(), f.GetRatioLow(), f.GetRatioHigh())
+	if f.GetRatioLow() > 1 || f.GetRatioHigh() < 1 {
+		s += " *"
+	}
+	return s
 }
 
 func phaseLabel(p string) string {

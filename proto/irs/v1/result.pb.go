@@ -2860,8 +2860,18 @@ type Figure struct {
 	// One per run (discarded ones included), in run order.
 	Values []float64 `protobuf:"fixed64,3,rep,packed,name=values,proto3" json:"values,omitempty"`
 	// Over the runs kept.
-	Median        float64 `protobuf:"fixed64,4,opt,name=median,proto3" json:"median,omitempty"`
-	Stddev        float64 `protobuf:"fixed64,5,opt,name=stddev,proto3" json:"stddev,omitempty"`
+	Median float64 `protobuf:"fixed64,4,opt,name=median,proto3" json:"median,omitempty"`
+	Stddev float64 `protobuf:"fixed64,5,opt,name=stddev,proto3" json:"stddev,omitempty"`
+	// Against the comparison's first variant at the same sweep point (ratio_to), with two runs or more kept on
+	// each side and both positive: the ratio of the two variants' geometric means and its 95 % interval
+	// (Welch's t on the runs' logs), from ratio_runs runs of this variant and ratio_base_runs of the other.
+	// Absent (0) otherwise.
+	Ratio         float64 `protobuf:"fixed64,6,opt,name=ratio,proto3" json:"ratio,omitempty"`
+	RatioLow      float64 `protobuf:"fixed64,7,opt,name=ratio_low,json=ratioLow,proto3" json:"ratio_low,omitempty"`
+	RatioHigh     float64 `protobuf:"fixed64,8,opt,name=ratio_high,json=ratioHigh,proto3" json:"ratio_high,omitempty"`
+	RatioTo       string  `protobuf:"bytes,9,opt,name=ratio_to,json=ratioTo,proto3" json:"ratio_to,omitempty"`
+	RatioRuns     uint32  `protobuf:"varint,10,opt,name=ratio_runs,json=ratioRuns,proto3" json:"ratio_runs,omitempty"`
+	RatioBaseRuns uint32  `protobuf:"varint,11,opt,name=ratio_base_runs,json=ratioBaseRuns,proto3" json:"ratio_base_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2927,6 +2937,48 @@ func (x *Figure) GetMedian() float64 {
 func (x *Figure) GetStddev() float64 {
 	if x != nil {
 		return x.Stddev
+	}
+	return 0
+}
+
+func (x *Figure) GetRatio() float64 {
+	if x != nil {
+		return x.Ratio
+	}
+	return 0
+}
+
+func (x *Figure) GetRatioLow() float64 {
+	if x != nil {
+		return x.RatioLow
+	}
+	return 0
+}
+
+func (x *Figure) GetRatioHigh() float64 {
+	if x != nil {
+		return x.RatioHigh
+	}
+	return 0
+}
+
+func (x *Figure) GetRatioTo() string {
+	if x != nil {
+		return x.RatioTo
+	}
+	return ""
+}
+
+func (x *Figure) GetRatioRuns() uint32 {
+	if x != nil {
+		return x.RatioRuns
+	}
+	return 0
+}
+
+func (x *Figure) GetRatioBaseRuns() uint32 {
+	if x != nil {
+		return x.RatioBaseRuns
 	}
 	return 0
 }
@@ -4103,13 +4155,22 @@ const file_irs_v1_result_proto_rawDesc = "" +
 	"\afigures\x18\x05 \x03(\v2\x0e.irs.v1.FigureR\afigures\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x02\n" +
 	"\x06Figure\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12\x16\n" +
 	"\x06median\x18\x04 \x01(\x01R\x06median\x12\x16\n" +
-	"\x06stddev\x18\x05 \x01(\x01R\x06stddev\"\x88\x03\n" +
+	"\x06stddev\x18\x05 \x01(\x01R\x06stddev\x12\x14\n" +
+	"\x05ratio\x18\x06 \x01(\x01R\x05ratio\x12\x1b\n" +
+	"\tratio_low\x18\a \x01(\x01R\bratioLow\x12\x1d\n" +
+	"\n" +
+	"ratio_high\x18\b \x01(\x01R\tratioHigh\x12\x19\n" +
+	"\bratio_to\x18\t \x01(\tR\aratioTo\x12\x1d\n" +
+	"\n" +
+	"ratio_runs\x18\n" +
+	" \x01(\rR\tratioRuns\x12&\n" +
+	"\x0fratio_base_runs\x18\v \x01(\rR\rratioBaseRuns\"\x88\x03\n" +
 	"\vRegressions\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12(\n" +
