@@ -357,3 +357,33 @@ func TestGateEndsWithoutData(t *testing.T) {
 		t.Errorf("stdout lacks the gate's verdict:\n%s", stdout.String())
 	}
 }
+
+// TestGateTimeBudget: no pair starts that would end after the time budget; the gate says so.
+func TestGateTimeBudget(t *testing.T) {
+	dir := t.TempDir()
+	file := writeWorkflow(t, dir, "tiny", fmt.Sprintf(tinyWorkflow, "tiny"))
+	opts := testOptions(filepath.Join(dir, "run"))
+	opts.Against, opts.MaxRuns, opts.TimeBudget = file, 5, time.Nanosecond
+	backends := &fakeBackends{}
+	o := testCampaign(backends, &bytes.Buffer{}, &bytes.Buffer{}).Run(t.Context(), file, opts)
+	seq := comparisonOf(o.File).GetRegressions().GetSequential()
+	if len(backends.made) != 2 || !strings.HasPrefix(seq.GetStopped(), "time budget 1ns: another pair") || o.Result.GetStatus() != "inconclusive" {
+		t.Errorf("%d runs, stopped %q, status %s; want one pair, stopped by the time budget, inconclusive", len(backends.made), seq.GetStopped(), o.Result.GetStatus())
+	}
+}
+
+// TestGateDryRun: a dry run of a gate says what it would run, and runs nothing.
+func TestGateDryRun(t *testing.T) {
+	dir := t.TempDir()
+	file := writeWorkflow(t, dir, "tiny", fmt.Sprintf(tinyWorkflow, "tiny"))
+	opts := testOptions(filepath.Join(dir, "run"))
+	opts.Against, opts.MaxRuns, opts.DryRun = file, 4, true
+	backends := &fakeBackends{}
+	var stdout bytes.Buffer
+	if o := testCampaign(backends, &stdout, &bytes.Buffer{}).Run(t.Context(), file, opts); o.Err != nil || len(backends.made) > 0 {
+		t.Fatalf("dry run: %v, %d runs", o.Err, len(backends.made))
+	}
+	if !strings.Contains(stdout.String(), "gate: against "+file+", interleaved ABBA, 2 to 4 runs a side") {
+		t.Errorf("plan lacks the gate:\n%s", stdout.String())
+	}
+}
