@@ -174,7 +174,9 @@ func TestAgainstGate(t *testing.T) {
 			if got := seq.GetOrder(); !slices.Equal(got, want[:len(got)]) || len(got) != 2*int(seq.GetRuns()) {
 				t.Errorf("order %v, want the ABBA order of %d runs a side", got, seq.GetRuns())
 			}
-			if !slices.ContainsFunc(reg.GetNotes(), func(n string) bool { return strings.HasPrefix(n, "machine (median over each side's runs): base overslept") }) {
+			if !slices.ContainsFunc(reg.GetNotes(), func(n string) bool {
+				return strings.HasPrefix(n, "machine (median over each side's runs): base overslept")
+			}) {
 				t.Errorf("notes %q: want how the machine served each side", reg.GetNotes())
 			}
 			if !strings.Contains(p.stdout.String(), "A/B gate against "+base+": "+strings.ToUpper(tt.status)) {
