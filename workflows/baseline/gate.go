@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -416,13 +417,37 @@ func runsToDecide(delta, thr, s2, priorDF float64, d Design, gated int) uint32 {
 	return maxRunsToDecide + 1
 }
 
-// tQuantile is Student's t quantile at df degrees of freedom (the normal's for infinitely many).
+// tQuantile is Student's t quantile at df degrees of freedom (the normal's for infinitely many), df rounded to
+// a hundredth (quantiles move by far less than that changes): a gate asks for the same few thousand times, and
+// each costs an inverse incomplete beta function.
 func tQuantile(p, df float64) float64 {
 	if math.IsInf(df, 1) || df > 1e7 {
 		df = 1e7
 	}
-	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Quantile(p)
+	df = max(0.01, math.Round(df*100)/100)
+	key := quantileKey{p, df}
+	tQuantiles.Lock()
+	defer tQuantiles.Unlock()
+	if q, ok := tQuantiles.m[key]; ok {
+		return q
+	}
+	if len(tQuantiles.m) >= maxCachedQuantiles {
+		clear(tQuantiles.m)
+	}
+	q := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Quantile(p)
+	tQuantiles.m[key] = q
+	return q
 }
+
+type quantileKey struct{ p, df float64 }
+
+// maxCachedQuantiles bounds the cache of t quantiles.
+const maxCachedQuantiles = 1 << 14
+
+var tQuantiles = struct {
+	sync.Mutex
+	m map[quantileKey]float64
+}{m: map[quantileKey]float64{}}
 
 // moderate sets every figure's moderated variance: per metric, the prior variance s0² and its weight d0 are
 // estimated from the figures' own variances by Smyth's (2004) method of moments on their logs, and each

@@ -255,7 +255,7 @@ type detection struct {
 // smaller changes than the verdict could call.
 func (d *detection) settle(ch *irsv1.Change, tests int) {
 	tests = max(tests, 1)
-	ch.MinimumDetectable = max(d.floor, (d.dist.Quantile(1-Alpha/(2*float64(tests)))+d.dist.Quantile(power))*d.se+d.shift)
+	ch.MinimumDetectable = max(d.floor, (tQuantile(1-Alpha/(2*float64(tests)), d.dist.Nu)+tQuantile(power, d.dist.Nu))*d.se+d.shift)
 	if d.baseRuns < 2 || d.runs < 2 {
 		ch.Reason = fmt.Sprintf("one run a side: changes under %s cannot be told from noise (a screen, not a gate: the drift between runs is assumed); to decide, run NEW.yaml --against BASE.yaml, or use --repeat 3 or more", workflows.FormatAmount(d.metric, ch.GetMinimumDetectable()))
 	} else {
