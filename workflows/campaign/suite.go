@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -44,6 +45,10 @@ func (c *Campaign) Suite(ctx context.Context, files []string, opts Options) (Sui
 	if err != nil {
 		return SuiteOutcome{}, err
 	}
+	bases, err := suiteBases(files, opts.Against)
+	if err != nil {
+		return SuiteOutcome{}, err
+	}
 	if opts.RunDir == "" {
 		opts.RunDir = filepath.Join("irs-runs", "suite-"+time.Now().Format("20060102-150405"))
 	}
@@ -56,7 +61,7 @@ func (c *Campaign) Suite(ctx context.Context, files []string, opts Options) (Sui
 	for i, file := range files {
 		s.Runs = append(s.Runs, &irsv1.SuiteRun{File: file, Workflow: dirs[i], Status: "not run"})
 	}
-	codes, failed, err := c.suiteRuns(ctx, s, suitePath, opts)
+	codes, failed, err := c.suiteRuns(ctx, s, suitePath, opts, bases)
 	if err != nil {
 		return SuiteOutcome{}, err
 	}
@@ -74,6 +79,29 @@ func (c *Campaign) Suite(ctx context.Context, files []string, opts Options) (Sui
 		o.Verdict = fmt.Errorf("suite: %s", suiteVerdict(s))
 	}
 	return o, nil
+}
+
+// suiteBases returns, for a suite gated --against a directory, each workflow's base: the file of the same name
+// there (nil without --against). A base missing is refused before anything runs.
+func suiteBases(files []string, against string) ([]string, error) {
+	if against == "" {
+		return nil, nil
+	}
+	if st, err := os.Stat(against); err != nil || !st.IsDir() {
+		return nil, invalid(fmt.Errorf("--against %s: with several workflows, give the directory of their base versions (each by its file name)", against))
+	}
+	var problems []error
+	bases := make([]string, len(files))
+	for i, file := range files {
+		bases[i] = filepath.Join(against, filepath.Base(file))
+		if _, err := os.Stat(bases[i]); err != nil {
+			problems = append(problems, fmt.Errorf("--against: %s has no base %s", file, bases[i]))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, invalid(errors.Join(problems...))
+	}
+	return bases, nil
 }
 
 // suiteDirs validates every workflow file, and names each one's directory in the suite's: its workflow's
@@ -104,7 +132,7 @@ func (c *Campaign) suiteDirs(ctx context.Context, files []string) ([]string, err
 
 // suiteRuns runs the suite's workflows in turn until one is interrupted (or the context ends), recording
 // each in s and writing it after each. It returns the runs' exit codes and whether any did not pass.
-func (c *Campaign) suiteRuns(ctx context.Context, s *irsv1.Suite, suitePath string, opts Options) (codes []int, failed bool, err error) {
+func (c *Campaign) suiteRuns(ctx context.Context, s *irsv1.Suite, suitePath string, opts Options, bases []string) (codes []int, failed bool, err error) {
 	for i, run := range s.GetRuns() {
 		if ctx.Err() != nil {
 			break
@@ -112,6 +140,9 @@ func (c *Campaign) suiteRuns(ctx context.Context, s *irsv1.Suite, suitePath stri
 		fmt.Fprintf(c.Stderr, "\n== [%d/%d] %s (%s)\n", i+1, len(s.GetRuns()), run.GetWorkflow(), run.GetFile())
 		o := opts
 		o.RunDir = filepath.Join(opts.RunDir, run.GetWorkflow())
+		if bases != nil {
+			o.Against = bases[i]
+		}
 		started := time.Now()
 		out := c.Run(ctx, run.GetFile(), o)
 		run.Duration = time.Since(started).Seconds()

@@ -133,3 +133,42 @@ func TestSuiteRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestSuiteAgainstADirectory: a suite gated --against a directory gates each workflow against the file of the
+// same name there; a workflow without one is refused before anything runs, as is a file given for the directory.
+func TestSuiteAgainstADirectory(t *testing.T) {
+	dir, baseDir := t.TempDir(), t.TempDir()
+	files := []string{writeWorkflow(t, dir, "a", fmt.Sprintf(tinyWorkflow, "one")), writeWorkflow(t, dir, "b", fmt.Sprintf(tinyWorkflow, "two"))}
+	writeWorkflow(t, baseDir, "a", fmt.Sprintf(tinyWorkflow, "one"))
+	opts := testOptions(filepath.Join(dir, "run"))
+	opts.Against, opts.MaxRuns = baseDir, 5
+	backends := &fakeBackends{}
+	if _, err := testCampaign(backends, &bytes.Buffer{}, &bytes.Buffer{}).Suite(t.Context(), files, opts); err == nil ||
+		!strings.Contains(err.Error(), "--against: "+files[1]+" has no base "+filepath.Join(baseDir, "b.yaml")) || len(backends.made) > 0 {
+		t.Fatalf("Suite = %v after %d runs; want b's missing base refused before anything ran", err, len(backends.made))
+	}
+	opts.Against = files[0]
+	if _, err := testCampaign(backends, &bytes.Buffer{}, &bytes.Buffer{}).Suite(t.Context(), files, opts); err == nil || !strings.Contains(err.Error(), "give the directory") {
+		t.Fatalf("Suite = %v; want a file for --against refused", err)
+	}
+	writeWorkflow(t, baseDir, "b", fmt.Sprintf(tinyWorkflow, "two"))
+	opts.Against = baseDir
+	o, err := testCampaign(backends, &bytes.Buffer{}, &bytes.Buffer{}).Suite(t.Context(), files, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gated []string
+	for _, m := range backends.made {
+		if filepath.Base(m.dir) == "base-1" {
+			gated = append(gated, filepath.Base(filepath.Dir(m.dir)))
+		}
+	}
+	if strings.Join(gated, ",") != "one,two" {
+		t.Errorf("gates ran for %q, want one and two", gated)
+	}
+	for _, r := range o.Suite.GetRuns() {
+		if !strings.HasSuffix(r.GetResult(), "comparison.json") || r.GetStatus() != engine.StatusInconclusive {
+			t.Errorf("suite run %v: want the gate's comparison, inconclusive (the fakes measure nothing)", r)
+		}
+	}
+}

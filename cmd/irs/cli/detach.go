@@ -73,6 +73,10 @@ func (a *app) detach(ctx context.Context, f *pflag.FlagSet, files []string, opts
 		return withExitCode(errors.New("--detach with --baseline: the baseline is a file on this machine, which the engine "+
 			"in the cluster cannot read; compare the fetched result with it (irs workflow report RESULT --baseline FILE)"), ExitInvalidConfig)
 	}
+	if opts.campaign.Against != "" {
+		return withExitCode(errors.New("--detach with --against: a gate runs the two workflows in turn from this machine; "+
+			"run it attached"), ExitInvalidConfig)
+	}
 	if opts.campaign.DryRun {
 		return withExitCode(errors.New("--detach with --dry-run: a dry run runs nothing; drop --detach"), ExitInvalidConfig)
 	}
