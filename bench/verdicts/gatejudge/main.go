@@ -2,6 +2,11 @@
 // gate of unchanged code, and each real change), how often it passed, regressed or stayed inconclusive, the runs
 // a side it took, and what held the undecided ones back: the table of docs/reports.md.
 //
+// It decides each gate again from its runs, look by look in the order they ran, with this tree's
+// baseline.Gate (not the verdict the binary that ran it wrote): a change to the statistics is judged on the
+// same runs. A gate whose recorded runs end before this code would decide, within the budget, is counted as
+// "runs missing" (the binary that made it stopped earlier).
+//
 //	go run ./bench/verdicts/gatejudge DIR
 package main
 
@@ -13,6 +18,8 @@ import (
 	"sort"
 	"strings"
 
+	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
+	"github.com/irs-sim/irs/workflows/baseline"
 	"github.com/irs-sim/irs/workflows/resultfile"
 )
 
@@ -27,6 +34,7 @@ var cases = []struct{ suffix, name, want string }{
 
 type tally struct {
 	gates, passed, regressed, inconclusive, runs int
+	missing                                     int // replays that ran out of recorded runs
 	other                                        []string       // gates that ended without a verdict (error, interrupted)
 	holding                                      map[string]int // what kept undecided gates from deciding
 }
@@ -55,9 +63,13 @@ func main() {
 			t.other = append(t.other, fmt.Sprintf("%s: %v", path, err))
 			continue
 		}
-		reg := f.Comparison.GetRegressions()
-		if reg.GetSequential() == nil {
-			t.other = append(t.other, fmt.Sprintf("%s: %s, no gate", path, f.Comparison.GetStatus()))
+		reg, missing := replay(f.Comparison)
+		if reg == nil {
+			t.other = append(t.other, fmt.Sprintf("%s: %s, no gate: %s", path, f.Comparison.GetStatus(), missing))
+			continue
+		}
+		if missing != "" {
+			t.missing++
 			continue
 		}
 		t.gates++
@@ -69,7 +81,7 @@ func main() {
 			t.regressed++
 		default:
 			t.inconclusive++
-			if s := reg.GetSequential().GetStopped(); !strings.HasPrefix(s, "budget") {
+			if s := reg.GetSequential().GetStopped(); s != "" && !strings.HasPrefix(s, "budget") {
 				t.holding["stopped: "+s]++
 			}
 			for _, ch := range reg.GetChanges() {
@@ -79,8 +91,8 @@ func main() {
 			}
 		}
 	}
-	fmt.Println("| gate | gates | passed | regressed | inconclusive | runs a side (mean) | right |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println("| gate | gates | passed | regressed | inconclusive | runs a side (mean) | right | runs missing |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, c := range cases {
 		t := tallies[c.suffix]
 		if t == nil || t.gates == 0 {
@@ -90,8 +102,8 @@ func main() {
 		if c.want == "regressed" {
 			right = t.regressed
 		}
-		fmt.Printf("| %s | %d | %d | %d | %d | %.1f | %.0f %% |\n", c.name, t.gates, t.passed, t.regressed, t.inconclusive,
-			float64(t.runs)/float64(t.gates), 100*float64(right)/float64(t.gates))
+		fmt.Printf("| %s | %d | %d | %d | %d | %.1f | %.0f %% | %d |\n", c.name, t.gates, t.passed, t.regressed, t.inconclusive,
+			float64(t.runs)/float64(t.gates), 100*float64(right)/float64(t.gates), t.missing)
 	}
 	for _, c := range cases {
 		t := tallies[c.suffix]
@@ -116,4 +128,29 @@ func main() {
 		fmt.Printf("\n%s, undecided figures: %s", c.name, strings.Join(parts, ", "))
 	}
 	fmt.Println()
+}
+
+// replay decides a gate again from its runs in the order they ran: after every pair from the second, as the
+// campaign does, until decided or the budget the gate had. It returns the decision, or why there is none: the
+// gate is no gate, a run could not be trusted (the gate then stopped), or the runs ran out before a decision.
+func replay(c *irsv1.Comparison) (*irsv1.Regressions, string) {
+	seq := c.GetRegressions().GetSequential()
+	if seq == nil || len(c.GetVariants()) != 2 {
+		return nil, "not an A/B gate"
+	}
+	base, cand := c.GetVariants()[0].GetRuns(), c.GetVariants()[1].GetRuns()
+	d := baseline.Design{MaxRuns: int(seq.GetMaxRuns()), Alpha: baseline.Alpha}
+	if seq.GetStopped() != "" && !strings.HasPrefix(seq.GetStopped(), "budget") {
+		return c.GetRegressions(), "" // stopped by a run or the time budget: as it was
+	}
+	for n := 2; n <= d.MaxRuns; n++ {
+		if n > len(base) || n > len(cand) {
+			return &irsv1.Regressions{}, fmt.Sprintf("%d runs a side recorded, this code looks on", min(len(base), len(cand)))
+		}
+		reg := baseline.Gate(base[:n], cand[:n], c.GetRegressions().GetLimits(), d, n-1)
+		if reg.GetStatus() != "inconclusive" || n == d.MaxRuns {
+			return reg, ""
+		}
+	}
+	return nil, "no look"
 }
