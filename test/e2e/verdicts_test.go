@@ -197,3 +197,52 @@ func TestAgainstGate(t *testing.T) {
 		})
 	}
 }
+
+// TestAgainstAnotherBuild: --against-flag gives the base its own build, here another Envoy binary (the same
+// Envoy behind a wrapper that names another version): the base's runs use it, the candidate's the default,
+// and the gate says which ran where.
+func TestAgainstAnotherBuild(t *testing.T) {
+	bin := envoyBinary(t)
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "old-envoy")
+	script := "#!/bin/sh\ncase \"$*\" in *--version*) echo 'envoy  version: 0000/0.0.1-old/Clean/RELEASE/BoringSSL'; exit 0;; esac\nexec " + bin.Path + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gate.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(gateWorkflow, "20ms", "60ms")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(dir, "run")
+	p := command(t, nil, "workflow", "run", file, "--against", file, "--against-flag", "envoy-path="+wrapper, "--mesh", "envoy",
+		"--max-runs", "2", "--time-scale", "0.5", "--run-dir", runDir, "--progress", "off", "--report", "none")
+	t.Cleanup(func() {
+		for _, sub := range []string{"base-1", "base-2", "candidate-1", "candidate-2"} {
+			assertNoWorkers(t, filepath.Join(runDir, sub), 10*time.Second)
+		}
+	})
+	p.start()
+	if code := p.exitCode(5 * time.Minute); code != 0 && code != 3 && code != 5 {
+		t.Fatalf("exit %d, want a verdict; stderr:\n%s", code, p.stderr)
+	}
+	cmp := readComparison(t, filepath.Join(runDir, "comparison.json"))
+	if v := cmp.GetVariants(); len(v) != 2 || len(v[0].GetRuns()) != 2 || len(v[1].GetRuns()) != 2 {
+		t.Fatalf("variants %d; want base and candidate, two runs each", len(v))
+	}
+	for _, r := range cmp.GetVariants()[0].GetRuns() {
+		if got := r.GetEnvironment().GetEnvoyVersion(); got != "0.0.1-old/Clean/RELEASE/BoringSSL" {
+			t.Errorf("a base run ran Envoy %q, want the wrapper's", got)
+		}
+	}
+	for _, r := range cmp.GetVariants()[1].GetRuns() {
+		if got := r.GetEnvironment().GetEnvoyVersion(); got != bin.Version {
+			t.Errorf("a candidate run ran Envoy %q, want %q", got, bin.Version)
+		}
+	}
+	notes := strings.Join(cmp.GetRegressions().GetNotes(), "; ")
+	for _, want := range []string{"the base runs with --envoy-path=" + wrapper, "Envoy differs: base 0.0.1-old/Clean/RELEASE/BoringSSL, candidate " + bin.Version} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes %q lack %q", notes, want)
+		}
+	}
+}

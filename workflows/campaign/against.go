@@ -63,7 +63,11 @@ func (c *Campaign) checkAgainst(ctx context.Context, p *plan) error {
 	if err != nil {
 		return fmt.Errorf("--against %s: %w", o.Against, err)
 	}
-	if bp.backends, err = c.Backends(bp.wf, bp.tl); err != nil {
+	newBackends := c.Backends
+	if c.BaseBackends != nil {
+		newBackends = c.BaseBackends
+	}
+	if bp.backends, err = newBackends(bp.wf, bp.tl); err != nil {
 		return err
 	}
 	if !bp.backends.KnowsNodes() {
@@ -78,6 +82,9 @@ func (c *Campaign) checkAgainst(ctx context.Context, p *plan) error {
 		return invalid(fmt.Errorf("--against %s: its sweep runs more than one point; a gate compares one against one", o.Against))
 	}
 	var notes []string
+	for _, f := range o.AgainstFlags {
+		notes = append(notes, "the base runs with --"+f)
+	}
 	bwf := bp.wf
 	if bwf.GetName() != p.wf.GetName() {
 		notes = append(notes, fmt.Sprintf("the base is workflow %q, the candidate %q", bwf.GetName(), p.wf.GetName()))
@@ -258,6 +265,7 @@ func (c *Campaign) gateVerdict(g *abGate, p *plan, reg *irsv1.Regressions, cmp *
 		reg.Current.Path = out
 	}
 	reg.Notes = append(reg.Notes, g.notes...)
+	reg.Notes = append(reg.Notes, buildNotes(cmp)...)
 	for _, v := range cmp.GetVariants() {
 		for i, r := range v.GetRuns() {
 			for _, a := range r.GetAssertions() {
@@ -287,4 +295,26 @@ func budgetText(d time.Duration) string {
 		return ""
 	}
 	return fmt.Sprintf(" or %v", d)
+}
+
+// buildNotes says what differs between the builds the two sides ran (their first runs' data plane and Envoy).
+func buildNotes(cmp *irsv1.Comparison) []string {
+	var b, c *irsv1.Environment
+	if runs := cmp.GetVariants()[0].GetRuns(); len(runs) > 0 {
+		b = runs[0].GetEnvironment()
+	}
+	if runs := cmp.GetVariants()[1].GetRuns(); len(runs) > 0 {
+		c = runs[0].GetEnvironment()
+	}
+	if b == nil || c == nil {
+		return nil
+	}
+	var out []string
+	if b.GetEnvoyVersion() != c.GetEnvoyVersion() {
+		out = append(out, fmt.Sprintf("Envoy differs: base %s, candidate %s", b.GetEnvoyVersion(), c.GetEnvoyVersion()))
+	}
+	if b.GetDataPlane() != c.GetDataPlane() {
+		out = append(out, fmt.Sprintf("data planes differ: base %s, candidate %s", b.GetDataPlane(), c.GetDataPlane()))
+	}
+	return out
 }

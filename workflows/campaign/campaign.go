@@ -41,6 +41,9 @@ type Options struct {
 	Against    string
 	MaxRuns    int
 	TimeBudget time.Duration
+	// AgainstFlags are the base's own flags (NAME=VALUE), as the gate's notes name them: BaseBackends applies
+	// them.
+	AgainstFlags []string
 	// Reports are the report formats written into the run directory at the end.
 	Reports []string
 }
@@ -134,6 +137,9 @@ type Campaign struct {
 	// Backends returns what makes the backends of wf's runs, whose timeline is tl; its error refuses the
 	// workflow.
 	Backends func(wf *irsv1.Workflow, tl *workflows.Timeline) (Backends, error)
+	// BaseBackends, when set, makes the backends of an A/B gate's base (its own build of a data plane or
+	// worker); else Backends does.
+	BaseBackends func(wf *irsv1.Workflow, tl *workflows.Timeline) (Backends, error)
 	// Verdicts judge a suite's runs.
 	Verdicts Verdicts
 	// Checkpoint, when set, is given each run's result as it stands, at most every 10 s, with the path its

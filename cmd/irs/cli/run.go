@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -24,6 +26,38 @@ type runOptions struct {
 	kube      kubeOptions
 	// detach runs the engine in the cluster (detach.go); engineInCluster is that engine.
 	detach, engineInCluster bool
+	// againstFlags are the base's own build flags in an A/B gate (NAME=VALUE).
+	againstFlags []string
+}
+
+// againstFlagNames are the flags --against-flag may give the base alone: which build of a data plane or of the
+// worker it runs.
+var againstFlagNames = []string{"envoy-path", "image", "envoy-image", "linkerd-image", "ztunnel-image"}
+
+// baseOptions returns the options of an A/B gate's base: these, with --against-flag's over them.
+func (o runOptions) baseOptions() (runOptions, error) {
+	base := o
+	for _, kv := range o.againstFlags {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || value == "" {
+			return base, fmt.Errorf("--against-flag %q: want NAME=VALUE with NAME one of %s", kv, strings.Join(againstFlagNames, ", "))
+		}
+		switch strings.TrimPrefix(name, "--") {
+		case "envoy-path":
+			base.envoyPath = value
+		case "image":
+			base.kube.image = value
+		case "envoy-image":
+			base.kube.envoyImage = value
+		case "linkerd-image":
+			base.kube.linkerdImage = value
+		case "ztunnel-image":
+			base.kube.ztunnelImage = value
+		default:
+			return base, fmt.Errorf("--against-flag %q: want NAME=VALUE with NAME one of %s", kv, strings.Join(againstFlagNames, ", "))
+		}
+	}
+	return base, nil
 }
 
 func (a *app) newWorkflowRunCmd() *cobra.Command {
@@ -92,6 +126,8 @@ func (o *runOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&c.Baseline, "baseline", "", "a previous result, comparison or suite run directory to compare the run with")
 	f.StringVar(&c.MaxRegression, "max-regression", "", "with --baseline or --against: how much each metric may get worse, over the defaults ("+baseline.DefaultLimits+"): metric=10% (relative) or metric=+<value> (absolute: +5ms, +0.1pp), metric=off to turn one off, comma-separated")
 	f.StringVar(&c.Against, "against", "", "a base workflow file: run it and this one interleaved (ABBA) until every gated figure is decided within or beyond its limit (--max-regression), or the budget is spent")
+	f.StringArrayVar(&o.againstFlags, "against-flag", nil, "with --against: a flag for the base alone, NAME=VALUE (NAME: "+strings.Join(againstFlagNames, ", ")+
+		"), to gate two builds of one workflow: --against FILE --against-flag envoy-path=/old/envoy; repeatable")
 	f.IntVar(&c.MaxRuns, "max-runs", baseline.DefaultMaxRuns, "with --against: at most this many runs a side")
 	f.DurationVar(&c.TimeBudget, "time-budget", 0, "with --against: start no pair of runs that would end after this (0: no time budget)")
 	f.StringSliceVar(&c.Reports, "report", []string{"html"}, "reports to write into the run directory: html, junit, markdown, text (none: no report)")
@@ -120,6 +156,17 @@ func (a *app) runWorkflows(ctx context.Context, f *pflag.FlagSet, args []string,
 		return a.engineInCluster(ctx, files[0], opts)
 	}
 	c := a.newCampaign(opts)
+	if len(opts.againstFlags) > 0 {
+		if opts.campaign.Against == "" {
+			return withExitCode(errors.New("--against-flag is for the base of --against"), ExitInvalidConfig)
+		}
+		base, err := opts.baseOptions()
+		if err != nil {
+			return withExitCode(err, ExitInvalidConfig)
+		}
+		c.BaseBackends = a.backendsFor(base)
+		opts.campaign.AgainstFlags = opts.againstFlags
+	}
 	stop := handleSignals(c.Force)
 	defer stop()
 	if len(files) == 1 {
@@ -133,17 +180,22 @@ func (a *app) runWorkflows(ctx context.Context, f *pflag.FlagSet, args []string,
 func (a *app) newCampaign(opts runOptions) *campaign.Campaign {
 	return &campaign.Campaign{
 		Stdout: a.env.Stdout, Stderr: a.env.Stderr, Logger: a.logger, Compile: compileWorkerConfig,
-		Backend: opts.kube.backend,
-		Backends: func(wf *irsv1.Workflow, tl *workflows.Timeline) (campaign.Backends, error) {
-			r := &runner{app: a, tl: tl, kube: opts.kube}
-			if err := r.kube.resolve(a.env.LookupEnv, wf); err != nil {
-				return nil, withExitCode(err, ExitInvalidConfig)
-			}
-			r.planes = dataPlanes(planeImages{envoyImage: r.kube.envoyImage, envoyPath: opts.envoyPath,
-				linkerdImage: r.kube.linkerdImage, ztunnelImage: r.kube.ztunnelImage})
-			return r, nil
-		},
+		Backend:  opts.kube.backend,
+		Backends: a.backendsFor(opts),
 		Verdicts: verdicts{},
+	}
+}
+
+// backendsFor returns what makes a workflow's backends with these options.
+func (a *app) backendsFor(opts runOptions) func(*irsv1.Workflow, *workflows.Timeline) (campaign.Backends, error) {
+	return func(wf *irsv1.Workflow, tl *workflows.Timeline) (campaign.Backends, error) {
+		r := &runner{app: a, tl: tl, kube: opts.kube}
+		if err := r.kube.resolve(a.env.LookupEnv, wf); err != nil {
+			return nil, withExitCode(err, ExitInvalidConfig)
+		}
+		r.planes = dataPlanes(planeImages{envoyImage: r.kube.envoyImage, envoyPath: opts.envoyPath,
+			linkerdImage: r.kube.linkerdImage, ztunnelImage: r.kube.ztunnelImage})
+		return r, nil
 	}
 }
 
