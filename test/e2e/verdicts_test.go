@@ -182,6 +182,9 @@ func TestAgainstGate(t *testing.T) {
 			if !strings.Contains(p.stdout.String(), "A/B gate against "+base+": "+strings.ToUpper(tt.status)) {
 				t.Errorf("stdout lacks the gate's verdict:\n%s", p.stdout)
 			}
+			if tt.code == 3 && !strings.Contains(p.stderr.String(), "irs: the A/B gate decided a regression after") {
+				t.Errorf("stderr lacks the gate's error:\n%s", p.stderr)
+			}
 			for _, ch := range reg.GetChanges() {
 				gated := ch.GetLimit() != "" && !ch.GetUngated()
 				if !gated || ch.GetVerdict() == "missing" {

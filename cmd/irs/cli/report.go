@@ -127,6 +127,9 @@ func inconclusiveError(r *irsv1.Regressions) error {
 			why += fmt.Sprintf(" (and %d more reasons)", n)
 		}
 	}
+	if seq := r.GetSequential(); seq != nil {
+		return fmt.Errorf("the A/B gate is undecided after %d runs a side: %s", seq.GetRuns(), why)
+	}
 	return fmt.Errorf("the comparison with the baseline is inconclusive: %s", why)
 }
 

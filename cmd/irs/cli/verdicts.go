@@ -129,6 +129,9 @@ func runError(name string, res *irsv1.WorkflowResult, err error) error {
 		return withExitCode(inconclusiveError(res.GetRegressions()), ExitInvalidRun)
 	case res.GetStatus() == engine.StatusFailed && res.GetRegressions().GetStatus() == baseline.StatusRegressed:
 		msg := "a metric regressed beyond its limit against the baseline"
+		if seq := res.GetRegressions().GetSequential(); seq != nil {
+			msg = fmt.Sprintf("the A/B gate decided a regression after %d runs a side", seq.GetRuns())
+		}
 		for _, a := range res.GetAssertions() {
 			if report.Outcome(a) == report.OutcomeFailed || report.Outcome(a) == report.OutcomeError {
 				msg = "an assertion failed, and " + msg
