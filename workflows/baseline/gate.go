@@ -345,7 +345,7 @@ func (f *gateFigure) decide(d Design, gated int) {
 	if lowerIsWorse[f.metric] {
 		ch.IntervalLow, ch.IntervalHigh = f.untransform(hi), f.untransform(lo)
 	}
-	ch.PValue = 2 * distuv.StudentsT{Mu: 0, Sigma: 1, Nu: f.moddf}.Survival(math.Abs(delta)/math.Max(se, 1e-300))
+	ch.PValue = 2 * distuv.StudentsT{Mu: 0, Sigma: 1, Nu: min(f.moddf, 1e7)}.Survival(math.Abs(delta)/math.Max(se, 1e-300))
 	ch.MinimumDetectable = math.Abs(f.untransform(thr+(cb+tQuantile(power, f.moddf))*se) - f.untransform(0))
 	ch.Noise = fmt.Sprintf("between %d and %d interleaved runs; variance moderated over the %s figures (%.0f degrees of freedom in all, %.0f its own)",
 		len(f.b), len(f.c), f.metric, f.moddf, f.df)

@@ -256,8 +256,14 @@ func ms(p *irsv1.Point, v float64) string {
 
 // Regressions writes a comparison with a baseline: its verdict and the changes beyond noise.
 func Regressions(w io.Writer, r *irsv1.Regressions) {
-	fmt.Fprintf(w, "**Against baseline** %s: %s %s — %s\n\n", code(r.GetBase().GetPath()), icon(r.GetStatus()),
-		md(strings.ToUpper(r.GetStatus())), md(report.CountsLine(r)))
+	seq := r.GetSequential()
+	if seq != nil {
+		fmt.Fprintf(w, "**A/B gate against** %s: %s %s — %s\n\n%s\n\n", code(r.GetBase().GetPath()), icon(r.GetStatus()),
+			md(strings.ToUpper(r.GetStatus())), md(report.CountsLine(r)), md(report.GateLine(seq)))
+	} else {
+		fmt.Fprintf(w, "**Against baseline** %s: %s %s — %s\n\n", code(r.GetBase().GetPath()), icon(r.GetStatus()),
+			md(strings.ToUpper(r.GetStatus())), md(report.CountsLine(r)))
+	}
 	for _, n := range r.GetReasons() {
 		fmt.Fprintf(w, "- inconclusive: %s\n", md(n))
 	}
@@ -271,7 +277,11 @@ func Regressions(w io.Writer, r *irsv1.Regressions) {
 	if len(notable) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "| | Change | Baseline | Now | Δ | p | Limit | Seen from |")
+	if seq != nil {
+		fmt.Fprintln(w, "| | Change | Base | Candidate | Δ | Interval | Limit | Seen from |")
+	} else {
+		fmt.Fprintln(w, "| | Change | Baseline | Now | Δ | p | Limit | Seen from |")
+	}
 	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|---|--:|")
 	for i, ch := range notable {
 		if i == maxChanges {
@@ -279,8 +289,16 @@ func Regressions(w io.Writer, r *irsv1.Regressions) {
 			break
 		}
 		b, c, d := report.ChangeValues(ch)
+		p := report.PValue(ch.GetPValue())
+		if seq != nil {
+			p = report.Interval(ch)
+		}
 		fmt.Fprintf(w, "| %s %s | %s | %s | %s | %s | %s | %s | %s |\n", icon(ch.GetVerdict()), cell(ch.GetVerdict()), cell(report.ChangeScope(ch)),
-			cell(b), cell(c), cell(d), cell(report.PValue(ch.GetPValue())), cell(report.LimitText(ch)), cell(report.Detectable(ch)))
+			cell(b), cell(c), cell(d), cell(p), cell(report.LimitText(ch)), cell(report.Detectable(ch)))
+	}
+	if seq != nil {
+		fmt.Fprintf(w, "\n<sub>%s. Interval: the change's interval at the gate's level, within the limit to pass, beyond it to regress.</sub>\n\n", md(r.GetMethod()))
+		return
 	}
 	fmt.Fprintf(w, "\n<sub>%s; p-values adjusted for the %d figures tested. Seen from: the minimum detectable change (a lone change this large is found 8 times in 10 at the noise measured, after the correction; smaller ones could pass unseen).</sub>\n\n", md(r.GetMethod()), report.TestedCount(r))
 }

@@ -97,3 +97,20 @@ func TestNodesColumn(t *testing.T) {
 		}
 	}
 }
+
+// TestGateRegressions: an A/B gate's comparison reads as a gate, where it stopped, and each change's interval
+// in place of its p-value.
+func TestGateRegressions(t *testing.T) {
+	r := &irsv1.Regressions{Status: "regressed", Base: &irsv1.RunReference{Path: "base.yaml"}, Method: "the gate's method",
+		Sequential: &irsv1.SequentialGate{Runs: 2, MaxRuns: 5, Look: 1, Looks: 4, Order: []string{"base#1", "candidate#1", "candidate#2", "base#2"}},
+		Changes: []*irsv1.Change{{Scope: "server", Phase: "steady", Metric: "p50", Base: 0.010, Current: 0.012, Delta: 0.002, Relative: 0.2,
+			IntervalLow: 0.0015, IntervalHigh: 0.0025, Limit: "10%", Verdict: "regressed", PValue: 0.001}}}
+	var b bytes.Buffer
+	markdown.Regressions(&b, r)
+	for _, want := range []string{"**A/B gate against** `base.yaml`: ❌ REGRESSED", `decided at look 1 of 4, after 2 runs a side; order base\#1, candidate\#1`,
+		"| Interval |", `\[+15.0%, +25.0%\]`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the gate lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -19,6 +19,7 @@ type assertionRow struct {
 
 type regressionView struct {
 	Status, Base, Counts, Method string
+	Gate                         string // an A/B gate's where it stopped ("" for a baseline)
 	Notes, Reasons               []string
 	Rows                         []changeRow
 	More                         int
@@ -127,14 +128,21 @@ func regressionRows(r *irsv1.Regressions) *regressionView {
 	}
 	v := &regressionView{Status: r.GetStatus(), Base: r.GetBase().GetPath(), Counts: report.CountsLine(r),
 		Method: r.GetMethod(), Notes: r.GetNotes(), Reasons: r.GetReasons()}
+	if seq := r.GetSequential(); seq != nil {
+		v.Gate = report.GateLine(seq)
+	}
 	for i, ch := range report.NotableChanges(r) {
 		if i == maxChangeRows {
 			v.More = len(report.NotableChanges(r)) - maxChangeRows
 			break
 		}
 		b, c, d := report.ChangeValues(ch)
+		p := report.PValue(ch.GetPValue())
+		if v.Gate != "" {
+			p = report.Interval(ch)
+		}
 		v.Rows = append(v.Rows, changeRow{Verdict: ch.GetVerdict(), Change: report.ChangeScope(ch), Base: b, Current: c,
-			Delta: d, P: report.PValue(ch.GetPValue()), Limit: report.LimitText(ch), Detectable: report.Detectable(ch)})
+			Delta: d, P: p, Limit: report.LimitText(ch), Detectable: report.Detectable(ch)})
 	}
 	return v
 }
