@@ -180,12 +180,16 @@ bench: build image envoy-image linkerd-image ztunnel-image deps
 	hack/testnode/bench.sh
 	$(MAKE) bench-verdicts
 
-## bench-verdicts: how often comparisons call noise a regression and catch real ones, from VERDICT_ROUNDS rounds (default 20, about 4 minutes each) of real runs with both cores busy, then the table of docs/reports.md
+## bench-verdicts: how often comparisons call noise a regression and catch real ones, from VERDICT_ROUNDS rounds (default 20, about 4 minutes each) of real runs with both cores busy, then the table of docs/reports.md; then GATE_ROUNDS rounds (default 10, about 12 minutes each at GATE_FLAGS' time scale) of A/B gates (run --against), an A/A gate and four real changes each
 VERDICT_ROUNDS ?= 20
 VERDICT_DIR ?= bin/verdicts
+GATE_ROUNDS ?= 10
+GATE_FLAGS ?= --time-scale 0.5
 bench-verdicts: build
 	hack/loaded.sh bench/verdicts/run.sh generate $(VERDICT_DIR) $(VERDICT_ROUNDS)
 	bench/verdicts/run.sh judge $(VERDICT_DIR)
+	GATE_FLAGS="$(GATE_FLAGS)" hack/loaded.sh bench/verdicts/run.sh gate $(VERDICT_DIR)/gates $(GATE_ROUNDS)
+	bench/verdicts/run.sh gate-judge $(VERDICT_DIR)/gates
 
 ## clean: remove build output
 clean:

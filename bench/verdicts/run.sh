@@ -7,7 +7,8 @@
 #   bench/verdicts/run.sh judge DIR               compare the runs and print the table of docs/reports.md
 #   bench/verdicts/run.sh gate DIR [ROUNDS]       run ROUNDS rounds (default 10) of A/B gates (run --against) into
 #                                                 DIR: per round an A/A gate of gate/chain.yaml and one gate of each
-#                                                 of its changed variants against it (resumes as generate does)
+#                                                 of its changed variants against it (resumes as generate does;
+#                                                 GATE_CASES="chain" runs A/A gates alone, GATE_FLAGS adds flags)
 #   bench/verdicts/run.sh gate-judge DIR          print how each kind of gate decided, and in how many runs
 #
 # Each round runs, interleaved so that drift in the machine favours no one: steady.yaml twice (an A/A pair: the
@@ -46,7 +47,7 @@ gate)
 	rounds=${3:-10}
 	mkdir -p "$dir"
 	for i in $(seq -w 1 "$rounds"); do
-		for change in chain errors slow stall cpu; do
+		for change in ${GATE_CASES:-chain errors slow stall cpu}; do
 			out="$dir/$i-$change"
 			grep -qs 'A/B gate against' "$out.log" && continue # decided or not, it ended
 			rm -rf "$out"

@@ -266,5 +266,11 @@ func TestGateSaysWhatWouldDecide(t *testing.T) {
 	if len(r.GetReasons()) == 0 {
 		t.Fatal("no reason given")
 	}
+	for _, ch := range r.GetChanges() {
+		if math.IsNaN(ch.GetPValue()) || math.IsNaN(ch.GetMinimumDetectable()) || math.IsNaN(ch.GetIntervalLow()) {
+			t.Errorf("%s %s in %s: p %g, detectable %g, interval low %g: want numbers", ch.GetScope(), ch.GetMetric(), ch.GetPhase(),
+				ch.GetPValue(), ch.GetMinimumDetectable(), ch.GetIntervalLow())
+		}
+	}
 	t.Log(r.GetReasons()[0])
 }
