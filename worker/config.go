@@ -334,12 +334,20 @@ func duration(s, path string, def time.Duration, errs *field.List) time.Duration
 		return def
 	}
 	d, err := behavior.ParseDuration(s)
+	if err == nil && d > MaxDuration {
+		err = fmt.Errorf("%v is longer than a run may last (%v)", d, MaxDuration)
+	}
 	if err != nil {
 		errs.Add(path, err)
 		return def
 	}
 	return d
 }
+
+// MaxDuration is the longest any duration of a worker's configuration may be: as long as a run may last. A
+// load shape's durations were not bounded, and a ramp of 2,562,047 h scaled by a workflow's time scale wrapped
+// into a negative duration, which the dry run printed and the load's start refused mid-run.
+const MaxDuration = 7 * 24 * time.Hour
 
 func checkSize(n int64, path string, errs *field.List) int64 {
 	if n < 0 || n > maxBodySize {

@@ -43,6 +43,14 @@ func TestCompileInvalid(t *testing.T) {
 		{name: "negative size", doc: "serve: {size: -1}", want: []string{"serve.size"}},
 		{name: "too much CPU", doc: "serve: {cpu: 11s}", want: []string{"serve.cpu"}},
 		{name: "bad max override delay", doc: "serve: {max_override_delay: -1s}", want: []string{"serve.max_override_delay"}},
+		// Every duration is bounded, a load's shape too: a ramp of 2,562,047 h, scaled by a time scale, once
+		// wrapped into a negative duration.
+		{name: "ramp longer than a run", doc: "load: {target: a, ramp: {from: 1, to: 2, over: 2562047h}}", want: []string{"load.ramp.over"}},
+		{name: "spike longer than a run", doc: "load: {target: a, spike: {base: 1, peak: 2, after: 1s, rise: 1s, hold: 169h, fall: 1s}}",
+			want: []string{"load.spike.hold"}},
+		{name: "step longer than a run", doc: "load: {target: a, steps: [{rate: 1, for: 200h}, {rate: 2}]}", want: []string{"load.steps[0].for"}},
+		{name: "load duration longer than a run", doc: "load: {target: a, rate: 1, duration: 8760h}", want: []string{"load.duration"}},
+		{name: "timeout longer than a run", doc: "calls: [{service: a, timeout: 9000h}]", want: []string{"calls[0].timeout"}},
 		{name: "call without service", doc: "calls: [{endpoints: ['h:1']}]", want: []string{"calls[0].service"}},
 		{name: "service with a slash", doc: "calls: [{service: a/b}]", want: []string{"calls[0].service"}},
 		{name: "bad endpoint", doc: "calls: [{service: a, endpoints: ['h:1', h]}]", want: []string{"calls[0].endpoints[1]"}},

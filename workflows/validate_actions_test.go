@@ -285,6 +285,11 @@ func TestValidateActions(t *testing.T) {
 			want: []problem{{"11:42", "phases[0].actions[0].load.set.ramp.over", "required: how long the ramp takes"}},
 		},
 		{
+			name: "load set ramp longer than a run",
+			doc:  head + "      - load: {service: gen, set: {ramp: {from: 10, to: 100, over: 2562047h}}}\n",
+			want: []problem{{"11:68", "phases[0].actions[0].load.set.ramp.over", "2562047h0m0s is longer than a run may last (168h0m0s)"}},
+		},
+		{
 			name: "load set negative rate",
 			doc:  head + "      - load: {service: gen, set: {rate: -5}}\n",
 			want: []problem{{"11:42", "phases[0].actions[0].load.set.rate", "invalid rate -5"}},
