@@ -50,8 +50,10 @@ func Check(tok, from string) (string, error) {
 	if tok == "" {
 		return "", fmt.Errorf("%s holds no token (it is empty or whitespace)", from)
 	}
-	if strings.ContainsFunc(tok, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
-		return "", fmt.Errorf("%s: a token is one word of printable characters (it goes in an Authorization header)", from)
+	if strings.ContainsFunc(tok, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		// gRPC metadata carries printable ASCII only: a token beyond it was accepted, then could not be sent by
+		// the runner or irs ctl.
+		return "", fmt.Errorf("%s: a token is one word of printable ASCII characters (it goes in an Authorization header)", from)
 	}
 	return tok, nil
 }

@@ -231,6 +231,12 @@ func TestControlTokenEmpty(t *testing.T) {
 		{args: []string{"--control-token-file", ""}, want: "--control-token-file"},
 		{env: []string{"IRS_CONTROL_TOKEN_FILE="}, want: "IRS_CONTROL_TOKEN_FILE"},
 		{args: []string{"--control-token-file", "/dev/zero"}, want: "not a regular file"},
+		// A token gRPC cannot carry (its metadata is printable ASCII) is refused, not accepted and then unusable.
+		{args: []string{"--control-token", "tökén"}, want: "printable ASCII"},
+		// No token beyond loopback: an open control API on every interface is refused unless asked for. The
+		// worker refuses before it listens.
+		{args: []string{"--control-listen", "0.0.0.0:0"}, want: "--control-open to mean it"},
+		{args: []string{"--control-listen", ":0"}, want: "--control-open to mean it"},
 	}
 	for _, c := range cases {
 		p := command(t, c.env, append([]string{"worker", "--name", "server", "--listen", "127.0.0.1:0"}, c.args...)...)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ import (
 type workerOptions struct {
 	config           string
 	controlListen    string
+	controlOpen      bool // an open control API beyond loopback, asked for
 	controlToken     string
 	controlTokenFile string
 	readyRequires    string
@@ -106,6 +108,7 @@ func (o *workerOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.controlListen, "control-listen", "127.0.0.1:0", "control API `address` (REST and gRPC)")
 	f.StringVar(&o.controlToken, "control-token", "", "require this bearer `token` on every control call")
 	f.StringVar(&o.controlTokenFile, "control-token-file", "", "read the control token from `file`")
+	f.BoolVar(&o.controlOpen, "control-open", false, "serve the control API without a token on an address beyond loopback: anyone who reaches it can reconfigure the worker")
 	f.DurationVar(&o.statsInterval, "stats-interval", 0, "log a stats line every `interval` (0: never)")
 	f.StringVar(&o.readyFile, "ready-file", "", "write the listen addresses as JSON to `file` once serving")
 	f.BoolVar(&o.exitWhenDone, "exit-when-done", false, "exit when the load ends, printing the stats as JSON")
@@ -185,6 +188,23 @@ func (o *workerOptions) resolveToken(ctx context.Context, flags *pflag.FlagSet, 
 	return nil
 }
 
+// checkOpenControl refuses a control API without a token on an address other machines may reach, unless
+// --control-open says so: `--control-listen 0.0.0.0:P` alone started one on every interface without a word.
+func checkOpenControl(listen, tok string, open bool) error {
+	if tok != "" || open {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil // the listener says what is wrong with the address
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--control-listen %s without a token would serve the control API to anyone who reaches it: "+
+		"give --control-token or --control-token-file, or --control-open to mean it", listen)
+}
+
 // givenAs tells whether a flag was given on the command line or as its IRS_* variable (set, even empty), and
 // names where it came from.
 func givenAs(flags *pflag.FlagSet, lookupEnv func(string) (string, bool), name string) (string, bool) {
@@ -216,7 +236,11 @@ func (o *workerOptions) resolve(ctx context.Context, v *viper.Viper, flags *pfla
 	o.dogstatsd = v.GetString("dogstatsd")
 	o.dogstatsdEvery = v.GetDuration("dogstatsd-interval")
 	o.traceSample = v.GetFloat64("trace-sample")
+	o.controlOpen = v.GetBool("control-open")
 	if err := o.resolveToken(ctx, flags, lookupEnv); err != nil {
+		return err
+	}
+	if err := checkOpenControl(o.controlListen, o.controlToken, o.controlOpen); err != nil {
 		return err
 	}
 	if o.traceSample < 0 || o.traceSample > 1 {
