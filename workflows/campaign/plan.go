@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -262,7 +261,7 @@ func progressMode(mode string, out any) (bool, error) {
 	case "plain", "off":
 		return false, nil
 	case "auto":
-		f, ok := out.(*os.File)
+		f, ok := out.(interface{ Fd() uintptr }) // a file, or one wrapped (the command line checks its writes)
 		if !ok {
 			return false, nil
 		}

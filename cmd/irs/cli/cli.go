@@ -51,17 +51,45 @@ type app struct {
 
 // Main runs the CLI and returns the process exit code.
 func Main(ctx context.Context, env Env) int {
+	out := &checkedWriter{w: env.Stdout}
+	env.Stdout = out
 	a := &app{env: env}
 	root := a.newRootCmd()
 	root.SetArgs(env.Args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
 	err := root.ExecuteContext(ctx)
+	if err == nil && out.err != nil {
+		// What the command printed is its output (a report, a plan, a verdict): not written, it failed.
+		err = withExitCode(fmt.Errorf("standard output: %w", out.err), ExitError)
+	}
 	if err == nil {
 		return ExitOK
 	}
 	fmt.Fprintf(env.Stderr, "irs: %s\n", strings.TrimRight(err.Error(), "\n"))
 	return exitcode.For(err)
+}
+
+// checkedWriter remembers the first error of its writes: `irs workflow report` into a full disk exited 0.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// Fd is the file descriptor of the writer wrapped, when it is a file (a terminal's progress view asks it).
+func (c *checkedWriter) Fd() uintptr {
+	if f, ok := c.w.(interface{ Fd() uintptr }); ok {
+		return f.Fd()
+	}
+	return ^uintptr(0)
 }
 
 func (a *app) newRootCmd() *cobra.Command {

@@ -153,3 +153,25 @@ func TestReportJSONMemory(t *testing.T) {
 		t.Errorf("allocated %d bytes for a %d-byte result, want at most %d (6×)", n, st.Size(), limit)
 	}
 }
+
+// TestFullStdoutFails: a command whose output could not be written failed, whatever it printed: a report, a
+// validation or a dry run into a full disk (/dev/full) exited 0.
+func TestFullStdoutFails(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	defer full.Close()
+	wf := filepath.Join(t.TempDir(), "w.yaml")
+	if err := os.WriteFile(wf, []byte("name: w\nservices:\n  - name: a\n    worker: {serve: {delay: 1ms}}\nphases:\n  - {name: p, duration: 5s}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"workflow", "validate", wf}, {"workflow", "run", wf, "--dry-run"}, {"version"}} {
+		var errOut bytes.Buffer
+		code := Main(t.Context(), Env{Args: args, Stdout: full, Stderr: &errOut, Getenv: func(string) string { return "" },
+			LookupEnv: func(string) (string, bool) { return "", false }})
+		if code != ExitError || !strings.Contains(errOut.String(), "standard output: write") {
+			t.Errorf("%q into /dev/full: exit %d, stderr %q; want %d naming the failed write", args, code, errOut.String(), ExitError)
+		}
+	}
+}
