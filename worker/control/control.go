@@ -100,10 +100,18 @@ func (s *Service) ReplaceDocument(body []byte) (*irsv1.ConfigState, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(decodeErrs) == 0 && proto.Size(&cfg) == 0 {
+		// {} , {"tags": null}, "--- {}": every field its default, a worker that serves, calls and loads nothing.
+		// gRPC refuses the same configuration; a PUT of it stopped the data plane.
+		return nil, &InvalidError{Fields: field.List{{Err: errors.New(EmptyConfig)}}}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.applyDecoded(&cfg, root, decodeErrs, false)
 }
+
+// EmptyConfig is why a replacement with every field its default is refused, over REST and gRPC alike.
+const EmptyConfig = "empty (every field its default): send the whole configuration"
 
 // MergePatch applies a JSON merge patch (RFC 7386) to the configuration document. Problems are reported all at
 // once, positioned in the patch where the patch holds the offending field.

@@ -181,3 +181,24 @@ func TestConfigSurvivesJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyReplacementRefused: a replacement whose every field is its default ({}, {"tags": null}, "--- {}",
+// "!!map {}") is refused as gRPC refuses it, and the configuration stays: over REST it was accepted and stopped
+// the data plane.
+func TestEmptyReplacementRefused(t *testing.T) {
+	for _, doc := range []string{"{}", `{"tags": null}`, "--- {}", "!!map {}", "{seed: 0}"} {
+		t.Run(doc, func(t *testing.T) {
+			svc, w := newService(t, baseConfig(), "")
+			before := svc.Config()
+			_, err := svc.ReplaceDocument([]byte(doc))
+			var inv *control.InvalidError
+			if !errors.As(err, &inv) || !strings.Contains(err.Error(), control.EmptyConfig) {
+				t.Fatalf("ReplaceDocument(%q) = %v, want it refused as empty", doc, err)
+			}
+			unchanged(t, svc, before)
+			if w.DataAddr() == "" {
+				t.Error("the data plane stopped")
+			}
+		})
+	}
+}

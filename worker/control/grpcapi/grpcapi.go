@@ -81,7 +81,7 @@ func (s *server) ReplaceConfig(_ context.Context, req *irsv1.ReplaceConfigReques
 	if proto.Size(req.GetConfig()) == 0 {
 		// Every field its default: a worker that serves, calls and loads nothing. As a PUT of null, it is never
 		// what was meant (it stops the data plane).
-		return nil, invalidArgument("config", "empty (every field its default): send the whole configuration")
+		return nil, invalidArgument("config", control.EmptyConfig)
 	}
 	st, err := s.svc.Replace(req.GetConfig())
 	if err != nil {
