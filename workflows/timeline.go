@@ -123,6 +123,17 @@ func (t *Timeline) PhaseAt(at time.Duration) string {
 // maxOccurrences bounds how many times repeating actions may run in one workflow.
 const maxOccurrences = 100_000
 
+// OccurrencesError is a workflow whose repeating actions would run more than maxOccurrences times, found at the
+// action at Path.
+type OccurrencesError struct{ Path string }
+
+func (e *OccurrencesError) Error() string { return e.Path + ": " + e.Problem() }
+
+// Problem is the error without its path, for a validation that positions it.
+func (e *OccurrencesError) Problem() string {
+	return fmt.Sprintf("more than %d action occurrences: make `every` longer or set times", maxOccurrences)
+}
+
 // MaxRunDuration is the longest a run may last, at its time scale, and any one duration of a workflow: as long as
 // the certificates a run's mesh is given (mesh/ca.Validity). It also keeps every sum of a workflow's durations
 // far from time.Duration's 292 years, which phases of 2,562,047 h each overflowed into a negative total.
@@ -243,7 +254,7 @@ func (b *stepBuilder) action(a *irsv1.Action, from time.Duration, path string) t
 		}
 		if *b.occurrences++; *b.occurrences > maxOccurrences || b.err != nil {
 			if b.err == nil {
-				b.err = fmt.Errorf("%s: more than %d action occurrences: make `every` longer or set times", path, maxOccurrences)
+				b.err = &OccurrencesError{Path: path}
 			}
 			return end
 		}

@@ -454,16 +454,26 @@ phases: [{name: p, duration: 10s}]
 	}
 }
 
+// TestTimelineTooManyOccurrences: repeating actions that would run more than 100,000 times are refused by
+// validation at the action's line:column (the timeline's own error had no position), and by the timeline.
 func TestTimelineTooManyOccurrences(t *testing.T) {
-	wf := valid(t, `name: w
+	src := `name: w
 services: [{name: api}]
 phases:
   - name: p
     duration: 1000s
     actions:
       - {every: 1ms, kill: {service: api}}
-`)
-	if _, err := workflows.NewTimeline(wf, 1); err == nil || !strings.Contains(err.Error(), "more than 100000 action occurrences") {
+`
+	doc, err := workflows.Parse([]byte(src), "w.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workflows.Validate(doc, compileWorker); err == nil ||
+		!strings.Contains(err.Error(), "7:9: phases[0].actions[0]: more than 100000 action occurrences") {
+		t.Errorf("Validate = %v, want the occurrences refused at 7:9", err)
+	}
+	if _, err := workflows.NewTimeline(doc.Workflow, 1); err == nil || !strings.Contains(err.Error(), "more than 100000 action occurrences") {
 		t.Errorf("NewTimeline = %v, want an error about too many occurrences", err)
 	}
 	capped := valid(t, `name: w
@@ -480,27 +490,33 @@ phases:
 	}
 }
 
+// TestTimelineRepeatedWaitIsBounded: a wait every nanosecond of an hour (3.6e12 occurrences) is refused at once,
+// by validation and by the timeline, not laid out.
 func TestTimelineRepeatedWaitIsBounded(t *testing.T) {
-	wf := valid(t, `name: w
+	doc, err := workflows.Parse([]byte(`name: w
 services: [{name: api}]
 phases:
   - name: p
     duration: 1h
     actions:
       - {every: 1ns, wait: 1ns}
-`)
-	done := make(chan error, 1)
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan [2]error, 1)
 	go func() {
-		_, err := workflows.NewTimeline(wf, 1)
-		done <- err
+		verr := workflows.Validate(doc, compileWorker)
+		_, terr := workflows.NewTimeline(doc.Workflow, 1)
+		done <- [2]error{verr, terr}
 	}()
 	select {
-	case err := <-done:
-		if err == nil {
-			t.Errorf("NewTimeline = nil error, want the occurrence bound to apply")
+	case errs := <-done:
+		if errs[0] == nil || errs[1] == nil {
+			t.Errorf("Validate = %v, NewTimeline = %v, want the occurrence bound to apply to both", errs[0], errs[1])
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatalf("NewTimeline still running after 5s")
+		t.Fatalf("still running after 5s")
 	}
 }
 

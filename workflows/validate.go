@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -24,6 +25,14 @@ func Validate(doc *Document, compile CompileWorker) error {
 	v := validator{wf: doc.Workflow, compile: compile, services: map[string]*irsv1.Service{}, phases: map[string]bool{},
 		edges: map[string]map[string]bool{}}
 	v.validate()
+	if len(v.errs) == 0 && len(doc.decodeErrs) == 0 {
+		// The occurrences of repeating actions are counted as the timeline lays them out (at any time scale,
+		// as many): said here, at the action, with its line:column.
+		var occ *OccurrencesError
+		if _, err := NewTimeline(doc.Workflow, 1); errors.As(err, &occ) {
+			v.errs.Addf(occ.Path, "%s", occ.Problem())
+		}
+	}
 	return doc.invalid(field.Combine(doc.decodeErrs, v.errs.Err()))
 }
 
