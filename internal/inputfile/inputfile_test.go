@@ -1,10 +1,12 @@
 package inputfile_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,5 +94,51 @@ func TestReadPipe(t *testing.T) {
 	var tooLarge *inputfile.TooLargeError
 	if !errors.As(err, &tooLarge) || tooLarge.Size != -1 {
 		t.Errorf("Read of 100 bytes from a FIFO with a limit of 10 = %v, want a TooLargeError", err)
+	}
+}
+
+// TestReadPipeBounded: a pipe is read in chunks: one beyond the limit is refused having allocated about the
+// limit (a doubling buffer allocated 4 times it: a 512 MiB pipe took 2.1 GB), and one within it comes back whole.
+func TestReadPipeBounded(t *testing.T) {
+	dir := t.TempDir()
+	const limit = 32 << 20
+	for _, tt := range []struct {
+		name string
+		size int
+	}{{"within", 3<<20 + 12345}, {"beyond", limit + 8<<20}} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(dir, tt.name)
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			want := bytes.Repeat([]byte("0123456789abcdef"), tt.size/16+1)[:tt.size]
+			go func() {
+				w, err := os.OpenFile(p, os.O_WRONLY, 0)
+				if err != nil {
+					return
+				}
+				defer w.Close()
+				_, _ = w.Write(want) // ends with EPIPE once the reader stops at the limit
+			}()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			got, err := inputfile.Read(context.Background(), p, limit)
+			runtime.ReadMemStats(&after)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			if tt.size > limit {
+				var tooLarge *inputfile.TooLargeError
+				if !errors.As(err, &tooLarge) {
+					t.Fatalf("Read of %d bytes = %v, want too large", tt.size, err)
+				}
+				if allocated > limit*3/2 {
+					t.Errorf("refusing a pipe beyond the %d-byte limit allocated %d bytes, want about the limit", limit, allocated)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("Read = %d bytes, %v; want the %d written", len(got), err, len(want))
+			}
+		})
 	}
 }
