@@ -387,3 +387,26 @@ func TestGateDryRun(t *testing.T) {
 		t.Errorf("plan lacks the gate:\n%s", stdout.String())
 	}
 }
+
+// TestResultNotWrittenReportsSayError: when a run's result cannot be written, its reports say error, as the
+// exit code does (junit.xml said passed while the command exited 1).
+func TestResultNotWrittenReportsSayError(t *testing.T) {
+	dir := t.TempDir()
+	file := writeWorkflow(t, dir, "tiny", fmt.Sprintf(tinyWorkflow, "tiny"))
+	opts := testOptions(filepath.Join(dir, "run"))
+	opts.Result, opts.Reports = filepath.Join(dir, "out", "result.json"), []string{"junit"}
+	backends := &fakeBackends{newErr: func(*irsv1.Workflow) error {
+		return os.MkdirAll(opts.Result, 0o755) // a directory where the result goes: it cannot be renamed over
+	}}
+	o := testCampaign(backends, &bytes.Buffer{}, &bytes.Buffer{}).Run(t.Context(), file, opts)
+	if o.OutputErr == nil {
+		t.Fatalf("Run: output error nil, want the result not written")
+	}
+	junit, err := os.ReadFile(filepath.Join(dir, "out", "junit.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(junit), "could not be written") && !strings.Contains(string(junit), "in no file") {
+		t.Errorf("junit.xml of a run whose result was not written says no error:\n%s", junit)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/report/formats"
 	"github.com/irs-sim/irs/workflows/resultfile"
+	"google.golang.org/protobuf/proto"
 )
 
 // once runs the workflow under one mesh at one point of its sweep, in dir, writing the result to resultPath.
@@ -115,7 +116,15 @@ func (c *Campaign) single(ctx context.Context, p *plan, mesh *irsv1.Mesh, point 
 		}
 	}
 	o.Err = err
-	o.OutputErr = errors.Join(o.OutputErr, c.writeReports(ctx, p.reports, filepath.Dir(path), f))
+	reported := f
+	if !written {
+		// The reports say what the exit code says: the run's verdict stands, but its result is in no file, which
+		// is an error (junit.xml said passed while the command exited 1).
+		failed := proto.Clone(res).(*irsv1.WorkflowResult)
+		failed.Status, failed.Error = engine.StatusError, o.OutputErr.Error()
+		reported = &resultfile.File{Path: path, Result: failed}
+	}
+	o.OutputErr = errors.Join(o.OutputErr, c.writeReports(ctx, p.reports, filepath.Dir(path), reported))
 	return o
 }
 
