@@ -30,6 +30,9 @@ const (
 	maxPool            = 10_000
 	maxRetries         = 100
 	maxCPU             = 10 * time.Second
+	// maxInFlightBytes bounds a load's request bodies in flight at once (connections × request_size): each side
+	// may hold them all, and 10,000 connections of 64 MiB bodies drove a receiving worker to 8.3 GB.
+	maxInFlightBytes = 1 << 30
 )
 
 // Spec is a compiled, valid worker configuration.
@@ -217,6 +220,10 @@ func compileLoad(l *irsv1.Load, errs *field.List) *LoadSpec {
 		g.Connections = DefaultConnections
 	} else if g.Connections > maxPool {
 		errs.Addf("load.connections", "%d is more than %d", g.Connections, maxPool)
+	}
+	if size := int64(out.Target.RequestSize); size > 0 && int64(g.Connections)*size > maxInFlightBytes {
+		errs.Addf("load.request_size", "%d connections of %d-byte requests may hold %d MiB in flight at once, over %d MiB: "+
+			"fewer connections or smaller requests", g.Connections, size, int64(g.Connections)*size>>20, maxInFlightBytes>>20)
 	}
 	out.Target.PoolSize = g.Connections
 	if out.Target.Protocol != upstream.HTTP1 {

@@ -50,6 +50,7 @@ func TestCompileInvalid(t *testing.T) {
 			want: []string{"load.spike.hold"}},
 		{name: "step longer than a run", doc: "load: {target: a, steps: [{rate: 1, for: 200h}, {rate: 2}]}", want: []string{"load.steps[0].for"}},
 		{name: "load duration longer than a run", doc: "load: {target: a, rate: 1, duration: 8760h}", want: []string{"load.duration"}},
+		{name: "bodies in flight beyond memory", doc: "load: {target: a, rate: 1, connections: 10000, request_size: 67108864}", want: []string{"load.request_size"}},
 		{name: "timeout longer than a run", doc: "calls: [{service: a, timeout: 9000h}]", want: []string{"calls[0].timeout"}},
 		{name: "call without service", doc: "calls: [{endpoints: ['h:1']}]", want: []string{"calls[0].service"}},
 		{name: "service with a slash", doc: "calls: [{service: a/b}]", want: []string{"calls[0].service"}},
