@@ -91,8 +91,22 @@ func Read(ctx context.Context, path string) (*File, error) {
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if onlySchema(m) {
+		// A file of its schema and nothing else rendered as an empty run with exit 0.
+		return nil, fmt.Errorf("%s: holds its schema and nothing else: nothing to read", path)
+	}
 	f.normalize()
 	return f, nil
+}
+
+// onlySchema reports whether a decoded file holds nothing but its schema.
+func onlySchema(m proto.Message) bool {
+	c := proto.Clone(m)
+	fd := c.ProtoReflect().Descriptor().Fields().ByName("schema")
+	if fd != nil {
+		c.ProtoReflect().Clear(fd)
+	}
+	return proto.Size(c) == 0
 }
 
 // schemaOf finds the top-level "schema" of a JSON object by reading its tokens only as far as that key (IRS

@@ -49,3 +49,25 @@ func TestSuiteRunStaysInItsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlySchemaRefused: a file of its schema and nothing else is refused, not read as an empty run (it rendered
+// with exit 0); a partial result with something in it is still read.
+func TestOnlySchemaRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, schema := range []string{resultfile.ResultSchema, resultfile.SuiteSchema, "irs.workflow.comparison/v1"} {
+		p := filepath.Join(dir, "only.json")
+		if err := os.WriteFile(p, []byte(`{"schema": "`+schema+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := resultfile.Read(t.Context(), p); err == nil || !strings.Contains(err.Error(), "nothing else") {
+			t.Errorf("%s alone: %v, want it refused", schema, err)
+		}
+	}
+	p := filepath.Join(dir, "partial.json")
+	if err := os.WriteFile(p, []byte(`{"schema": "`+resultfile.ResultSchema+`", "status": "running"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resultfile.Read(t.Context(), p); err != nil {
+		t.Errorf("a partial result: %v, want it read", err)
+	}
+}
