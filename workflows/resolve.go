@@ -21,6 +21,15 @@ func Resolve(s *irsv1.Service, endpoints func(service string) []string) *irsv1.W
 		cfg = &irsv1.WorkerConfig{}
 	}
 	cfg.Name = s.GetName()
+	if cfg.GetServe() == nil || cfg.Serve.QueryOverrides == nil {
+		// A workflow's replicas honour ?delay=, ?status=, ?size= only when the workflow asks: another user of the
+		// machine who reads a data port from a ready file turned a passing run into a failed one with 100
+		// requests of ?status=503.
+		if cfg.Serve == nil {
+			cfg.Serve = &irsv1.Serve{}
+		}
+		cfg.Serve.QueryOverrides = proto.Bool(false)
+	}
 	FillEndpoints(cfg, endpoints)
 	return cfg
 }

@@ -26,7 +26,7 @@ func TestResolve(t *testing.T) {
 	got := workflows.Resolve(s, endpointsOf)
 	want := &irsv1.WorkerConfig{
 		Name:  "api",
-		Serve: &irsv1.Serve{Delay: "5ms"},
+		Serve: &irsv1.Serve{Delay: "5ms", QueryOverrides: proto.Bool(false)}, // the workflow did not ask for them
 		Calls: []*irsv1.Call{
 			{Service: "db", Timeout: "1s", Endpoints: []string{"db-0:80", "db-1:80"}},
 			{Parallel: []*irsv1.Call{
@@ -44,8 +44,12 @@ func TestResolve(t *testing.T) {
 	}
 
 	bare := workflows.Resolve(&irsv1.Service{Name: "idle"}, endpointsOf)
-	if !proto.Equal(bare, &irsv1.WorkerConfig{Name: "idle"}) {
-		t.Errorf("Resolve of a service without a worker = %v, want only its name", bare)
+	if !proto.Equal(bare, &irsv1.WorkerConfig{Name: "idle", Serve: &irsv1.Serve{QueryOverrides: proto.Bool(false)}}) {
+		t.Errorf("Resolve of a service without a worker = %v, want only its name, query overrides off", bare)
+	}
+	asked := workflows.Resolve(&irsv1.Service{Name: "fortio-like", Worker: &irsv1.WorkerConfig{Serve: &irsv1.Serve{QueryOverrides: proto.Bool(true)}}}, endpointsOf)
+	if !asked.GetServe().GetQueryOverrides() {
+		t.Errorf("Resolve of a workflow that asks for query overrides = %v, want them on", asked)
 	}
 }
 
