@@ -34,7 +34,8 @@ var cases = []struct{ suffix, name, want string }{
 
 type tally struct {
 	gates, passed, regressed, inconclusive, runs int
-	missing                                     int // replays that ran out of recorded runs
+	missing                                      int            // replays that ran out of recorded runs
+	minutes                                      float64        // wall time of the runs a decision took
 	other                                        []string       // gates that ended without a verdict (error, interrupted)
 	holding                                      map[string]int // what kept undecided gates from deciding
 }
@@ -74,6 +75,7 @@ func main() {
 		}
 		t.gates++
 		t.runs += int(reg.GetSequential().GetRuns())
+		t.minutes += gateMinutes(f.Comparison, int(reg.GetSequential().GetRuns()))
 		switch reg.GetStatus() {
 		case "passed":
 			t.passed++
@@ -91,8 +93,8 @@ func main() {
 			}
 		}
 	}
-	fmt.Println("| gate | gates | passed | regressed | inconclusive | runs a side (mean) | right | runs missing |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("| gate | gates | passed | regressed | inconclusive | runs a side (mean) | minutes (mean) | right | runs missing |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, c := range cases {
 		t := tallies[c.suffix]
 		if t == nil || t.gates == 0 {
@@ -102,8 +104,8 @@ func main() {
 		if c.want == "regressed" {
 			right = t.regressed
 		}
-		fmt.Printf("| %s | %d | %d | %d | %d | %.1f | %.0f %% | %d |\n", c.name, t.gates, t.passed, t.regressed, t.inconclusive,
-			float64(t.runs)/float64(t.gates), 100*float64(right)/float64(t.gates), t.missing)
+		fmt.Printf("| %s | %d | %d | %d | %d | %.1f | %.1f | %.0f %% | %d |\n", c.name, t.gates, t.passed, t.regressed, t.inconclusive,
+			float64(t.runs)/float64(t.gates), t.minutes/float64(t.gates), 100*float64(right)/float64(t.gates), t.missing)
 	}
 	for _, c := range cases {
 		t := tallies[c.suffix]
@@ -153,4 +155,23 @@ func replay(c *irsv1.Comparison) (*irsv1.Regressions, string) {
 		}
 	}
 	return nil, "no look"
+}
+
+// gateMinutes is the wall time from the first run's start to the end of the last run a decision at n runs a side
+// used: the ABBA order's first 2n runs.
+func gateMinutes(c *irsv1.Comparison, n int) float64 {
+	var first, last float64
+	for _, v := range c.GetVariants() {
+		for i, r := range v.GetRuns() {
+			if i >= n || r.GetStartedAt() == nil || r.GetEndedAt() == nil {
+				continue
+			}
+			s, e := float64(r.GetStartedAt().GetSeconds()), float64(r.GetEndedAt().GetSeconds())
+			if first == 0 || s < first {
+				first = s
+			}
+			last = max(last, e)
+		}
+	}
+	return (last - first) / 60
 }
