@@ -24,6 +24,7 @@ dir=$(realpath -m "${2:?usage: run.sh generate|gate DIR [ROUNDS] | judge|gate-ju
 
 run() { # workflow out-dir
 	[ -s "$2/result.json" ] && return 0
+	rm -rf "$2" # an interrupted run's files: a run directory must be new
 	local code=0
 	"$irs" workflow run "$here/$1.yaml" --run-dir "$2" --progress off --report none >"$2.log" 2>&1 || code=$?
 	echo "$(date +%T) $2: exit $code"

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // ErrNotRegular is returned for a path that exists and is not a regular file (a device, a pipe, a directory):
@@ -19,25 +20,58 @@ var ErrNotRegular = errors.New("not a regular file")
 // Check reports whether Write may write to path: it is a new path, or a regular file (through any symlinks).
 // It returns the path Write renames over: path itself, or the file its symlinks lead to.
 func Check(path string) (string, error) {
+	return check(path, 0)
+}
+
+// maxLinks bounds a chain of links, as the kernel's own limit does.
+const maxLinks = 40
+
+func check(path string, links int) (string, error) {
 	st, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if links > 0 {
+			return "", fmt.Errorf("%s: a symlink to a missing file", path)
+		}
 		return path, nil
 	case err != nil:
 		return "", err
 	case st.Mode().IsRegular():
 		return path, nil
 	case st.Mode()&fs.ModeSymlink != 0:
-		target, err := filepath.EvalSymlinks(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("%s: a symlink to a missing file", path)
+		// A link the user made is followed (a result path they name keeps its meaning); one another user made is
+		// not: through it, IRS running as root overwrote root's files with a result. Each link of a chain is
+		// checked, one at a time.
+		if links >= maxLinks {
+			return "", fmt.Errorf("%s: more than %d symbolic links in a chain", path, maxLinks)
 		}
+		if err := linkOwner(path, st); err != nil {
+			return "", err
+		}
+		target, err := os.Readlink(path)
 		if err != nil {
 			return "", err
 		}
-		return Check(target)
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		return check(target, links+1)
 	}
 	return "", fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, describe(st.Mode()))
+}
+
+// ErrForeignLink is returned for a symbolic link owned by another user (root's links excepted).
+var ErrForeignLink = errors.New("a symbolic link owned by another user: not followed")
+
+func linkOwner(path string, st fs.FileInfo) error {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s: %w (uid %d)", path, ErrForeignLink, sys.Uid)
+	}
+	return nil
 }
 
 func describe(m fs.FileMode) string {

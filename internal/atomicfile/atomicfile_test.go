@@ -78,3 +78,39 @@ func TestWriteOnlyOverRegularFiles(t *testing.T) {
 		t.Errorf("target holds %q, want new", b)
 	}
 }
+
+// TestForeignLinkNotFollowed: a link another user made where IRS writes (their run directory, a shared one) is
+// not followed, and each link of a chain is checked: through one, IRS running as root overwrote root's files.
+func TestForeignLinkNotFollowed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a link to another user (lchown) needs root")
+	}
+	const nobody = 65534
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "passwd")
+	if err := os.WriteFile(victim, []byte("root:x:0:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(dir, "result.json")
+	if err := os.Symlink(victim, theirs); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(theirs, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(dir, "mine.json") // the user's own link, to theirs: the chain's second link is foreign
+	if err := os.Symlink(theirs, mine); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{theirs, mine} {
+		if err := Write(path, []byte(`{"schema":"x"}`), 0o644); !errors.Is(err, ErrForeignLink) {
+			t.Errorf("Write(%s) = %v, want ErrForeignLink", path, err)
+		}
+		if err := CheckWritable(path); !errors.Is(err, ErrForeignLink) {
+			t.Errorf("CheckWritable(%s) = %v, want ErrForeignLink", path, err)
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root:x:0:0\n" {
+		t.Errorf("the file behind the link now holds %q", b)
+	}
+}

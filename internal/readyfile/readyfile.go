@@ -23,7 +23,7 @@ func Write(path string, r *irsv1.ReadyFile) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(path, append(b, '\n'), 0o644)
+	return atomicfile.Write(path, append(b, '\n'), 0o600) // it names the control API's port: its owner's only
 }
 
 // Read reads the ready file at path, as inputfile.Read reads (at most MaxBytes, no device). A missing, empty or

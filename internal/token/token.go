@@ -7,10 +7,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/irs-sim/irs/internal/inputfile"
+	"github.com/irs-sim/irs/internal/rundir"
 )
 
 // New returns a random token (256 bits, hex).
@@ -20,12 +20,13 @@ func New() string {
 	return hex.EncodeToString(b)
 }
 
-// Write writes a token to path, readable by its owner only.
+// Write writes a token to a new file at path, readable by its owner only: a file (or a link) already there is
+// refused, not written through (another user's file would stay readable by them).
 func Write(path, tok string) error {
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write control token: %w", err)
+	if err := rundir.WriteSecret(path, []byte(tok+"\n")); err != nil {
+		return fmt.Errorf("control token: %w", err)
 	}
-	return os.Chmod(path, 0o600) // WriteFile keeps the mode of a file that existed
+	return nil
 }
 
 // MaxFileBytes is the largest token file read: a token is 64 characters; a file far larger is not a token file

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/irs-sim/irs/internal/inputfile"
+	"github.com/irs-sim/irs/internal/rundir"
 	"net"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ func NewControl(dir string) (*Control, error) {
 		return nil, err
 	}
 	c := &Control{dir: dir, root: root, key: key}
-	if err := os.WriteFile(c.CAFile(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := rundir.WriteSecret(c.CAFile(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})); err != nil {
 		return nil, fmt.Errorf("control credentials: %w", err)
 	}
 	return c, nil
@@ -123,10 +124,10 @@ func (c *Control) issue(name string, tmpl *x509.Certificate) (Files, error) {
 	if err != nil {
 		return Files{}, err
 	}
-	if err := os.WriteFile(f.Key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := rundir.WriteSecret(f.Key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})); err != nil {
 		return Files{}, err
 	}
-	if err := os.WriteFile(f.Cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := rundir.WriteSecret(f.Cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})); err != nil {
 		return Files{}, err
 	}
 	return f, nil

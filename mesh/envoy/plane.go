@@ -6,13 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/irs-sim/irs/internal/rundir"
 	"github.com/irs-sim/irs/mesh/dataplane"
 	"github.com/irs-sim/irs/mesh/envoy/xds"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
@@ -223,7 +223,7 @@ func (l onLocal) Command(px dataplane.LocalProxy) (*exec.Cmd, error) {
 		return nil, err
 	}
 	base := filepath.Join(px.Dir, px.ID)
-	if err := os.WriteFile(base+".envoy.json", boot, 0o644); err != nil {
+	if err := rundir.WriteFile(base+".envoy.json", boot, 0o600); err != nil {
 		return nil, fmt.Errorf("write %s sidecar bootstrap: %w", px.ID, err)
 	}
 	return exec.Command(l.p.found.Path, Args(base+".envoy.json", l.Logs(px), px.Concurrency)...), nil

@@ -617,20 +617,22 @@ func TestWorkflowOutputNotWritten(t *testing.T) {
 	if err := os.WriteFile(file, []byte(short), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runDir := filepath.Join(dir, "run")
-	if err := os.MkdirAll(filepath.Join(runDir, "report.html"), 0o755); err != nil { // a directory where the report goes
+	// The reports go beside the result; a run directory must be new (or empty), so the result is elsewhere.
+	runDir, out := filepath.Join(dir, "run"), filepath.Join(dir, "out")
+	if err := os.MkdirAll(filepath.Join(out, "report.html"), 0o755); err != nil { // a directory where the report goes
 		t.Fatal(err)
 	}
-	p := command(t, nil, "workflow", "run", file, "--run-dir", runDir, "--progress", "off", "--report", "html,markdown")
+	p := command(t, nil, "workflow", "run", file, "--run-dir", runDir, "--result", filepath.Join(out, "result.json"),
+		"--progress", "off", "--report", "html,markdown")
 	t.Cleanup(func() { assertNoWorkers(t, runDir, 10*time.Second) })
 	p.start()
 	if code := p.exitCode(time.Minute); code != 1 || !strings.Contains(p.stderr.String(), "html report not written") {
 		t.Errorf("report path taken by a directory: exit %d, want 1 saying the html report was not written; stderr:\n%s", code, p.stderr)
 	}
-	if _, err := os.Stat(filepath.Join(runDir, "report.md")); err != nil {
+	if _, err := os.Stat(filepath.Join(out, "report.md")); err != nil {
 		t.Errorf("the Markdown report was not written beside the failed one: %v", err)
 	}
-	if res := readResult(t, filepath.Join(runDir, "result.json")); res.GetStatus() != "passed" {
+	if res := readResult(t, filepath.Join(out, "result.json")); res.GetStatus() != "passed" {
 		t.Errorf("result %s, want the run's own verdict, passed", res.GetStatus())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/atomicfile"
+	"github.com/irs-sim/irs/internal/rundir"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -241,15 +242,18 @@ func (c *Campaign) ready(ctx context.Context, p *plan) error {
 			return err
 		}
 	}
-	if p.opts.RunDir == "" {
-		p.opts.RunDir = filepath.Join("irs-runs", p.wf.GetName()+"-"+time.Now().Format("20060102-150405"))
-	}
 	if p.opts.Result != "" {
 		if err := atomicfile.CheckWritable(p.opts.Result); err != nil {
 			return invalid(fmt.Errorf("--result: %w", err))
 		}
 	}
-	if err := atomicfile.CheckWritable(filepath.Join(p.opts.RunDir, "result.json")); err != nil {
+	// The run directory is the run's own: made fresh, or refused (another user's directory, or one others
+	// can write to, would give them the run's token and keys, and links to follow).
+	if p.opts.RunDir == "" {
+		if p.opts.RunDir, err = rundir.ClaimNew(filepath.Join("irs-runs", p.wf.GetName()+"-"+time.Now().Format("20060102-150405"))); err != nil {
+			return invalid(fmt.Errorf("--run-dir: %w", err))
+		}
+	} else if err := rundir.Claim(p.opts.RunDir); err != nil {
 		return invalid(fmt.Errorf("--run-dir: %w", err))
 	}
 	return nil

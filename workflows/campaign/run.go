@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/irs-sim/irs/internal/rundir"
 	"github.com/irs-sim/irs/mesh/policy"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -31,6 +32,10 @@ func (c *Campaign) once(ctx context.Context, p *plan, mesh *irsv1.Mesh, point wo
 		if tl, err = workflows.NewTimeline(wf, p.tl.Scale); err != nil {
 			return nil, err
 		}
+	}
+	// A comparison's run has its own directory inside the campaign's: made as the campaign's was.
+	if err := rundir.Own(dir); err != nil {
+		return nil, fmt.Errorf("--run-dir: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(resultPath), 0o755); err != nil {
 		return nil, fmt.Errorf("result directory: %w", err)

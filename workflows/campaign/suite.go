@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/irs-sim/irs/internal/atomicfile"
+	"github.com/irs-sim/irs/internal/rundir"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/engine"
@@ -50,12 +50,13 @@ func (c *Campaign) Suite(ctx context.Context, files []string, opts Options) (Sui
 		return SuiteOutcome{}, err
 	}
 	if opts.RunDir == "" {
-		opts.RunDir = filepath.Join("irs-runs", "suite-"+time.Now().Format("20060102-150405"))
-	}
-	suitePath := filepath.Join(opts.RunDir, "suite.json")
-	if _, err := atomicfile.Check(suitePath); err != nil {
+		if opts.RunDir, err = rundir.ClaimNew(filepath.Join("irs-runs", "suite-"+time.Now().Format("20060102-150405"))); err != nil {
+			return SuiteOutcome{}, invalid(fmt.Errorf("--run-dir: %w", err))
+		}
+	} else if err := rundir.Claim(opts.RunDir); err != nil {
 		return SuiteOutcome{}, invalid(fmt.Errorf("--run-dir: %w", err))
 	}
+	suitePath := filepath.Join(opts.RunDir, "suite.json")
 	s := &irsv1.Suite{Schema: resultfile.SuiteSchema, Status: engine.StatusRunning, Environment: Environment(c.Backend),
 		StartedAt: timestamppb.Now()}
 	for i, file := range files {

@@ -28,8 +28,9 @@ const (
 	LabelDetached = "irs.dev/detached"
 	engineName    = "irs-engine"
 	runConfigMap  = "irs-run"
-	// EngineRunDir is where the engine's pod keeps the run directory.
-	EngineRunDir = "/var/lib/irs/run"
+	// EngineRunDir is where the engine's pod keeps the run directory: one level below the pod's work volume,
+	// whose root an emptyDir makes writable by everyone (a run directory is refused in such a directory).
+	EngineRunDir = "/var/lib/irs/engine/run"
 	// EngineWorkflow is where the engine's pod reads the workflow.
 	EngineWorkflow = "/etc/irs/run/workflow.yaml"
 	// EnvEngineNamespace tells the engine the namespace it runs in.

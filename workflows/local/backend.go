@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irs-sim/irs/internal/rundir"
 	"github.com/irs-sim/irs/internal/token"
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/dataplane"
@@ -156,8 +157,8 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Executable == "" {
 		return nil, errors.New("local backend: no irs executable")
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("run directory: %w", err)
+	if err := rundir.Own(cfg.Dir); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/readyfile"
+	"github.com/irs-sim/irs/internal/rundir"
 	"github.com/irs-sim/irs/mesh/ca"
 	"github.com/irs-sim/irs/mesh/controlplane"
 	"github.com/irs-sim/irs/mesh/dataplane"
@@ -101,7 +102,7 @@ func (b *Backend) runControlPlane(ctx context.Context, listen string) (string, e
 	ready := filepath.Join(b.cfg.Dir, "control-plane.ready")
 	_ = os.Remove(ready) // a run directory may be reused: never read a previous run's address
 	logPath := filepath.Join(b.cfg.Dir, "control-plane.log")
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	logf, err := rundir.Append(logPath, 0o600)
 	if err != nil {
 		return "", err
 	}
@@ -165,7 +166,7 @@ func (b *Backend) startSidecar(r *replica) error {
 	if err != nil {
 		return err
 	}
-	out, err := os.Create(filepath.Join(b.cfg.Dir, r.id+"."+b.mesh.plane.Type()+".out"))
+	out, err := rundir.Create(filepath.Join(b.cfg.Dir, r.id+"."+b.mesh.plane.Type()+".out"), 0o600)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/irs-sim/irs/internal/readyfile"
+	"github.com/irs-sim/irs/internal/rundir"
 	"github.com/irs-sim/irs/internal/token"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
@@ -39,11 +40,11 @@ func (b *Backend) startReplica(s *service) (*replica, error) {
 		return nil, err
 	}
 	base := filepath.Join(b.cfg.Dir, r.id)
-	if err := os.WriteFile(base+".json", doc, 0o644); err != nil {
+	if err := rundir.WriteFile(base+".json", doc, 0o600); err != nil {
 		return nil, fmt.Errorf("write %s config: %w", r.id, err)
 	}
 	_ = os.Remove(base + ".ready")
-	logf, err := os.Create(base + ".log")
+	logf, err := rundir.Create(base+".log", 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create %s log: %w", r.id, err)
 	}

@@ -147,5 +147,37 @@ func (f *File) SuiteRun(ctx context.Context, r *irsv1.SuiteRun) (*File, error) {
 	if !filepath.IsLocal(p) {
 		return nil, fmt.Errorf("%s: %s's result %q is not inside the suite's directory", f.Path, r.GetFile(), p)
 	}
-	return Read(ctx, filepath.Join(filepath.Dir(f.Path), p))
+	dir, err := filepath.EvalSymlinks(filepath.Dir(f.Path))
+	if err != nil {
+		return nil, err
+	}
+	path, err := inside(dir, filepath.Join(dir, p))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s's result %q: %w", f.Path, r.GetFile(), p, err)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		// Read would pick the file in it: pick it here, so that the file too is checked once its links are resolved.
+		for _, name := range []string{"suite.json", "comparison.json", "result.json"} {
+			if _, err := os.Lstat(filepath.Join(path, name)); err == nil {
+				if path, err = inside(dir, filepath.Join(path, name)); err != nil {
+					return nil, fmt.Errorf("%s: %s's result %q: %w", f.Path, r.GetFile(), p, err)
+				}
+				break
+			}
+		}
+	}
+	return Read(ctx, path)
+}
+
+// inside resolves path's links and returns it when it is still inside dir (itself resolved): a suite's
+// comparison.json/result.json -> /etc/passwd is lexically inside the suite and was followed out of it.
+func inside(dir, path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	if rel, err := filepath.Rel(dir, real); err != nil || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("it leads to %s, outside the suite's directory (through a link): not followed", real)
+	}
+	return real, nil
 }

@@ -50,6 +50,55 @@ func TestSuiteRunStaysInItsDirectory(t *testing.T) {
 	}
 }
 
+// TestSuiteRunLinkOut: a link inside a suite's directory that leads out of it (comparison.json/result.json ->
+// another result elsewhere) is not followed: the check is on the path once its links are resolved, for the
+// file a directory's result is read from too. A link that stays inside is followed.
+func TestSuiteRunLinkOut(t *testing.T) {
+	root := t.TempDir()
+	outside := filepath.Join(root, "outside", "result.json")
+	if err := os.MkdirAll(filepath.Dir(outside), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := resultfile.WriteResult(outside, reporttest.Large(1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	suiteDir := filepath.Join(root, "suite")
+	for _, d := range []string{"w", "cmp", "in"} {
+		if err := os.MkdirAll(filepath.Join(suiteDir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := resultfile.WriteResult(filepath.Join(suiteDir, "in", "real.json"), reporttest.Large(1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{"w/result.json": outside, "cmp/result.json": outside, "in/result.json": "real.json"}
+	for from, to := range links {
+		if err := os.Symlink(to, filepath.Join(suiteDir, from)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	suite := filepath.Join(suiteDir, "suite.json")
+	if err := os.WriteFile(suite, []byte(`{"schema": "`+resultfile.SuiteSchema+`", "runs": [
+		{"file": "w.yaml", "result": "w/result.json"},
+		{"file": "cmp.yaml", "result": "cmp"},
+		{"file": "in.yaml", "result": "in/result.json"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := resultfile.Read(t.Context(), suite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := f.Suite.GetRuns()
+	for _, run := range runs[:2] {
+		if r, err := f.SuiteRun(t.Context(), run); err == nil || !strings.Contains(err.Error(), "outside the suite's directory") {
+			t.Errorf("%s's result %q: read %v, error %v; want refused as leading outside the suite's directory", run.GetFile(), run.GetResult(), r != nil, err)
+		}
+	}
+	if r, err := f.SuiteRun(t.Context(), runs[2]); err != nil || r.Result == nil {
+		t.Errorf("a link inside the suite's directory: %v, %v; want its result", r, err)
+	}
+}
+
 // TestOnlySchemaRefused: a file of its schema and nothing else is refused, not read as an empty run (it rendered
 // with exit 0); a partial result with something in it is still read.
 func TestOnlySchemaRefused(t *testing.T) {

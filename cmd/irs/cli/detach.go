@@ -22,6 +22,7 @@ import (
 
 	"github.com/irs-sim/irs/internal/idlecpu"
 	"github.com/irs-sim/irs/internal/profile"
+	"github.com/irs-sim/irs/internal/rundir"
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
 	"github.com/irs-sim/irs/workflows/engine"
@@ -281,12 +282,20 @@ func (a *app) fetch(ctx context.Context, d *kube.Detached, dir string) error {
 	if dir == "" {
 		dir = filepath.Join("irs-runs", d.NS)
 	}
+	// The directory written into is this user's own, as a run directory is (another user's, or one others can
+	// write to, would let them plant links that the files below follow), and no name leads out of it.
+	if err := rundir.Own(dir); err != nil {
+		return withExitCode(fmt.Errorf("--output: %w", err), ExitInvalidConfig)
+	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if !filepath.IsLocal(filepath.FromSlash(name)) {
+			return fmt.Errorf("detached run %s keeps a file named %q, which is not inside its directory: nothing more is written", d.NS, name)
+		}
 		path := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := ownDirs(dir, filepath.Dir(filepath.FromSlash(name))); err != nil {
 			return err
 		}
-		if err := os.WriteFile(path, files[name], 0o644); err != nil {
+		if err := rundir.WriteFile(path, files[name], 0o644); err != nil {
 			return err
 		}
 	}
@@ -557,6 +566,22 @@ func (a *app) finishLost(ctx context.Context, store *kube.Store, ns string, st k
 	return err
 }
 
+// ownDirs makes rel's directories inside dir, one at a time, each this user's own (rundir.Own): a directory
+// already there that is a link, or another user's, is refused rather than written through.
+func ownDirs(dir, rel string) error {
+	if rel == "." {
+		return nil
+	}
+	path := dir
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		path = filepath.Join(path, part)
+		if err := rundir.Own(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // profileEngine profiles the engine when kube.EnvProfileEngine is set: its CPU from now until stop, its heap
 // at stop, and its heap during the run (heapProfiles), moved into the run directory at stop, whose files go back
 // with the run's artifacts. Until then they are kept beside it: every checkpoint sends the run directory's files,
@@ -590,7 +615,7 @@ func profileEngine(runDir string) (stop func()) {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil {
-				_ = os.WriteFile(filepath.Join(runDir, e.Name()), b, 0o644)
+				_ = rundir.WriteFile(filepath.Join(runDir, e.Name()), b, 0o644)
 			}
 		}
 		_ = os.RemoveAll(dir)
