@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"time"
@@ -37,6 +38,9 @@ func (s *Server) handleHTTP1(ctx *fasthttp.RequestCtx) {
 		req.qDelay, req.qStatus, req.qSize = args.Peek("delay"), args.Peek("status"), args.Peek("size")
 	}
 	req.conn = ctx.Conn()
+	if body := ctx.RequestBodyStream(); body != nil { // the worker never reads a body: it is read away, a chunk at a time
+		_, _ = io.Copy(io.Discard, body) // io.Discard reads through a pooled buffer of its own
+	}
 
 	res := s.serve(ctx, req, s.http1, start)
 	if res.Canceled {
