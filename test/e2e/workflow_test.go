@@ -843,3 +843,48 @@ func TestKillOnTime(t *testing.T) {
 		t.Errorf("victim's exit recorded %.0f ms after the kill, want < 100 ms", 1000*after)
 	}
 }
+
+// TestRunnerKilledLeavesPhases: the result a SIGKILLed runner leaves holds the phases that had ended, summarized
+// as at its last save (it held "phases: []"), and reads as the partial, running result it is.
+func TestRunnerKilledLeavesPhases(t *testing.T) {
+	doc := strings.Replace(longWorkflow, `  - name: forever
+    duration: 60s`, `  - name: first
+    duration: 2s
+  - name: forever
+    duration: 60s`, 1)
+	run := startWorkflow(t, doc)
+	deadline := time.Now().Add(45 * time.Second)
+	var res *irsv1.WorkflowResult
+	for {
+		if b, err := os.ReadFile(run.result); err == nil {
+			r := &irsv1.WorkflowResult{}
+			if protojson.Unmarshal(b, r) == nil && r.GetStatus() == "running" && len(r.GetPhases()) > 0 &&
+				r.GetPhases()[0].GetName() == "first" && r.GetCheckpoint() > r.GetPhases()[0].GetEnd() {
+				res = r
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no saved result held the first phase within 45 s of the start; stderr:\n%s", run.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := run.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	run.exitCode(5 * time.Second)
+	assertNoWorkers(t, run.dir, 3*time.Second)
+	left := readResult(t, run.result)
+	if left.GetStatus() != "running" || len(left.GetPhases()) == 0 || left.GetPhases()[0].GetName() != "first" {
+		t.Fatalf("the result left: status %q, phases %v; want running with the first phase", left.GetStatus(), left.GetPhases())
+	}
+	if p := left.GetPhases()[0]; p.GetEnd()-p.GetStart() < 1.5 || len(p.GetServices()) == 0 || len(res.GetPhases()[0].GetServices()) == 0 {
+		t.Errorf("first phase %v..%v with %d services, want its 2 s and its figures", p.GetStart(), p.GetEnd(), len(p.GetServices()))
+	}
+	rep := command(t, nil, "workflow", "report", run.result)
+	rep.start()
+	rep.exitCode(30 * time.Second)
+	if out := rep.stdout.String(); !strings.Contains(out, "first") || strings.Contains(out, "not within -") {
+		t.Errorf("the report of the partial result:\n%s", out)
+	}
+}

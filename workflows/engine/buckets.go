@@ -102,7 +102,7 @@ func (e *engine) tickLoop(done <-chan struct{}) {
 		// The result file kept current for whoever reads it while the run goes on; a run that checkpoints
 		// (detached) has its checkpoints for that, and the file is read only at its end.
 		if e.o.Checkpoint == nil && k%max(1, int(2*time.Second/e.interval)) == 0 {
-			_ = e.save() // the last save, at the end, is the one whose failure fails the run
+			_ = e.saveRunning() // the last save, at the end, is the one whose failure fails the run
 		}
 		e.maybeCheckpoint()
 	}

@@ -158,11 +158,15 @@ func Run(ctx context.Context, o Options) (*irsv1.WorkflowResult, error) {
 	}
 	specs := e.specs()
 	if err := o.Backend.Start(ctx, specs); err != nil {
-		e.fail(err)
-		_ = o.Backend.Stop(context.Background(), ctx.Err() != nil)
 		if ctx.Err() != nil {
+			// Interrupted while the services started: what failed to start failed because of the interrupt, and
+			// the run is interrupted, as its exit code says (130), not broken.
+			e.logger.Info("interrupted while the services started", "err", err)
+			_ = o.Backend.Stop(context.Background(), true)
 			return e.res, errors.Join(ErrInterrupted, e.finish(StatusInterrupted))
 		}
+		e.fail(err)
+		_ = o.Backend.Stop(context.Background(), false)
 		return e.res, err
 	}
 	runCtx, stopRun := context.WithCancel(context.Background())
@@ -568,6 +572,22 @@ func (e *engine) save() error {
 	e.mu.Lock()
 	snap := e.snapshot()
 	e.mu.Unlock()
+	if err := resultfile.WriteResultSeries(e.o.ResultPath, snap.Head, snap.Series); err != nil {
+		e.logger.Warn("write result", "path", e.o.ResultPath, "err", err)
+		return fmt.Errorf("%w: %s: %w", ErrResultNotWritten, e.o.ResultPath, err)
+	}
+	return nil
+}
+
+// saveRunning saves the result as it stands while the run goes on: summarized as a checkpoint is (the phases
+// ended so far, the total, the damage of kills and faults up to the last interval closed), so that a runner
+// killed outright (SIGKILL, a lost machine) leaves a partial result that says what it measured. The file held
+// the series alone and read as "phases: []" although phases had ended.
+func (e *engine) saveRunning() error {
+	if e.o.ResultPath == "" {
+		return nil
+	}
+	snap := e.checkpoint()
 	if err := resultfile.WriteResultSeries(e.o.ResultPath, snap.Head, snap.Series); err != nil {
 		e.logger.Warn("write result", "path", e.o.ResultPath, "err", err)
 		return fmt.Errorf("%w: %s: %w", ErrResultNotWritten, e.o.ResultPath, err)

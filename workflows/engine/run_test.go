@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows"
+	"github.com/irs-sim/irs/workflows/resultfile"
 )
 
 // slowCountersBackend runs nothing, records when each load was set, and takes slow seconds to read its
@@ -129,4 +131,34 @@ type startSpy struct {
 func (b *startSpy) Start(context.Context, []workflows.ServiceSpec) error {
 	*b.started = true
 	return nil
+}
+
+// startInterrupted is a backend whose Start is interrupted: it returns once ctx ends, as a real one does
+// while its replicas are still starting.
+type startInterrupted struct{ slowCountersBackend }
+
+func (b *startInterrupted) Start(ctx context.Context, _ []workflows.ServiceSpec) error {
+	<-ctx.Done()
+	return fmt.Errorf("start services: wait for server-0: %w", ctx.Err())
+}
+
+// TestInterruptDuringStartup: an interrupt while the services start is an interrupted run, in its result as in
+// its exit code (130); the result said "error", as if something had broken.
+func TestInterruptDuringStartup(t *testing.T) {
+	b := &startInterrupted{slowCountersBackend{events: make(chan workflows.Event)}}
+	e := testEngine(t, shopYAML, 0.01, 100*time.Millisecond, b)
+	e.o.ResultPath = filepath.Join(t.TempDir(), "result.json")
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	res, err := Run(ctx, e.o)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("Run interrupted while starting = %v, want ErrInterrupted", err)
+	}
+	if res.GetStatus() != StatusInterrupted || res.GetError() != "" {
+		t.Errorf("result status %q error %q, want interrupted and no error", res.GetStatus(), res.GetError())
+	}
+	saved, rerr := resultfile.Read(context.Background(), e.o.ResultPath)
+	if rerr != nil || saved.Status() != StatusInterrupted {
+		t.Errorf("saved result: %v, status %q; want interrupted", rerr, saved.Status())
+	}
 }

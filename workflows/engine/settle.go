@@ -270,7 +270,7 @@ const maxTail = 30.0
 // under recoveredBelow, or maxTail after the heal, or the end of the run. A fault not healed (yet) runs to the
 // end of the run, and so does one whose clients' recovery is not in yet (the series goes on). Callers hold e.mu.
 func (e *engine) faultUntil(f *irsv1.FaultRecord) float64 {
-	end := e.end.Seconds()
+	end := max(e.end.Seconds(), f.GetT()) // a checkpoint can end before a fault it holds: no window, not a negative one
 	heal, ok := e.healOf(f)
 	if !ok {
 		return end

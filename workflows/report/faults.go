@@ -82,6 +82,10 @@ func faultTitle(f *irsv1.FaultRecord) string {
 // Recovery says how long a fault took the load generators to get back under 1 % 5xx within its window.
 func Recovery(f *irsv1.FaultRecord) string {
 	switch {
+	case !f.GetRecovered() && f.GetUntil() <= f.GetT():
+		// A partial result (a runner killed outright) can end as, or before, the fault struck: its window is
+		// unmeasured, not a negative one ("not within -7.00s").
+		return "not measured (the result ends at the fault)"
 	case !f.GetRecovered():
 		return fmt.Sprintf("not within %.2fs", f.GetUntil()-f.GetT())
 	case f.GetRecovery() == 0:
