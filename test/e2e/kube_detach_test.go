@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -229,9 +230,7 @@ func TestKubeDetachedEngineLost(t *testing.T) {
 	defer func() { _, _ = irsRun(t, time.Minute, "cleanup", "--backend", "kubernetes") }()
 	// Wait for a checkpoint well into the run, then kill the engine at once.
 	awaitCheckpoints(t, ns, 3)
-	if out, err := kubectl(t, "delete", "pod", "-n", ns, "-l", "app.kubernetes.io/name=irs-engine", "--grace-period=0", "--force"); err != nil {
-		t.Fatalf("kill the engine: %v: %s", err, out)
-	}
+	killEngine(t, ns)
 	if code := starter.exitCode(3 * time.Minute); code != 1 {
 		t.Errorf("the detached command: exit %d after its engine was lost, want 1; stderr:\n%s", code, starter.stderr)
 	}
@@ -287,9 +286,7 @@ func TestKubeDetachedEngineLost(t *testing.T) {
 	if out, err := kubectl(t, "delete", "job", "irs-engine", "-n", ns3, "--cascade=orphan"); err != nil {
 		t.Fatalf("remove the engine's Job: %v: %s", err, out)
 	}
-	if out, err := kubectl(t, "delete", "pod", "-n", ns3, "-l", "app.kubernetes.io/name=irs-engine", "--grace-period=0", "--force"); err != nil {
-		t.Fatalf("kill the engine: %v: %s", err, out)
-	}
+	killEngine(t, ns3)
 	stale := time.Now().Add(-2 * time.Minute).UTC().Format(time.RFC3339)
 	if out, err := kubectl(t, "patch", "configmap", "irs-status", "-n", ns3, "--type", "merge",
 		"-p", fmt.Sprintf(`{"data":{"heartbeat":%q}}`, stale)); err != nil {
@@ -315,6 +312,61 @@ func TestKubeDetachedEngineLost(t *testing.T) {
 	if n := runPods(t, ns3); n != 0 {
 		t.Errorf("%d pods of the run stopped with its engine gone left, want 0", n)
 	}
+}
+
+// killEngine kills a detached run's engine outright: its process SIGKILLed on its node (this machine), then its
+// pod removed. Deleting the pod alone, even forced, has the kubelet send SIGTERM first, and an engine that
+// finished its interrupted run within the kubelet's grace wrote a final result: the loss the test is about did
+// not happen, and it failed on a busy machine.
+func killEngine(t *testing.T, ns string) {
+	t.Helper()
+	pid := engineProcess(t, ns)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the engine (pid %d): %v", pid, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join("/proc", fmt.Sprint(pid), "cmdline")); err != nil {
+			break
+		}
+		if b, _ := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "stat")); strings.Contains(string(b), ") Z ") {
+			break // dead, not yet reaped by its shim
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine (pid %d) is still there 30 s after SIGKILL", pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, err := kubectl(t, "delete", "pod", "-n", ns, "-l", "app.kubernetes.io/name=irs-engine", "--grace-period=0", "--force"); err != nil {
+		t.Fatalf("remove the engine's pod: %v: %s", err, out)
+	}
+}
+
+// engineProcess finds the process of a detached run's engine on the node by its command line and namespace.
+func engineProcess(t *testing.T, ns string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err != nil || !strings.HasPrefix(string(cmdline), "/irs\x00workflow\x00run\x00") ||
+				!strings.Contains(string(cmdline), "\x00--engine-in-cluster\x00") {
+				continue
+			}
+			environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil || !slices.Contains(strings.Split(string(environ), "\x00"), "IRS_ENGINE_NAMESPACE="+ns) {
+				continue
+			}
+			var pid int
+			if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
+				return pid
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("no engine process of %s on the node", ns)
+	return 0
 }
 
 // awaitCheckpoints waits until a detached run has written n checkpoints (its artifacts' generation).
