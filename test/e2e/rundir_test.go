@@ -78,6 +78,12 @@ func TestRunDirOfAnotherUser(t *testing.T) {
 		t.Skip("a second local user's processes need root to start (setuid); run as root to check what they can do to a run")
 	}
 	shared := sharedDir(t)
+	probe := exec.Command("sh", "-c", "cd "+shared+" && mkdir probe && rmdir probe")
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: secondUser, Gid: secondUser}}
+	probe.WaitDelay = 5 * time.Second
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("uid %d cannot reach %s (the temporary directory's parents are closed to it): %v %s", secondUser, shared, err, out)
+	}
 	// What root owns and must stay as it is: the target of the second user's links.
 	victims := filepath.Join(filepath.Dir(shared), "root-only")
 	if err := os.Mkdir(victims, 0o755); err != nil {
