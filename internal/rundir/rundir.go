@@ -11,7 +11,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"syscall"
 )
 
@@ -113,10 +115,30 @@ func checkOwned(st fs.FileInfo, what string) error {
 	if uid := os.Geteuid(); int(sys.Uid) != uid {
 		return fmt.Errorf("%w: %s is owned by uid %d, not by this user (uid %d)", ErrRefused, what, sys.Uid, uid)
 	}
-	if st.Mode().Perm()&0o022 != 0 {
+	if others(st, sys) {
 		return fmt.Errorf("%w: %s is writable by its group or others (%s; chmod go-w, or name a new directory)", ErrRefused, what, st.Mode().Perm())
 	}
 	return nil
+}
+
+// others reports whether a user other than this one may write in a directory: it is writable by others, or by
+// a group that is not this user's own private group (the group named as the user is, under a umask of 002 the
+// group of every directory they make: refusing it refused a user's own checkout).
+func others(st fs.FileInfo, sys *syscall.Stat_t) bool {
+	perm := st.Mode().Perm()
+	return perm&0o002 != 0 || perm&0o020 != 0 && !privateGroup(sys.Gid)
+}
+
+func privateGroup(gid uint32) bool {
+	if int(gid) != os.Getegid() {
+		return false
+	}
+	g, err := user.LookupGroupId(strconv.FormatUint(uint64(gid), 10))
+	if err != nil {
+		return false
+	}
+	u, err := user.LookupId(strconv.Itoa(os.Geteuid()))
+	return err == nil && g.Name == u.Username
 }
 
 // checkParent refuses a parent in which another user could rename the run directory away and put a link in
@@ -133,7 +155,7 @@ func checkParent(dir string) error {
 	if uid := sys.Uid; uid != 0 && int(uid) != os.Geteuid() {
 		return fmt.Errorf("%w: the directory holding it (%s) is owned by uid %d, who could replace the run directory", ErrRefused, dir, uid)
 	}
-	if st.Mode().Perm()&0o022 != 0 && st.Mode()&fs.ModeSticky == 0 {
+	if others(st, sys) && st.Mode()&fs.ModeSticky == 0 {
 		return fmt.Errorf("%w: the directory holding it (%s) is writable by others and not sticky (%s), so another user could replace the run directory", ErrRefused, dir, st.Mode())
 	}
 	return nil

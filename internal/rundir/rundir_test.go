@@ -59,6 +59,14 @@ func TestClaimRefuses(t *testing.T) {
 	if err := os.Chmod(groupWritable, 0o770); err != nil {
 		t.Fatal(err)
 	}
+	// Writable by a group that is not this user's own private one (nogroup: giving it needs root; without root
+	// the directory's group is the user's, and the case below covers it).
+	sharedGroup := os.Geteuid() == 0
+	if sharedGroup {
+		if err := os.Chown(groupWritable, -1, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
 	link := filepath.Join(dir, "link")
 	if err := os.Symlink(t.TempDir(), link); err != nil {
 		t.Fatal(err)
@@ -76,12 +84,15 @@ func TestClaimRefuses(t *testing.T) {
 	}
 	for _, tt := range []struct{ name, path, want string }{
 		{"not empty", nonEmpty, "not empty"},
-		{"writable by its group", groupWritable, "writable by its group or others"},
+		{"writable by a shared group", groupWritable, "writable by its group or others"},
 		{"a link", link, "symbolic link"},
 		{"a file", file, "not a directory"},
 		{"in a directory anyone may write to", filepath.Join(open, "run"), "writable by others and not sticky"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.path == groupWritable && !sharedGroup {
+				t.Skip("giving a directory to another group (chown) needs root")
+			}
 			err := Claim(tt.path)
 			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Claim(%s) = %v, want a refusal saying %q", tt.path, err, tt.want)
@@ -95,8 +106,34 @@ func TestClaimRefuses(t *testing.T) {
 	if err := Own(nonEmpty); err != nil {
 		t.Errorf("Own(a directory of the run's own with files): %v", err)
 	}
-	if err := Own(groupWritable); !errors.Is(err, ErrRefused) {
-		t.Errorf("Own(group-writable) = %v, want a refusal", err)
+	if err := Own(groupWritable); sharedGroup && !errors.Is(err, ErrRefused) {
+		t.Errorf("Own(writable by a shared group) = %v, want a refusal", err)
+	}
+}
+
+// TestClaimUnderAUmaskOf002: writable by the user's own private group (the group named as they are, as every
+// directory they make is under a umask of 002) is not writable by others: a checkout of 0775 and the
+// irs-runs made in it are taken.
+func TestClaimUnderAUmaskOf002(t *testing.T) {
+	if !privateGroup(uint32(os.Getegid())) {
+		t.Skip("this user's group is not a private one (named as the user)")
+	}
+	checkout := filepath.Join(t.TempDir(), "checkout")
+	if err := os.Mkdir(checkout, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(checkout, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	runs := filepath.Join(checkout, "irs-runs")
+	if err := os.Mkdir(runs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(runs, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := Claim(filepath.Join(runs, "w-1")); err != nil {
+		t.Errorf("a run directory in a 0775 directory of the user's own group: %v", err)
 	}
 }
 
