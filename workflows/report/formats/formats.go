@@ -5,8 +5,6 @@
 package formats
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/irs-sim/irs/internal/atomicfile"
-	irsv1 "github.com/irs-sim/irs/proto/irs/v1"
 	"github.com/irs-sim/irs/workflows/report"
 	"github.com/irs-sim/irs/workflows/report/junit"
 	"github.com/irs-sim/irs/workflows/report/markdown"
@@ -26,7 +22,6 @@ import (
 	"github.com/irs-sim/irs/workflows/resultfile"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Formats.
@@ -93,9 +88,6 @@ func Render(ctx context.Context, w io.Writer, f *resultfile.File, format string)
 }
 
 func renderJSON(w io.Writer, f *resultfile.File) error {
-	if r := f.Result; r != nil && len(r.GetSeries()) > 0 {
-		return renderResultJSON(w, r)
-	}
 	var m proto.Message = f.Result
 	if f.Comparison != nil {
 		m = f.Comparison
@@ -111,56 +103,6 @@ func renderJSON(w io.Writer, f *resultfile.File) error {
 	}
 	_, err = io.WriteString(w, "\n")
 	return err
-}
-
-// renderResultJSON writes a result as renderJSON does, its series a tick at a time: an 81 MB result's JSON
-// marshalled whole took 3.7 times its size in memory (the result, and the whole document beside it).
-func renderResultJSON(w io.Writer, r *irsv1.WorkflowResult) error {
-	head := &irsv1.WorkflowResult{} // r without its series, sharing its other fields (read only)
-	for _, fd := range fieldsBut(r, "series") {
-		head.ProtoReflect().Set(fd, r.ProtoReflect().Get(fd))
-	}
-	opts := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}
-	b, err := opts.Marshal(head)
-	if err != nil {
-		return err
-	}
-	end := bytes.LastIndexByte(b, '}')
-	if end < 0 {
-		return fmt.Errorf("result JSON without an end")
-	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	body := bytes.TrimRight(b[:end], " \n")
-	bw.Write(body)
-	if bytes.ContainsFunc(body[bytes.IndexByte(body, '{')+1:], func(r rune) bool { return !unicode.IsSpace(r) }) {
-		bw.WriteString(",")
-	}
-	bw.WriteString("\n  \"series\": [")
-	for i, t := range r.GetSeries() {
-		tb, err := opts.Marshal(t)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			bw.WriteString(",")
-		}
-		bw.WriteString("\n    ")
-		bw.Write(bytes.ReplaceAll(tb, []byte("\n"), []byte("\n    ")))
-	}
-	bw.WriteString("\n  ]\n}\n")
-	return bw.Flush()
-}
-
-// fieldsBut returns the fields set in m, but the one named skip.
-func fieldsBut(m proto.Message, skip protoreflect.Name) []protoreflect.FieldDescriptor {
-	var out []protoreflect.FieldDescriptor
-	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if fd.Name() != skip {
-			out = append(out, fd)
-		}
-		return true
-	})
-	return out
 }
 
 func renderText(w io.Writer, f *resultfile.File) {

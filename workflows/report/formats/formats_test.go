@@ -14,8 +14,6 @@ import (
 	"github.com/irs-sim/irs/workflows/report/page"
 	"github.com/irs-sim/irs/workflows/report/reporttest"
 	"github.com/irs-sim/irs/workflows/resultfile"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 func TestParse(t *testing.T) {
@@ -126,24 +124,6 @@ func TestWriteToStdout(t *testing.T) {
 		var b bytes.Buffer
 		if err := formats.Write(t.Context(), &b, path, result, formats.JSON); err != nil || !strings.Contains(b.String(), `"schema"`) {
 			t.Errorf("Write(%q) = %v, %.100q; want the JSON on the writer", path, err, b.String())
-		}
-	}
-}
-
-// TestJSONStreamsTheSeries: a result's JSON, written a tick at a time (not marshalled whole beside the result
-// in memory), reads back as the result it came from.
-func TestJSONStreamsTheSeries(t *testing.T) {
-	for _, res := range []*irsv1.WorkflowResult{reporttest.Large(3, 40), {Schema: resultfile.ResultSchema, Series: []*irsv1.Tick{{T: 1}}}} {
-		var out bytes.Buffer
-		if err := formats.Render(t.Context(), &out, &resultfile.File{Result: res}, formats.JSON); err != nil {
-			t.Fatal(err)
-		}
-		back := &irsv1.WorkflowResult{}
-		if err := protojson.Unmarshal(out.Bytes(), back); err != nil {
-			t.Fatalf("the JSON does not read back: %v\n%.2000s", err, out.String())
-		}
-		if !proto.Equal(back, res) {
-			t.Errorf("the JSON read back differs from the result (%d ticks)", len(res.GetSeries()))
 		}
 	}
 }
