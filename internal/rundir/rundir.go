@@ -68,10 +68,9 @@ func own(path string, empty bool) error {
 	if err := checkParent(parent); err != nil {
 		return fmt.Errorf("run directory %s: %w", path, err)
 	}
-	err := os.Mkdir(path, 0o700)
+	err := os.Mkdir(path, 0o700) // the umask can only take bits away from 0700
 	if err == nil {
-		// Mkdir applies the umask; 0700 is already as tight as it goes, but say so explicitly.
-		return os.Chmod(path, 0o700)
+		return nil
 	}
 	if !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("run directory: %w", err)
@@ -177,11 +176,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeAll(f, data)
 }
 
 // WriteSecret writes a secret (a token, a private key) to a file that must not exist yet: made by this call,
@@ -191,7 +186,12 @@ func WriteSecret(path string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write secret: %w", err)
 	}
-	_, err = f.Write(data)
+	return writeAll(f, data)
+}
+
+// writeAll writes data to f and closes it: an error of either is the write's.
+func writeAll(f *os.File, data []byte) error {
+	_, err := f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -345,28 +345,13 @@ func killEngine(t *testing.T, ns string) {
 // engineProcess finds the process of a detached run's engine on the node by its command line and namespace.
 func engineProcess(t *testing.T, ns string) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			if err != nil || !strings.HasPrefix(string(cmdline), "/irs\x00workflow\x00run\x00") ||
-				!strings.Contains(string(cmdline), "\x00--engine-in-cluster\x00") {
-				continue
-			}
-			environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-			if err != nil || !slices.Contains(strings.Split(string(environ), "\x00"), "IRS_ENGINE_NAMESPACE="+ns) {
-				continue
-			}
-			var pid int
-			if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
-				return pid
-			}
+	return nodeProcess(t, "the engine of "+ns, func(proc string, cmdline []byte) bool {
+		if !strings.HasPrefix(string(cmdline), "/irs\x00workflow\x00run\x00") || !strings.Contains(string(cmdline), "\x00--engine-in-cluster\x00") {
+			return false
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("no engine process of %s on the node", ns)
-	return 0
+		environ, err := os.ReadFile(filepath.Join(proc, "environ"))
+		return err == nil && slices.Contains(strings.Split(string(environ), "\x00"), "IRS_ENGINE_NAMESPACE="+ns)
+	})
 }
 
 // awaitCheckpoints waits until a detached run has written n checkpoints (its artifacts' generation).

@@ -883,21 +883,32 @@ phases:
 // relayProcess finds the process of the run's relay pod on the node (one run at a time).
 func relayProcess(t *testing.T) int {
 	t.Helper()
+	return nodeProcess(t, "the run's relay", func(_ string, cmdline []byte) bool {
+		return strings.HasPrefix(string(cmdline), "/irs\x00relay\x00")
+	})
+}
+
+// nodeProcess finds, within 30 s, a process of a pod on the node (this machine) that match accepts, given its
+// /proc directory and command line.
+func nodeProcess(t *testing.T, what string, match func(proc string, cmdline []byte) bool) int {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
-			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			if err == nil && strings.HasPrefix(string(cmdline), "/irs\x00relay\x00") {
-				var pid int
-				if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
-					return pid
-				}
+			proc := filepath.Join("/proc", e.Name())
+			cmdline, err := os.ReadFile(filepath.Join(proc, "cmdline"))
+			if err != nil || !match(proc, cmdline) {
+				continue
+			}
+			var pid int
+			if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
+				return pid
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatal("no relay process on the node")
+	t.Fatalf("no process of %s on the node", what)
 	return 0
 }
 

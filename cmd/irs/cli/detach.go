@@ -292,7 +292,7 @@ func (a *app) fetch(ctx context.Context, d *kube.Detached, dir string) error {
 			return fmt.Errorf("detached run %s keeps a file named %q, which is not inside its directory: nothing more is written", d.NS, name)
 		}
 		path := filepath.Join(dir, filepath.FromSlash(name))
-		if err := ownDirs(dir, filepath.Dir(filepath.FromSlash(name))); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { // inside dir, which no one else can write to
 			return err
 		}
 		if err := rundir.WriteFile(path, files[name], 0o644); err != nil {
@@ -564,22 +564,6 @@ func (a *app) finishLost(ctx context.Context, store *kube.Store, ns string, st k
 		s.State, s.Exit, s.Message, s.Attempt, s.Heartbeat = kube.StateLost, ExitError, msg, s.Attempt+1, time.Now()
 	})
 	return err
-}
-
-// ownDirs makes rel's directories inside dir, one at a time, each this user's own (rundir.Own): a directory
-// already there that is a link, or another user's, is refused rather than written through.
-func ownDirs(dir, rel string) error {
-	if rel == "." {
-		return nil
-	}
-	path := dir
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
-		path = filepath.Join(path, part)
-		if err := rundir.Own(path); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // profileEngine profiles the engine when kube.EnvProfileEngine is set: its CPU from now until stop, its heap
